@@ -1,0 +1,19 @@
+//! The experiment file: its model, its parsing with located diagnostics, the validation
+//! that returns every problem at once, and the run plan (blocks in a seeded random order).
+//!
+//! This crate does no process spawning and no scheduler work; it reads the experiment file
+//! (in [`load`]) and nothing else.
+
+pub mod checklist;
+pub mod diagnostic;
+pub mod load;
+pub mod model;
+pub mod plan;
+pub mod resolved;
+pub mod yaml;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use load::{LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration};
+pub use model::*;
+pub use plan::{Plan, PlannedBlock, PlannedRun};
+pub use resolved::*;

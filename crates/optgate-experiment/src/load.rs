@@ -1,0 +1,798 @@
+//! Loading an experiment file: read, parse, then check everything a parser cannot, and
+//! return every problem at once (each with file, line and column) or the resolved
+//! experiment plus its warnings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+use sha2::{Digest, Sha256};
+
+use crate::checklist;
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::model::*;
+use crate::resolved::*;
+use crate::yaml::{self, Locator};
+
+/// Why an experiment could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read experiment file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", render_diagnostics(.diagnostics))]
+    Invalid { diagnostics: Vec<Diagnostic> },
+}
+
+fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let mut s: Vec<String> = diagnostics.iter().map(|d| d.to_string()).collect();
+    s.push(format!(
+        "{errors} error{} in the experiment file",
+        if errors == 1 { "" } else { "s" }
+    ));
+    s.join("\n")
+}
+
+/// A valid experiment and the warnings found on the way.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub experiment: Experiment,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Reads and validates the experiment file at `path`.
+pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    load_str(&text, &abs)
+}
+
+/// Validates `text` as if read from `path` (which is used for messages and to resolve a
+/// relative `workdir`).
+pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
+    let file: ExperimentFile = yaml::from_str(text).map_err(|e| LoadError::Invalid {
+        diagnostics: vec![Diagnostic::new(
+            Severity::Error,
+            path.to_path_buf(),
+            e.location,
+            "",
+            explain_serde(&e.message),
+        )],
+    })?;
+    let mut checker = Checker {
+        file: path.to_path_buf(),
+        locator: Locator::index(text),
+        diagnostics: Vec::new(),
+    };
+    let experiment = checker.resolve(file, text, path);
+    let (errors, warnings): (Vec<_>, Vec<_>) =
+        checker.diagnostics.into_iter().partition(|d| d.is_error());
+    if errors.is_empty() {
+        Ok(Loaded {
+            experiment,
+            warnings,
+        })
+    } else {
+        let mut all = errors;
+        all.extend(warnings);
+        Err(LoadError::Invalid { diagnostics: all })
+    }
+}
+
+/// Rewords serde's messages where a person would not understand them.
+fn explain_serde(message: &str) -> String {
+    let m = message.replace("unknown field", "unknown key");
+    if m.contains("data did not match any variant of untagged enum CommandSpec") {
+        return m.replace(
+            "data did not match any variant of untagged enum CommandSpec",
+            "a command must be a string (shell code) or a list of strings (argv)",
+        );
+    }
+    if m.starts_with("missing field") {
+        return m.replacen("missing field", "missing required key", 1);
+    }
+    m
+}
+
+/// Names of experiments and variants: they become directory names, job names and
+/// environment values, so they are restricted to a safe alphabet.
+pub fn is_safe_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && b
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+}
+
+pub fn is_env_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+/// Words that go into scheduler directives verbatim (queue, account, governor, flags).
+fn is_plain_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if let Ok(minutes) = t.parse::<u64>() {
+        // A bare number is minutes, as in Slurm's and Flux's time limits.
+        return Ok(Duration::from_secs(minutes * 60));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("`{s}` is not a duration like `90s`, `30m` or `2h` ({e})"))
+}
+
+struct Checker {
+    file: PathBuf,
+    locator: Locator,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Checker {
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        let loc = self.locator.value(path);
+        self.diagnostics.push(Diagnostic::new(
+            Severity::Error,
+            self.file.clone(),
+            loc,
+            path,
+            message,
+        ));
+    }
+
+    fn warning(&mut self, path: &str, message: impl Into<String>) {
+        let loc = self.locator.value(path);
+        self.diagnostics.push(Diagnostic::new(
+            Severity::Warning,
+            self.file.clone(),
+            loc,
+            path,
+            message,
+        ));
+    }
+
+    fn key_error(&mut self, path: &str, message: impl Into<String>) {
+        let loc = self.locator.key(path);
+        self.diagnostics.push(Diagnostic::new(
+            Severity::Error,
+            self.file.clone(),
+            loc,
+            path,
+            message,
+        ));
+    }
+
+    fn resolve(&mut self, file: ExperimentFile, text: &str, path: &Path) -> Experiment {
+        if !is_safe_name(&file.name) {
+            self.error(
+                "name",
+                format!(
+                    "experiment name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                    file.name.escape_debug()
+                ),
+            );
+        }
+        self.check_replicates(&file);
+        self.check_compare(&file);
+        self.check_metric(&file);
+        self.check_correctness(&file);
+        self.check_scheduler(&file.scheduler);
+        self.check_env(&file.app.env, "app.env");
+        if let Some(b) = &file.build {
+            self.check_build(b, "build");
+        }
+        self.check_arm_spec(&file.baseline, "baseline");
+        self.check_variants(&file);
+        self.check_checklist(&file);
+
+        let run_time_limit = self.duration(file.app.time_limit.as_deref(), "app.time_limit");
+        let allocation_time_limit =
+            self.duration(file.scheduler.time_limit.as_deref(), "scheduler.time_limit");
+        let steady_epochs = match &file.compare.steady_epochs {
+            None => None,
+            Some(s) => match s.parse::<EpochRange>() {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.error(
+                        "compare.steady_epochs",
+                        format!("steady_epochs `{s}`: {e}; write e.g. `2..`, `2..5` or `3`"),
+                    );
+                    None
+                }
+            },
+        };
+        let base_dir = path.parent().unwrap_or(Path::new("."));
+        let workdir = match &file.workdir {
+            Some(w) => base_dir.join(w),
+            None => base_dir.to_path_buf(),
+        };
+        let workdir = normalize(&workdir);
+        let (arms, builds) = resolve_arms(&file);
+        let source_sha256 = hex(&Sha256::digest(text.as_bytes()));
+        Experiment {
+            source: path.to_path_buf(),
+            source_sha256,
+            source_text: text.to_string(),
+            file,
+            workdir,
+            arms,
+            builds,
+            run_time_limit,
+            allocation_time_limit,
+            steady_epochs,
+        }
+    }
+
+    fn duration(&mut self, value: Option<&str>, path: &str) -> Option<Duration> {
+        let v = value?;
+        match parse_duration(v) {
+            Ok(d) if d.is_zero() => {
+                self.error(path, "a time limit must be longer than zero");
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(path, e);
+                None
+            }
+        }
+    }
+
+    fn check_replicates(&mut self, f: &ExperimentFile) {
+        if f.replicates == 0 {
+            self.error("replicates", "replicates must be at least 1");
+        } else if f.replicates < MIN_REPLICATES && !f.allow_few_replicates {
+            self.error(
+                "replicates",
+                format!(
+                    "replicates is {}, but at least {MIN_REPLICATES} per arm are needed to decide anything; \
+                     set `allow_few_replicates: true` to run fewer anyway (the result will be inconclusive)",
+                    f.replicates
+                ),
+            );
+        }
+        if let Some(m) = f.max_replicates
+            && m < f.replicates
+        {
+            self.error(
+                "max_replicates",
+                format!(
+                    "max_replicates ({m}) is smaller than replicates ({})",
+                    f.replicates
+                ),
+            );
+        }
+    }
+
+    fn check_compare(&mut self, f: &ExperimentFile) {
+        let c = &f.compare;
+        if !(c.alpha > 0.0 && c.alpha < 0.5) {
+            self.error(
+                "compare.alpha",
+                format!("alpha must be between 0 and 0.5 (got {})", c.alpha),
+            );
+        }
+        if !(c.min_effect_pct.is_finite() && c.min_effect_pct >= 0.0 && c.min_effect_pct < 100.0)
+        {
+            self.error(
+                "compare.min_effect_pct",
+                format!(
+                    "min_effect_pct must be a percentage in [0, 100) (got {})",
+                    c.min_effect_pct
+                ),
+            );
+        }
+        if c.production_epochs == Some(0) {
+            self.error(
+                "compare.production_epochs",
+                "production_epochs must be at least 1",
+            );
+        }
+    }
+
+    fn check_regex(&mut self, pattern: &str, path: &str, groups: &[&str]) {
+        match Regex::new(pattern) {
+            Err(e) => self.error(path, format!("invalid regular expression: {e}")),
+            Ok(re) => {
+                let names: BTreeSet<&str> = re.capture_names().flatten().collect();
+                for g in groups {
+                    if !names.contains(g) {
+                        self.error(
+                            path,
+                            format!(
+                                "the pattern needs a named group `(?P<{g}>...)`; it has {}",
+                                if names.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                                }
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_relative_path(&mut self, p: &str, path: &str) {
+        let pp = Path::new(p);
+        if p.is_empty() || pp.is_absolute() || pp.components().any(|c| c.as_os_str() == "..") {
+            self.error(
+                path,
+                format!("`{p}` must be a path relative to the run directory, without `..`"),
+            );
+        }
+    }
+
+    fn check_metric(&mut self, f: &ExperimentFile) {
+        let m = &f.metric;
+        match m.source {
+            MetricSource::Stdout | MetricSource::File => {
+                match &m.pattern {
+                    None => self.key_error(
+                        "metric",
+                        "metric needs a `pattern` with named groups `epoch` and `seconds`",
+                    ),
+                    Some(p) => self.check_regex(p, "metric.pattern", &["epoch", "seconds"]),
+                }
+                if m.source == MetricSource::File {
+                    match &m.file {
+                        None => self.key_error(
+                            "metric",
+                            "`source: file` needs `file:` (the run-relative file to read)",
+                        ),
+                        Some(p) => self.check_relative_path(p, "metric.file"),
+                    }
+                }
+                for (k, v) in [
+                    ("dir", m.dir.is_some()),
+                    ("category", m.category.is_some()),
+                    ("epoch_marker", m.epoch_marker.is_some()),
+                ] {
+                    if v {
+                        self.error(
+                            &format!("metric.{k}"),
+                            format!("`{k}` only applies to `source: dftracer`"),
+                        );
+                    }
+                }
+            }
+            MetricSource::Dftracer => {
+                match &m.dir {
+                    None => self.key_error(
+                        "metric",
+                        "`source: dftracer` needs `dir:` (run-relative folder holding the .pfw/.pfw.gz traces)",
+                    ),
+                    Some(p) => self.check_relative_path(p, "metric.dir"),
+                }
+                if m.pattern.is_some() {
+                    self.error(
+                        "metric.pattern",
+                        "`pattern` does not apply to `source: dftracer` (epochs come from the trace)",
+                    );
+                }
+            }
+        }
+        if let Some(s) = &f.system_metric {
+            self.check_regex(&s.pattern, "system_metric.pattern", &["value"]);
+            match (s.source, &s.file) {
+                (MetricSource::File, None) => {
+                    self.key_error("system_metric", "`source: file` needs `file:`")
+                }
+                (MetricSource::File, Some(p)) => self.check_relative_path(p, "system_metric.file"),
+                (MetricSource::Dftracer, _) => self.error(
+                    "system_metric.source",
+                    "system_metric reads stdout or a file",
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    fn check_correctness(&mut self, f: &ExperimentFile) {
+        let Some(c) = &f.correctness else { return };
+        for (i, p) in c.files.iter().enumerate() {
+            self.check_relative_path(p, &format!("correctness.files[{i}]"));
+        }
+        if let Some(v) = &c.values {
+            self.check_regex(&v.pattern, "correctness.values.pattern", &["value"]);
+            for (name, tol) in [("rel_tol", v.rel_tol), ("abs_tol", v.abs_tol)] {
+                if let Some(t) = tol
+                    && !(t.is_finite() && t >= 0.0)
+                {
+                    self.error(
+                        &format!("correctness.values.{name}"),
+                        format!("{name} must be a non-negative number (got {t})"),
+                    );
+                }
+            }
+            match (v.source, &v.file) {
+                (MetricSource::File, None) => {
+                    self.key_error("correctness.values", "`source: file` needs `file:`")
+                }
+                (MetricSource::File, Some(p)) => {
+                    self.check_relative_path(p, "correctness.values.file")
+                }
+                (MetricSource::Dftracer, _) => self.error(
+                    "correctness.values.source",
+                    "correctness values are read from stdout or a file",
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    fn check_scheduler(&mut self, s: &SchedulerSpec) {
+        for (k, v) in [
+            ("nodes", s.nodes),
+            ("tasks_per_node", s.tasks_per_node),
+            ("cpus_per_task", s.cpus_per_task),
+        ] {
+            if v == Some(0) {
+                self.error(&format!("scheduler.{k}"), format!("{k} must be at least 1"));
+            }
+        }
+        for (k, v) in [("queue", &s.queue), ("account", &s.account)] {
+            if let Some(v) = v
+                && !is_plain_word(v)
+            {
+                self.error(
+                    &format!("scheduler.{k}"),
+                    format!("{k} `{}` may only contain letters, digits, `_`, `-`, `.`", v.escape_debug()),
+                );
+            }
+        }
+        for (i, d) in s.extra_directives.iter().enumerate() {
+            if d.contains('\n') || d.contains('\r') || !d.starts_with('-') {
+                self.error(
+                    &format!("scheduler.extra_directives[{i}]"),
+                    "an extra directive is one option starting with `-` on a single line, e.g. `--constraint=cpu`",
+                );
+            }
+        }
+        if s.kind == SchedulerKind::Local {
+            for (k, v) in [("nodes", s.nodes), ("tasks_per_node", s.tasks_per_node)] {
+                if matches!(v, Some(n) if n > 1) {
+                    self.error(
+                        &format!("scheduler.{k}"),
+                        format!("the local scheduler runs one process on this machine; {k} must be 1"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn check_env(&mut self, env: &EnvMap, path: &str) {
+        for (k, v) in env {
+            let p = format!("{path}.{k}");
+            if !is_env_name(k) {
+                self.key_error(
+                    &p,
+                    format!(
+                        "`{}` is not a valid environment variable name (letters, digits, `_`, not starting with a digit)",
+                        k.escape_debug()
+                    ),
+                );
+            }
+            if v.as_str().contains('\0') {
+                self.error(&p, "an environment value cannot contain a NUL byte");
+            }
+        }
+    }
+
+    fn check_launcher(&mut self, l: &LauncherSpec, path: &str, kind: SchedulerKind) {
+        for (k, v) in [
+            ("nodes", l.nodes),
+            ("tasks_per_node", l.tasks_per_node),
+            ("cpus_per_task", l.cpus_per_task),
+        ] {
+            if v == Some(0) {
+                self.error(&format!("{path}.{k}"), format!("{k} must be at least 1"));
+            }
+            if kind == SchedulerKind::Local && k != "cpus_per_task" && matches!(v, Some(n) if n > 1)
+            {
+                self.error(
+                    &format!("{path}.{k}"),
+                    format!("the local scheduler runs one process on this machine; {k} must be 1"),
+                );
+            }
+        }
+        for (i, a) in l.extra_args.iter().enumerate() {
+            if a.contains('\0') {
+                self.error(&format!("{path}.extra_args[{i}]"), "an argument cannot contain a NUL byte");
+            }
+        }
+    }
+
+    fn check_build(&mut self, b: &BuildSpec, path: &str) {
+        match &b.command {
+            CommandSpec::Shell(s) if s.trim().is_empty() => {
+                self.error(&format!("{path}.command"), "the build command is empty")
+            }
+            CommandSpec::Argv(v) if v.is_empty() => {
+                self.error(&format!("{path}.command"), "the build command is empty")
+            }
+            _ => {}
+        }
+        self.check_env(&b.env, &format!("{path}.env"));
+    }
+
+    fn check_arm_spec(&mut self, a: &ArmSpec, path: &str) {
+        self.check_env(&a.env, &format!("{path}.env"));
+        self.check_unset(&a.unset, path);
+        self.check_launcher(&a.launcher, &format!("{path}.launcher"), SchedulerKind::Local);
+    }
+
+    fn check_unset(&mut self, unset: &[String], path: &str) {
+        for (i, u) in unset.iter().enumerate() {
+            if !is_env_name(u) {
+                self.error(
+                    &format!("{path}.unset[{i}]"),
+                    format!("`{}` is not a valid environment variable name", u.escape_debug()),
+                );
+            }
+        }
+    }
+
+    fn check_variants(&mut self, f: &ExperimentFile) {
+        if f.variants.is_empty() {
+            self.key_error(
+                "variants",
+                "the experiment has no variants: list at least one proposal to compare with the baseline",
+            );
+        }
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, v) in f.variants.iter().enumerate() {
+            let p = format!("variants[{i}]");
+            if !is_safe_name(&v.name) {
+                self.error(
+                    &format!("{p}.name"),
+                    format!(
+                        "variant name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                        v.name.escape_debug()
+                    ),
+                );
+            } else if v.name == BASELINE || v.name == AA_CONTROL {
+                self.error(
+                    &format!("{p}.name"),
+                    format!("`{}` is reserved for an arm optgate adds itself", v.name),
+                );
+            }
+            if let Some(first) = seen.insert(&v.name, i) {
+                self.error(
+                    &format!("{p}.name"),
+                    format!(
+                        "duplicate variant name `{}` (first used by variants[{first}])",
+                        v.name
+                    ),
+                );
+            }
+            self.check_env(&v.env, &format!("{p}.env"));
+            self.check_unset(&v.unset, &p);
+            self.check_launcher(&v.launcher, &format!("{p}.launcher"), f.scheduler.kind);
+            if let Some(b) = &v.build {
+                self.check_build(b, &format!("{p}.build"));
+            }
+            match &v.dimension {
+                None => self.warning(
+                    &p,
+                    format!(
+                        "variant `{}` names no checklist `dimension`; the report cannot place it",
+                        v.name
+                    ),
+                ),
+                Some(d) if checklist::dimension(d).is_none() => self.error(
+                    &format!("{p}.dimension"),
+                    format!("unknown dimension `{d}`; expected one of {}", dimension_list()),
+                ),
+                _ => {}
+            }
+            if let Some(g) = &v.governor
+                && !is_plain_word(g)
+            {
+                self.error(
+                    &format!("{p}.governor"),
+                    format!("`{}` is not a governor name", g.escape_debug()),
+                );
+            }
+            for (j, r) in v.requires.iter().enumerate() {
+                if !is_plain_word(r) {
+                    self.error(
+                        &format!("{p}.requires[{j}]"),
+                        format!("`{}` is not a capability flag name", r.escape_debug()),
+                    );
+                }
+            }
+            let changes_nothing = v.env.is_empty()
+                && v.unset.is_empty()
+                && v.launcher == LauncherSpec::default()
+                && v.build.is_none()
+                && v.args.is_none()
+                && v.governor.is_none();
+            if changes_nothing {
+                self.warning(
+                    &p,
+                    format!("variant `{}` changes nothing relative to the baseline", v.name),
+                );
+            }
+        }
+    }
+
+    fn check_checklist(&mut self, f: &ExperimentFile) {
+        for (k, e) in &f.checklist {
+            let p = format!("checklist.{k}");
+            if checklist::dimension(k).is_none() {
+                self.key_error(
+                    &p,
+                    format!("unknown dimension `{k}`; expected one of {}", dimension_list()),
+                );
+            }
+            if e.verdict == Verdict::NotApplicable && e.reason.as_deref().is_none_or(str::is_empty) {
+                self.error(&p, "a `not_applicable` verdict needs a `reason`");
+            }
+            if f.variants.iter().any(|v| v.dimension.as_deref() == Some(k.as_str())) {
+                self.warning(
+                    &p,
+                    format!("dimension `{k}` is measured by a variant; its checklist entry is ignored"),
+                );
+            }
+        }
+    }
+}
+
+fn dimension_list() -> String {
+    checklist::DIMENSIONS
+        .iter()
+        .map(|d| format!("`{}`", d.id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Build ids are derived from the build's content so the same build gets the same
+/// directory in every run of the experiment.
+fn build_id(spec: &BuildSpec) -> String {
+    let json = serde_json::to_string(spec).unwrap_or_default();
+    let digest = Sha256::digest(json.as_bytes());
+    format!("build-{}", &hex(&digest)[..8])
+}
+
+fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
+    let mut builds: Vec<Build> = Vec::new();
+    let mut build_index = |spec: Option<&BuildSpec>| -> Option<usize> {
+        let spec = spec?;
+        let id = build_id(spec);
+        if let Some(i) = builds.iter().position(|b| b.id == id) {
+            return Some(i);
+        }
+        builds.push(Build {
+            id,
+            spec: spec.clone(),
+        });
+        Some(builds.len() - 1)
+    };
+    let s = &f.scheduler;
+    let resources = |l: &LauncherSpec| Resources {
+        nodes: l.nodes.or(s.nodes).unwrap_or(1),
+        tasks_per_node: l.tasks_per_node.or(s.tasks_per_node).unwrap_or(1),
+        cpus_per_task: l.cpus_per_task.or(s.cpus_per_task).unwrap_or(1),
+        gpus_per_task: l.gpus_per_task.or(s.gpus_per_task).unwrap_or(0),
+        extra_args: l.extra_args.clone(),
+    };
+    let merged_env = |arm_env: &EnvMap| -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = f
+            .app
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect();
+        for (k, v) in arm_env {
+            env.insert(k.clone(), v.0.clone());
+        }
+        env
+    };
+    let default_build = build_index(f.build.as_ref());
+    let base = &f.baseline;
+    let baseline_args: Vec<String> = f.app.args.iter().chain(&base.args).cloned().collect();
+    let baseline = Arm {
+        name: BASELINE.to_string(),
+        role: ArmRole::Baseline,
+        description: base.description.clone(),
+        dimension: None,
+        env: merged_env(&base.env),
+        unset: base.unset.clone(),
+        resources: resources(&base.launcher),
+        args: baseline_args.clone(),
+        build: default_build,
+        governor: None,
+        requires: Vec::new(),
+    };
+    let mut arms = vec![baseline.clone()];
+    if f.aa_control {
+        arms.push(Arm {
+            name: AA_CONTROL.to_string(),
+            role: ArmRole::AaControl,
+            description: Some("A/A control: identical to the baseline; its speed-up is the noise floor".into()),
+            ..baseline.clone()
+        });
+    }
+    for v in &f.variants {
+        // A variant starts from the baseline arm and applies its own changes on top.
+        let mut env = baseline.env.clone();
+        for (k, val) in &v.env {
+            env.insert(k.clone(), val.0.clone());
+        }
+        let mut unset = base.unset.clone();
+        for u in &v.unset {
+            env.remove(u);
+            if !unset.contains(u) {
+                unset.push(u.clone());
+            }
+        }
+        unset.retain(|u| !env.contains_key(u));
+        let mut launcher = base.launcher.clone();
+        let vl = &v.launcher;
+        launcher.nodes = vl.nodes.or(launcher.nodes);
+        launcher.tasks_per_node = vl.tasks_per_node.or(launcher.tasks_per_node);
+        launcher.cpus_per_task = vl.cpus_per_task.or(launcher.cpus_per_task);
+        launcher.gpus_per_task = vl.gpus_per_task.or(launcher.gpus_per_task);
+        if !vl.extra_args.is_empty() {
+            launcher.extra_args = vl.extra_args.clone();
+        }
+        arms.push(Arm {
+            name: v.name.clone(),
+            role: ArmRole::Variant,
+            description: v.description.clone(),
+            dimension: v.dimension.clone(),
+            env,
+            unset,
+            resources: resources(&launcher),
+            args: match &v.args {
+                Some(a) => f.app.args.iter().chain(a).cloned().collect(),
+                None => baseline_args.clone(),
+            },
+            build: match &v.build {
+                Some(b) => build_index(Some(b)),
+                None => default_build,
+            },
+            governor: v.governor.clone(),
+            requires: v.requires.clone(),
+        });
+    }
+    (arms, builds)
+}

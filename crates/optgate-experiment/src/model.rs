@@ -1,0 +1,414 @@
+//! The experiment file as typed data: what a user writes, with serde's unknown-key
+//! rejection on every struct so that a typo is an error and never silently ignored.
+//! Field documentation here is the reference for `docs/EXPERIMENT.md`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The whole experiment file.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentFile {
+    /// Safe-alphabet name; used in directory and job names.
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Where runs happen; relative paths are taken from the experiment file's folder.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Run once per distinct build before any run (on the login node).
+    #[serde(default)]
+    pub build: Option<BuildSpec>,
+    pub app: AppSpec,
+    pub metric: MetricSpec,
+    #[serde(default)]
+    pub system_metric: Option<SystemMetricSpec>,
+    #[serde(default)]
+    pub correctness: Option<CorrectnessSpec>,
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+    #[serde(default)]
+    pub design: Design,
+    #[serde(default = "default_replicates")]
+    pub replicates: u32,
+    /// Allows `replicates` below 5; the report then says the result cannot be decided.
+    #[serde(default)]
+    pub allow_few_replicates: bool,
+    /// Budget for adding replicates while the answer is inconclusive (daemon).
+    #[serde(default)]
+    pub max_replicates: Option<u32>,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default)]
+    pub compare: CompareSpec,
+    /// Adds an arm identical to the baseline whose "speed-up" is the noise floor.
+    #[serde(default)]
+    pub aa_control: bool,
+    #[serde(default)]
+    pub preflight: PreflightSpec,
+    #[serde(default)]
+    pub baseline: ArmSpec,
+    pub variants: Vec<VariantSpec>,
+    /// A verdict for every checklist dimension not covered by a variant.
+    #[serde(default)]
+    pub checklist: BTreeMap<String, ChecklistEntry>,
+}
+
+pub const MIN_REPLICATES: u32 = 5;
+
+fn default_replicates() -> u32 {
+    MIN_REPLICATES
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// A command is either shell code written by the experiment's author (run by `bash -c`
+/// semantics, inside the generated script) or an argument vector whose every element is
+/// quoted when rendered.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum CommandSpec {
+    Shell(String),
+    Argv(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSpec {
+    pub command: CommandSpec,
+    #[serde(default)]
+    pub env: EnvMap,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    pub command: CommandSpec,
+    /// Arguments appended to the command, each quoted.
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: EnvMap,
+    /// Wall-clock limit of one run, e.g. `10m`; the run is killed and marked failed after it.
+    #[serde(default)]
+    pub time_limit: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricSource {
+    #[default]
+    Stdout,
+    File,
+    Dftracer,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    #[default]
+    Lower,
+    Higher,
+}
+
+/// How one run yields one value per epoch.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricSpec {
+    #[serde(default)]
+    pub source: MetricSource,
+    /// Regex with named groups `epoch` and `seconds` (stdout and file sources).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// Run-relative file the pattern is applied to (`source: file`).
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub better: Better,
+    /// Run-relative directory holding `.pfw`/`.pfw.gz` traces (`source: dftracer`).
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// Trace category to sum (e.g. `compute`); all categories when absent.
+    #[serde(default)]
+    pub category: Option<String>,
+    /// Event name whose intervals delimit epochs, when events carry no `args.epoch`.
+    #[serde(default)]
+    pub epoch_marker: Option<String>,
+}
+
+/// An optional throughput/bandwidth/utilisation value per run (System Impact).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SystemMetricSpec {
+    #[serde(default)]
+    pub source: MetricSource,
+    /// Regex with a named group `value`.
+    pub pattern: String,
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default = "better_higher")]
+    pub better: Better,
+}
+
+fn better_higher() -> Better {
+    Better::Higher
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectnessSpec {
+    /// Run-relative files that must be byte-identical to the baseline's in the same block.
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub values: Option<CorrectnessValues>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectnessValues {
+    /// Regex with a named group `value`; every match is compared in order.
+    pub pattern: String,
+    #[serde(default)]
+    pub source: MetricSource,
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub rel_tol: Option<f64>,
+    #[serde(default)]
+    pub abs_tol: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerKind {
+    #[default]
+    Local,
+    Slurm,
+    Flux,
+}
+
+impl fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SchedulerKind::Local => "local",
+            SchedulerKind::Slurm => "slurm",
+            SchedulerKind::Flux => "flux",
+        })
+    }
+}
+
+/// The allocation every arm shares, and the default launcher resources.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSpec {
+    #[serde(default)]
+    pub kind: SchedulerKind,
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    #[serde(default)]
+    pub tasks_per_node: Option<u32>,
+    #[serde(default)]
+    pub cpus_per_task: Option<u32>,
+    #[serde(default)]
+    pub gpus_per_task: Option<u32>,
+    /// Allocation time limit (`30m`, `2h`); derived from the plan when absent.
+    #[serde(default)]
+    pub time_limit: Option<String>,
+    /// Slurm partition or Flux queue.
+    #[serde(default, alias = "partition")]
+    pub queue: Option<String>,
+    /// Slurm account or Flux bank.
+    #[serde(default, alias = "bank")]
+    pub account: Option<String>,
+    #[serde(default)]
+    pub exclusive: bool,
+    /// Extra directive lines' arguments, e.g. `--constraint=cpu` (quoted as one word each).
+    #[serde(default)]
+    pub extra_directives: Vec<String>,
+    /// How many times a job lost to the system (node failure, pre-emption) is resubmitted.
+    #[serde(default = "default_resubmits")]
+    pub max_resubmits: u32,
+}
+
+fn default_resubmits() -> u32 {
+    2
+}
+
+/// Per-arm launcher resources; anything unset falls back to `scheduler`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LauncherSpec {
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    #[serde(default)]
+    pub tasks_per_node: Option<u32>,
+    #[serde(default)]
+    pub cpus_per_task: Option<u32>,
+    #[serde(default)]
+    pub gpus_per_task: Option<u32>,
+    /// Extra launcher arguments, e.g. `--cpu-bind=cores` (each quoted).
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Design {
+    #[default]
+    Blocked,
+    Independent,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CompareSpec {
+    /// Matched window, e.g. `2..` (default: every epoch but the first), `2..5`, `3`.
+    #[serde(default)]
+    pub steady_epochs: Option<String>,
+    /// Epochs of the production job, to amortise one-time costs.
+    #[serde(default)]
+    pub production_epochs: Option<u32>,
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// Smallest speed-up worth having, in percent.
+    #[serde(default = "default_min_effect")]
+    pub min_effect_pct: f64,
+}
+
+impl Default for CompareSpec {
+    fn default() -> Self {
+        CompareSpec {
+            steady_epochs: None,
+            production_epochs: None,
+            alpha: default_alpha(),
+            min_effect_pct: default_min_effect(),
+        }
+    }
+}
+
+fn default_alpha() -> f64 {
+    0.05
+}
+
+fn default_min_effect() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PreflightSpec {
+    /// Turns over-subscription from an error into a warning.
+    #[serde(default)]
+    pub allow_oversubscription: bool,
+    /// Privileged helper that sets the governor, e.g. `[sudo, -n, cpupower, frequency-set, -g]`
+    /// (the governor name is appended).
+    #[serde(default)]
+    pub governor_helper: Option<Vec<String>>,
+}
+
+/// What the baseline changes relative to `app` (usually nothing).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ArmSpec {
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub env: EnvMap,
+    #[serde(default)]
+    pub unset: Vec<String>,
+    #[serde(default)]
+    pub launcher: LauncherSpec,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// One proposal to test against the baseline.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// One of the 10 checklist dimensions (see `checklist::DIMENSIONS`).
+    #[serde(default)]
+    pub dimension: Option<String>,
+    #[serde(default)]
+    pub env: EnvMap,
+    /// Environment variables removed for this arm.
+    #[serde(default)]
+    pub unset: Vec<String>,
+    #[serde(default)]
+    pub launcher: LauncherSpec,
+    /// Replaces the experiment's build for this arm (e.g. `-O3 -march=native`).
+    #[serde(default)]
+    pub build: Option<BuildSpec>,
+    /// Replaces the baseline's extra app arguments.
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+    /// CPU governor to set for this arm's runs only (restored afterwards).
+    #[serde(default)]
+    pub governor: Option<String>,
+    /// Capability flags the node must have (as `optgate probe` reports them).
+    #[serde(default)]
+    pub requires: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    ApplicableNotMeasured,
+    NotApplicable,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChecklistEntry {
+    pub verdict: Verdict,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Environment variables; YAML scalars of any kind (`6`, `true`, `spread`) become strings,
+/// so `OMP_NUM_THREADS: 6` works as a user expects.
+pub type EnvMap = BTreeMap<String, EnvValue>;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(transparent)]
+pub struct EnvValue(pub String);
+
+impl<'de> Deserialize<'de> for EnvValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Scalar {
+            S(String),
+            I(i64),
+            U(u64),
+            F(f64),
+            B(bool),
+        }
+        let v = Scalar::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "an environment value must be a string, number or boolean, not a list, map or null",
+            )
+        })?;
+        Ok(EnvValue(match v {
+            Scalar::S(s) => s,
+            Scalar::I(i) => i.to_string(),
+            Scalar::U(u) => u.to_string(),
+            Scalar::F(f) => f.to_string(),
+            Scalar::B(b) => b.to_string(),
+        }))
+    }
+}
+
+impl EnvValue {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}

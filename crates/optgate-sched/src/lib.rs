@@ -1,0 +1,14 @@
+//! Scheduler backends and everything that turns a planned run into a finished one: shell
+//! quoting, script rendering (pure), the per-run manifest, the process runner, and the
+//! local executor.
+//!
+//! Invariant: nothing here touches the daemon's database; backends report what happened
+//! through return values and the run manifests on disk.
+
+pub mod local;
+pub mod manifest;
+pub mod process;
+pub mod script;
+pub mod shell;
+
+pub use manifest::{Outcome, RunManifest};

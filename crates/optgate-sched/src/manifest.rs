@@ -1,0 +1,121 @@
+//! The per-run manifest: what happened to one run (start, end, exit status, host, the
+//! environment it was given). Written atomically after the run ends, so a run directory
+//! without a manifest is never mistaken for data.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const MANIFEST_SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Exited with status 0.
+    Completed,
+    /// Exited non-zero or was killed by a signal it did not get from optgate.
+    Failed,
+    /// Killed by optgate after the run's time limit.
+    TimedOut,
+    /// Stopped because the user interrupted optgate (Ctrl-C) or the daemon stopped.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunManifest {
+    pub schema: u32,
+    pub experiment: String,
+    pub run_id: String,
+    pub arm: String,
+    pub block: u32,
+    pub replicate: u32,
+    pub host: String,
+    pub started_at: String,
+    pub ended_at: String,
+    pub elapsed_s: f64,
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Variables the arm sets and removes, as rendered into the run script.
+    pub env_set: BTreeMap<String, String>,
+    pub env_unset: Vec<String>,
+    /// The full environment the run's process started with.
+    pub environment: BTreeMap<String, String>,
+    pub script: PathBuf,
+    #[serde(default)]
+    pub scheduler_job_id: Option<String>,
+    pub optgate_version: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid run manifest: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory, fsynced and
+/// renamed into place, then fsyncs the directory: readers see the old file or the whole
+/// new one, never a prefix, even after a crash.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), std::io::Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+impl RunManifest {
+    pub fn write(&self, run_dir: &Path) -> Result<(), ManifestError> {
+        let path = run_dir.join(MANIFEST_FILE);
+        let json = serde_json::to_vec_pretty(self).expect("manifest serialises");
+        write_atomic(&path, &json).map_err(|source| ManifestError::Io {
+            op: "write",
+            path,
+            source,
+        })
+    }
+
+    /// Reads a run's manifest; `Ok(None)` when the run has not finished (no manifest).
+    pub fn read(run_dir: &Path) -> Result<Option<RunManifest>, ManifestError> {
+        let path = run_dir.join(MANIFEST_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(ManifestError::Io {
+                    op: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| ManifestError::Parse { path, source })
+    }
+}

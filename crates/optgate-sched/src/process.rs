@@ -1,0 +1,99 @@
+//! The one place that spawns a script and waits for it: own process group (so a time limit
+//! or Ctrl-C stops the whole tree), output to files, a time limit, and cancellation.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stopped process group gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessEnd {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    Cancelled,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs `bash script` in `cwd` with stdout and stderr written to the given files.
+pub async fn run_script(
+    script: &Path,
+    cwd: &Path,
+    stdout: &Path,
+    stderr: &Path,
+    time_limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<ProcessEnd, ProcessError> {
+    let open = |p: &Path| {
+        std::fs::File::create(p).map_err(|source| ProcessError::Io {
+            op: "create",
+            path: p.to_path_buf(),
+            source,
+        })
+    };
+    let out = open(stdout)?;
+    let err = open(stderr)?;
+    let mut child = Command::new("bash")
+        .arg(script)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| ProcessError::Io {
+            op: "start bash for",
+            path: script.to_path_buf(),
+            source,
+        })?;
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let limit = async {
+        match time_limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let stopped = tokio::select! {
+        status = child.wait() => {
+            let status = status.map_err(|source| ProcessError::Io { op: "wait for", path: script.to_path_buf(), source })?;
+            return Ok(exit_of(status));
+        }
+        _ = limit => ProcessEnd::TimedOut,
+        _ = cancel.cancelled() => ProcessEnd::Cancelled,
+    };
+    if let Some(pg) = pgid {
+        let _ = killpg(pg, Signal::SIGTERM);
+        if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+            let _ = killpg(pg, Signal::SIGKILL);
+            let _ = child.wait().await;
+        }
+    }
+    Ok(stopped)
+}
+
+fn exit_of(status: std::process::ExitStatus) -> ProcessEnd {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ProcessEnd::Exited(c),
+        (None, Some(s)) => ProcessEnd::Signaled(s),
+        (None, None) => ProcessEnd::Exited(-1),
+    }
+}
