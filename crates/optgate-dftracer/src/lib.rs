@@ -1,0 +1,55 @@
+//! Reads DFTracer traces (`.pfw`, `.pfw.gz`; 2023, 2024 and current 2.x NDJSON) and sums
+//! event counts and durations per category, name and epoch, for files and whole runs.
+//!
+//! ```no_run
+//! use optgate_dftracer::{AggregateOptions, epoch_seconds, summarize_paths};
+//! let opts = AggregateOptions { category: Some("compute".into()), ..Default::default() };
+//! let summary = summarize_paths(&["traces/".into()], &opts)?;
+//! for (epoch, secs) in epoch_seconds(&summary, Some("compute")) {
+//!     println!("epoch {epoch}: {secs:.3} s of compute over all ranks");
+//! }
+//! # Ok::<(), optgate_dftracer::TraceError>(())
+//! ```
+//!
+//! What this crate guarantees:
+//! * damage inside a file (torn last line, truncated gzip, non-JSON line, an event
+//!   without `dur`, an unknown time unit) never fails the call: it is reported as a
+//!   [`Diagnostic`] with file and line, and everything else still counts;
+//! * only complete events (`ph` `"X"` or `1`, or no `ph` but a `dur`) are summed;
+//!   metadata records are read for the time unit and otherwise only counted;
+//! * durations are in seconds, converted with each file's own `time_metric`.
+//!
+//! It does no printing and no logging; [`render_table`] returns text.
+
+mod aggregate;
+mod error;
+mod event;
+mod reader;
+mod render;
+mod scan;
+mod serde_parse;
+
+pub use aggregate::{
+    Aggregate, AggregateOptions, EpochStat, FileSummary, ParserKind, Stat, TimeUnit, TraceFormat,
+    TraceSummary, epoch_seconds,
+};
+pub use error::{Diagnostic, DiagnosticKind, TraceError};
+pub use reader::{expand_paths, summarize_paths, summarize_reader};
+pub use render::render_table;
+
+/// Parser internals exposed only so the integration test can check that both line
+/// parsers agree on generated input. Not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    /// The fields both parsers extract from `line`, as debug text, or `None` if the
+    /// parser rejects the line.
+    pub fn scan_fields(line: &[u8]) -> Option<String> {
+        crate::scan::scan_line(line).ok().map(|e| format!("{e:?}"))
+    }
+
+    pub fn serde_fields(line: &[u8]) -> Option<String> {
+        crate::serde_parse::parse_line(line)
+            .ok()
+            .map(|e| format!("{e:?}"))
+    }
+}
