@@ -1,0 +1,1326 @@
+//! The analysis of one experiment: per variant the steady-state comparison with the
+//! baseline, one-time cost, production impact, stability checks and the decision, in the
+//! order STATISTICS.md prescribes. `Analysis` is the stable JSON interface.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::StatsError;
+use crate::holm::holm;
+use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate};
+use crate::mann_whitney::{hodges_lehmann_shift, mann_whitney_u, min_p_unpaired};
+use crate::model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamples};
+use crate::normal;
+use crate::sequential::SequentialPlan;
+use crate::signed_rank::{hodges_lehmann_paired, min_p_paired, wilcoxon_signed_rank};
+use crate::trend::{OUTLIER_Z, mann_kendall, median, modified_z_scores};
+
+/// Replicates per arm below which no decision other than inconclusive is made.
+pub const MIN_REPLICATES: usize = 5;
+/// Level of the Mann–Kendall stability check (fixed: it is a diagnostic, not the gate).
+pub const TREND_ALPHA: f64 = 0.05;
+/// Power the minimum detectable effect and the replicate estimate are computed for.
+pub const MDE_POWER: f64 = 0.8;
+/// Largest replicate count worth suggesting; above it the answer is "no realistic n".
+const MAX_SUGGESTED_REPLICATES: f64 = 10_000.0;
+
+/// The verdict on one variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Accept,
+    Reject,
+    Inconclusive,
+    NotApplicable,
+}
+
+impl Decision {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Accept => "accept",
+            Decision::Reject => "reject",
+            Decision::Inconclusive => "inconclusive",
+            Decision::NotApplicable => "not_applicable",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A speed-up ratio (> 1: the variant is faster) with its interval at `1 − 2α`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct SpeedUp {
+    pub estimate: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+}
+
+/// The first-epoch (one-time cost) effect, a secondary endpoint: reported, not gated on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct FirstEpoch {
+    /// Median epoch-1 value of the baseline (seconds for `better: lower`).
+    pub baseline_s: Option<f64>,
+    pub variant_s: Option<f64>,
+    /// Estimated change of the epoch-1 time in percent, positive = the variant is
+    /// slower (a one-time cost): `100·(exp(−HL) − 1)` with HL the log speed-up.
+    pub change_pct: Option<f64>,
+    /// Interval of `change_pct` at `1 − 2α`.
+    pub change_ci_low_pct: Option<f64>,
+    pub change_ci_high_pct: Option<f64>,
+}
+
+/// Epoch N of both arms side by side.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EpochRow {
+    pub epoch: u32,
+    /// Median over the runs that have this epoch, in the metric's own units.
+    pub baseline_median_s: Option<f64>,
+    pub variant_median_s: Option<f64>,
+    /// Improvement ratio of the medians, > 1 = the variant is better
+    /// (`baseline/variant` for times, `variant/baseline` for `better: higher`).
+    pub ratio: Option<f64>,
+}
+
+/// Everything decided and measured about one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantAnalysis {
+    pub name: String,
+    pub decision: Decision,
+    pub reason: String,
+    /// Complete runs of the baseline used in this comparison (paired: the pairs).
+    pub n_baseline: usize,
+    pub n_variant: usize,
+    /// Epochs of the steady window actually used, e.g. "2..100"; null when none.
+    pub steady_epochs: Option<String>,
+    pub speedup: SpeedUp,
+    pub p_improvement: Option<f64>,
+    pub p_improvement_adjusted: Option<f64>,
+    pub p_no_worthwhile: Option<f64>,
+    pub p_no_worthwhile_adjusted: Option<f64>,
+    /// Which test and null distribution produced the p-values of this variant.
+    pub p_method: Option<String>,
+    /// Smallest one-sided p-value the exact test can reach with this n.
+    pub min_achievable_p: Option<f64>,
+    /// The same after Holm's adjustment over the family (`m · min_achievable_p`).
+    pub min_achievable_p_adjusted: Option<f64>,
+    /// Minimum detectable steady speed-up in percent (see `Method::mde`).
+    pub mde_pct: Option<f64>,
+    /// Replicates per arm that would likely decide an inconclusive result.
+    pub replicates_to_decide: Option<u32>,
+    pub first_epoch: FirstEpoch,
+    /// Projected change of the production job's time, positive = faster.
+    pub app_impact_pct: Option<f64>,
+    /// Change of the system metric, positive = better; null when not measured.
+    pub system_impact_pct: Option<f64>,
+    /// 0.5·App Impact + 0.5·System Impact (System Impact 0 when not measured).
+    pub weighted_score: Option<f64>,
+    /// First epoch from which the variant's cumulative time stays at or below the
+    /// baseline's (1 = never behind); null = never.
+    pub breakeven_epoch: Option<u32>,
+    /// First differing output, when the correctness check failed.
+    pub correctness_mismatch: Option<String>,
+    pub per_epoch: Vec<EpochRow>,
+    pub warnings: Vec<String>,
+}
+
+/// How the numbers were computed, written into every analysis so a report documents
+/// its own method.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Method {
+    pub unit: String,
+    pub estimate: String,
+    pub interval: String,
+    pub test: String,
+    pub exact: String,
+    pub approximation: String,
+    pub multiplicity: String,
+    pub sample_size: String,
+    pub mde: String,
+    pub first_epoch: String,
+    pub app_impact: String,
+    pub breakeven: String,
+    pub trend: String,
+    pub outliers: String,
+}
+
+impl Method {
+    fn new(design: Design) -> Self {
+        let (estimate, interval, test, exact, approximation, sample_size) = match design {
+            Design::Paired => (
+                "Hodges–Lehmann: median of the Walsh averages (d_i + d_j)/2, i ≤ j, of \
+                 d_b = ln s[base,b] − ln s[var,b]; speed-up = exp(HL)",
+                "distribution-free, level 1 − 2α: Walsh averages A_(k) and A_(M+1−k), \
+                 M = n(n+1)/2, k − 1 = largest c with P(W+ ≤ c) ≤ α under the exact \
+                 Wilcoxon signed-rank null distribution for n pairs",
+                "one-sided Wilcoxon signed-rank on d − δ, δ = ln(1 + min_effect_pct/100): \
+                 p_improvement for H1 median(d) > δ, p_no_worthwhile for H1 median(d) < δ",
+                "exact Wilcoxon signed-rank null distribution (dynamic programming over rank \
+                 sums) when there are no ties and no zeros; zeros are dropped (Wilcox); \
+                 SciPy: wilcoxon(d - δ, method='exact')",
+                "normal approximation with tie and continuity correction when ties or zeros \
+                 occur; SciPy: wilcoxon(d - δ, method='asymptotic', correction=True)",
+                "smallest reachable one-sided p-value 2^-n for n pairs",
+            ),
+            Design::Independent => (
+                "Hodges–Lehmann shift: median of all x_i − y_j with x = ln s[base,·], \
+                 y = ln s[var,·]; speed-up = exp(HL)",
+                "distribution-free, level 1 − 2α: differences D_(k) and D_(M+1−k), M = m·n, \
+                 k − 1 = largest c with P(U ≤ c) ≤ α under the exact Mann–Whitney null \
+                 distribution",
+                "one-sided Mann–Whitney U of x against y + δ, δ = ln(1 + min_effect_pct/100): \
+                 p_improvement for H1 x > y + δ, p_no_worthwhile for H1 x < y + δ",
+                "exact Mann–Whitney U null distribution when there are no ties (m + n ≤ 125); \
+                 SciPy: mannwhitneyu(x, y + δ, method='exact')",
+                "normal approximation with tie and continuity correction when ties occur; \
+                 SciPy: mannwhitneyu(x, y + δ, method='asymptotic', use_continuity=True)",
+                "smallest reachable one-sided p-value 1/C(m+n, m)",
+            ),
+        };
+        Method {
+            unit: "the replicate: s[a,r] = mean of t[a,r,e] over the steady window (matched \
+                   epoch numbers in both arms), compared on the log scale; epochs are never \
+                   pooled as samples"
+                .into(),
+            estimate: estimate.into(),
+            interval: interval.into(),
+            test: test.into(),
+            exact: exact.into(),
+            approximation: approximation.into(),
+            multiplicity: "Holm step-down over the variants that have p-values, separately for \
+                           p_improvement and p_no_worthwhile"
+                .into(),
+            sample_size: format!(
+                "{sample_size}; if even that, Holm-adjusted over the family, cannot reach α \
+                 the result is inconclusive; fewer than {MIN_REPLICATES} replicates per arm \
+                 is inconclusive"
+            ),
+            mde: format!(
+                "normal theory: the true steady speed-up detected with {:.0}% power, \
+                 exp(δ + (z_(1−α/m) + z_({MDE_POWER})) · SE · √(π/3)) − 1 with SE from the \
+                 observed sample SD of d (paired) or the pooled SD of the log steady values \
+                 (independent), m the Holm family size (Bonferroni, Holm's first step) and \
+                 √(π/3) the rank test's efficiency loss under normality",
+                MDE_POWER * 100.0
+            ),
+            first_epoch: "the same estimator and interval on f[a,r] = t[a,r,1]; change_pct = \
+                          100·(exp(−HL) − 1), positive = slower (a one-time cost); not gated on"
+                .into(),
+            app_impact: "T[a,r] = f[a,r] + (E − 1)·s[a,r], E = production_epochs; App Impact = \
+                         100·(1 − median_r T[var,r] / median_r T[base,r]), positive = faster"
+                .into(),
+            breakeven: "from the medians of f and s: the first epoch N with \
+                        f_var + (N−1)·s_var ≤ f_base + (N−1)·s_base that stays so"
+                .into(),
+            trend: format!(
+                "Mann–Kendall on the per-epoch medians of each arm in the steady window \
+                 (≥ 4 epochs, two-sided p < {TREND_ALPHA}); Sen's slope gives the drift; a \
+                 drift across the window of at least min_effect_pct makes the result \
+                 inconclusive"
+            ),
+            outliers: format!(
+                "modified z-score 0.6745·(x − median)/MAD > {OUTLIER_Z} on each arm's steady \
+                 and epoch-1 values; flagged, never removed"
+            ),
+        }
+    }
+}
+
+/// The look of a sequential design this analysis was made at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SequentialLook {
+    pub look: u32,
+    pub planned_looks: u32,
+    /// Overall false-accept rate over all looks.
+    pub overall_alpha: f64,
+    /// Nominal one-sided level used at this look (= `Analysis::alpha`).
+    pub nominal_alpha: f64,
+    pub rule: String,
+}
+
+/// The result of [`analyze`]: the stable JSON interface of optgate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub baseline: String,
+    pub design: Design,
+    /// One-sided level the decisions used.
+    pub alpha: f64,
+    pub min_effect_pct: f64,
+    /// E of the production projection (default: the number of epochs measured).
+    pub production_epochs: u32,
+    /// Highest epoch number measured.
+    pub epochs_measured: u32,
+    /// Steady window as configured, e.g. "2..".
+    pub steady_window: String,
+    pub better: Better,
+    pub method: Method,
+    pub sequential: Option<SequentialLook>,
+    /// Findings about the baseline arm and the experiment as a whole.
+    pub warnings: Vec<String>,
+    pub variants: Vec<VariantAnalysis>,
+}
+
+/// A run's values transformed so that lower is better ("time per unit").
+struct Run<'a> {
+    replicate: u32,
+    block: Option<u32>,
+    raw: &'a BTreeMap<u32, f64>,
+    t: BTreeMap<u32, f64>,
+}
+
+struct Arm<'a> {
+    data: &'a ArmData,
+    runs: Vec<Run<'a>>,
+}
+
+impl Arm<'_> {
+    fn name(&self) -> &str {
+        &self.data.name
+    }
+}
+
+/// Analyse `variants` against `baseline` (see STATISTICS.md).
+pub fn analyze(
+    baseline: &ArmData,
+    variants: &[ArmData],
+    cfg: &AnalysisConfig,
+) -> Result<Analysis, StatsError> {
+    validate_config(cfg)?;
+    let mut names = BTreeSet::new();
+    for arm in std::iter::once(baseline).chain(variants) {
+        if !names.insert(arm.name.as_str()) {
+            return Err(StatsError::DuplicateArm(arm.name.clone()));
+        }
+    }
+    let base = prepare(baseline, cfg.better)?;
+    let vars: Vec<Arm> = variants
+        .iter()
+        .map(|v| prepare(v, cfg.better))
+        .collect::<Result<_, _>>()?;
+
+    let epochs_measured = std::iter::once(&base)
+        .chain(&vars)
+        .flat_map(|a| a.runs.iter())
+        .filter_map(|r| r.t.keys().next_back().copied())
+        .max()
+        .unwrap_or(0);
+    let production_epochs = cfg.production_epochs.unwrap_or(epochs_measured.max(1));
+    let window = cfg.steady_epochs.unwrap_or_default();
+    let delta = (1.0 + cfg.min_effect_pct / 100.0).ln();
+
+    let mut top_warnings = Vec::new();
+    // Baseline findings are reported once, at the top, over the baseline's own window.
+    let base_window = window_epochs(&[&base], &window);
+    arm_warnings(&base, &base_window, cfg, &mut top_warnings);
+
+    let mut partial: Vec<Partial> = Vec::with_capacity(vars.len());
+    for var in &vars {
+        partial.push(compare_arms(
+            &base,
+            var,
+            cfg,
+            &window,
+            delta,
+            production_epochs,
+        )?);
+    }
+
+    // Holm over the family of variants that have p-values.
+    let p_imp: Vec<Option<f64>> = partial.iter().map(|p| p.p_improvement()).collect();
+    let p_nw: Vec<Option<f64>> = partial.iter().map(|p| p.p_no_worthwhile()).collect();
+    let adj_imp = holm(&p_imp);
+    let adj_nw = holm(&p_nw);
+    let family = p_imp.iter().filter(|p| p.is_some()).count().max(1);
+
+    let variants_out = partial
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            finish_variant(
+                p,
+                adj_imp[i],
+                adj_nw[i],
+                family,
+                cfg,
+                delta,
+                production_epochs,
+            )
+        })
+        .collect();
+
+    Ok(Analysis {
+        baseline: baseline.name.clone(),
+        design: cfg.design,
+        alpha: cfg.alpha,
+        min_effect_pct: cfg.min_effect_pct,
+        production_epochs,
+        epochs_measured,
+        steady_window: window.to_string(),
+        better: cfg.better,
+        method: Method::new(cfg.design),
+        sequential: None,
+        warnings: top_warnings,
+        variants: variants_out,
+    })
+}
+
+/// [`analyze`] at look `look` (1-based) of a sequential plan: decisions use the plan's
+/// nominal level for that look, and the analysis records the plan.
+pub fn analyze_sequential(
+    baseline: &ArmData,
+    variants: &[ArmData],
+    cfg: &AnalysisConfig,
+    plan: &SequentialPlan,
+    look: u32,
+) -> Result<Analysis, StatsError> {
+    let planned_looks = plan.fractions.len() as u32;
+    if look == 0 || look > planned_looks {
+        return Err(StatsError::InvalidConfig(format!(
+            "look {look} is outside the plan of {planned_looks} looks"
+        )));
+    }
+    let nominal = plan.nominal(look);
+    if nominal <= 0.0 {
+        return Err(StatsError::InvalidConfig(format!(
+            "look {look} of {planned_looks} spends no alpha"
+        )));
+    }
+    let mut at_look = cfg.clone();
+    at_look.alpha = nominal;
+    let mut analysis = analyze(baseline, variants, &at_look)?;
+    analysis.sequential = Some(SequentialLook {
+        look,
+        planned_looks,
+        overall_alpha: plan.alpha,
+        nominal_alpha: nominal,
+        rule: plan.rule.clone(),
+    });
+    Ok(analysis)
+}
+
+fn validate_config(cfg: &AnalysisConfig) -> Result<(), StatsError> {
+    if !(cfg.alpha > 0.0 && cfg.alpha < 0.5) {
+        return Err(StatsError::InvalidConfig(format!(
+            "alpha {} must be between 0 and 0.5 (it is one-sided)",
+            cfg.alpha
+        )));
+    }
+    if !cfg.min_effect_pct.is_finite() || cfg.min_effect_pct <= -100.0 {
+        return Err(StatsError::InvalidConfig(format!(
+            "min_effect_pct {} must be a finite number above -100",
+            cfg.min_effect_pct
+        )));
+    }
+    if cfg.production_epochs == Some(0) {
+        return Err(StatsError::InvalidConfig(
+            "production_epochs must be at least 1".into(),
+        ));
+    }
+    if let Some(w) = cfg.steady_epochs {
+        if w.start == 0 {
+            return Err(StatsError::InvalidConfig(
+                "steady window: epochs are 1-based".into(),
+            ));
+        }
+        if w.end.is_some_and(|e| e < w.start) {
+            return Err(StatsError::InvalidConfig(format!(
+                "steady window {w}: the end is before the start"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn prepare(arm: &ArmData, better: Better) -> Result<Arm<'_>, StatsError> {
+    let mut runs = Vec::with_capacity(arm.runs.len());
+    for run in &arm.runs {
+        runs.push(prepare_run(&arm.name, run, better)?);
+    }
+    for &v in &arm.system_metric {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(StatsError::InvalidSystemMetric {
+                arm: arm.name.clone(),
+                value: v,
+            });
+        }
+    }
+    Ok(Arm { data: arm, runs })
+}
+
+fn prepare_run<'a>(arm: &str, run: &'a RunSamples, better: Better) -> Result<Run<'a>, StatsError> {
+    if run.epochs.is_empty() {
+        return Err(StatsError::EmptyRun {
+            arm: arm.to_string(),
+            replicate: run.replicate,
+        });
+    }
+    let mut t = BTreeMap::new();
+    for (&e, &v) in &run.epochs {
+        if e == 0 {
+            return Err(StatsError::EpochZero {
+                arm: arm.to_string(),
+                replicate: run.replicate,
+            });
+        }
+        if !(v.is_finite() && v > 0.0) {
+            return Err(StatsError::InvalidValue {
+                arm: arm.to_string(),
+                replicate: run.replicate,
+                epoch: e,
+                value: v,
+            });
+        }
+        // For rates, analyse reciprocals so that everything below is "lower is better".
+        let tv = match better {
+            Better::Lower => v,
+            Better::Higher => 1.0 / v,
+        };
+        t.insert(e, tv);
+    }
+    Ok(Run {
+        replicate: run.replicate,
+        block: run.block,
+        raw: &run.epochs,
+        t,
+    })
+}
+
+/// Epochs in `window` that every run of every given arm has.
+fn window_epochs(arms: &[&Arm], window: &EpochWindow) -> Vec<u32> {
+    let mut common: Option<BTreeSet<u32>> = None;
+    for arm in arms {
+        for run in &arm.runs {
+            let keys: BTreeSet<u32> = run
+                .t
+                .keys()
+                .copied()
+                .filter(|e| window.contains(*e))
+                .collect();
+            common = Some(match common {
+                None => keys,
+                Some(c) => c.intersection(&keys).copied().collect(),
+            });
+        }
+    }
+    common.unwrap_or_default().into_iter().collect()
+}
+
+/// Compact text of an epoch list: "2..5,7".
+fn epochs_text(epochs: &[u32]) -> Option<String> {
+    if epochs.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut i = 0;
+    while i < epochs.len() {
+        let mut j = i;
+        while j + 1 < epochs.len() && epochs[j + 1] == epochs[j] + 1 {
+            j += 1;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if j == i {
+            let _ = write!(out, "{}", epochs[i]);
+        } else {
+            let _ = write!(out, "{}..{}", epochs[i], epochs[j]);
+        }
+        i = j + 1;
+    }
+    Some(out)
+}
+
+fn steady_value(run: &Run, epochs: &[u32]) -> f64 {
+    epochs.iter().map(|e| run.t[e]).sum::<f64>() / epochs.len() as f64
+}
+
+/// A trend finding for one arm over a window.
+struct TrendFinding {
+    message: String,
+    material: bool,
+}
+
+fn trend_finding(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig) -> Option<TrendFinding> {
+    let series: Vec<f64> = epochs
+        .iter()
+        .map(|e| median(&arm.runs.iter().map(|r| r.t[e]).collect::<Vec<_>>()))
+        .collect();
+    let mk = mann_kendall(&series)?;
+    if mk.p_value >= TREND_ALPHA {
+        return None;
+    }
+    let level = median(&series);
+    let drift_pct = 100.0 * mk.sen_slope.abs() * (series.len() - 1) as f64 / level;
+    let direction = match (mk.sen_slope > 0.0, cfg.better) {
+        (true, Better::Lower) | (false, Better::Higher) => "upward (slowing down)",
+        _ => "downward (speeding up)",
+    };
+    let material = drift_pct >= cfg.min_effect_pct.max(0.0);
+    // Suggest the earliest later start from which the rest of the window is trend-free.
+    let suggestion = (1..series.len().saturating_sub(3))
+        .find(|&i| mann_kendall(&series[i..]).is_some_and(|t| t.p_value >= TREND_ALPHA))
+        .map(|i| {
+            let end = arm_window_end(epochs);
+            format!("try --steady-epochs {}..{end}", epochs[i])
+        })
+        .unwrap_or_else(|| "measure more epochs and start the window later".to_string());
+    let window = epochs_text(epochs).unwrap_or_default();
+    Some(TrendFinding {
+        message: format!(
+            "{}: the steady window {window} is not steady yet: per-epoch medians trend {direction} \
+             (Mann–Kendall p = {}, drift ≈ {drift_pct:.1}% across the window); {suggestion}",
+            arm.name(),
+            fmt_p(mk.p_value),
+        ),
+        material,
+    })
+}
+
+fn arm_window_end(epochs: &[u32]) -> String {
+    epochs.last().map(|e| e.to_string()).unwrap_or_default()
+}
+
+/// Outlier and trend warnings about one arm.
+fn arm_warnings(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig, out: &mut Vec<String>) {
+    if arm.runs.is_empty() {
+        return;
+    }
+    if let Some(t) = trend_finding(arm, epochs, cfg) {
+        out.push(t.message);
+    }
+    let first_replicate = arm.runs.iter().map(|r| r.replicate).min();
+    let unit = match cfg.better {
+        Better::Lower => "s",
+        Better::Higher => "",
+    };
+    let mut check = |label: &str, values: Vec<(u32, f64, f64)>| {
+        let t: Vec<f64> = values.iter().map(|v| v.2).collect();
+        let z = modified_z_scores(&t);
+        for ((replicate, raw, _), z) in values.iter().zip(z) {
+            if z.abs() <= OUTLIER_Z {
+                continue;
+            }
+            let slow = z > 0.0;
+            let what = if slow { "slower" } else { "faster" };
+            let first = if slow && Some(*replicate) == first_replicate {
+                " — the first replicate is slow (a cold first run: caches, page cache, JIT?)"
+            } else {
+                ""
+            };
+            out.push(format!(
+                "{}: replicate {replicate} {label} {raw:.4}{unit} is an outlier, {what} than \
+                 the rest (modified z = {z:.1}){first}; kept in the analysis",
+                arm.name()
+            ));
+        }
+    };
+    if !epochs.is_empty() {
+        check(
+            "steady mean",
+            arm.runs
+                .iter()
+                .map(|r| {
+                    let raw = epochs.iter().map(|e| r.raw[e]).sum::<f64>() / epochs.len() as f64;
+                    (r.replicate, raw, steady_value(r, epochs))
+                })
+                .collect(),
+        );
+    }
+    if arm.runs.iter().all(|r| r.t.contains_key(&1)) {
+        check(
+            "epoch 1",
+            arm.runs
+                .iter()
+                .map(|r| (r.replicate, r.raw[&1], r.t[&1]))
+                .collect(),
+        );
+    }
+}
+
+/// Results of the comparison before Holm's adjustment and the decision.
+struct Partial {
+    name: String,
+    not_applicable: Option<String>,
+    correctness_mismatch: Option<String>,
+    n_baseline: usize,
+    n_variant: usize,
+    steady: Vec<u32>,
+    steady_est: Option<ShiftEstimate>,
+    p_imp: Option<RankTest>,
+    p_nw: Option<RankTest>,
+    sd: Option<f64>,
+    min_p: Option<f64>,
+    first: FirstEpoch,
+    first_log: Option<ShiftEstimate>,
+    app_impact_pct: Option<f64>,
+    system_impact_pct: Option<f64>,
+    breakeven: Option<u32>,
+    per_epoch: Vec<EpochRow>,
+    warnings: Vec<String>,
+    trend_blocks: Vec<String>,
+}
+
+impl Partial {
+    fn p_improvement(&self) -> Option<f64> {
+        self.p_imp.map(|t| t.p_value)
+    }
+    fn p_no_worthwhile(&self) -> Option<f64> {
+        self.p_nw.map(|t| t.p_value)
+    }
+}
+
+/// Steady or first-epoch values of the two arms, aligned for the design.
+struct Samples {
+    base: Vec<f64>,
+    var: Vec<f64>,
+}
+
+/// Pairs runs of two arms for the paired design: by block when every run has one, else
+/// by replicate number. Returns index pairs (baseline run, variant run) in key order.
+fn pair_runs(base: &Arm, var: &Arm) -> Result<Vec<(usize, usize)>, StatsError> {
+    let uses_blocks = |arm: &Arm| -> Result<bool, StatsError> {
+        let with = arm.runs.iter().filter(|r| r.block.is_some()).count();
+        if with != 0 && with != arm.runs.len() {
+            let r = arm
+                .runs
+                .iter()
+                .find(|r| r.block.is_none())
+                .map_or(0, |r| r.replicate);
+            return Err(StatsError::MixedBlocks {
+                arm: arm.name().to_string(),
+                replicate: r,
+            });
+        }
+        Ok(with > 0)
+    };
+    let blocks = uses_blocks(base)? && uses_blocks(var)?;
+    let key = |r: &Run| -> (u32, &'static str) {
+        match (blocks, r.block) {
+            (true, Some(b)) => (b, "block"),
+            _ => (r.replicate, "replicate"),
+        }
+    };
+    let index = |arm: &Arm| -> Result<BTreeMap<u32, usize>, StatsError> {
+        let mut m = BTreeMap::new();
+        for (i, r) in arm.runs.iter().enumerate() {
+            let (k, kind) = key(r);
+            if m.insert(k, i).is_some() {
+                return Err(StatsError::DuplicatePairKey {
+                    arm: arm.name().to_string(),
+                    key: format!("{kind} {k}"),
+                });
+            }
+        }
+        Ok(m)
+    };
+    let bi = index(base)?;
+    let vi = index(var)?;
+    let kind = if blocks { "block" } else { "replicate" };
+    for (arm, other, own, theirs) in [(base, var, &bi, &vi), (var, base, &vi, &bi)] {
+        if let Some(k) = own.keys().find(|k| !theirs.contains_key(k)) {
+            return Err(StatsError::UnpairedRun {
+                arm: arm.name().to_string(),
+                other: other.name().to_string(),
+                key: format!("{kind} {k}"),
+            });
+        }
+    }
+    Ok(bi.iter().map(|(k, &b)| (b, vi[k])).collect())
+}
+
+struct Compared {
+    est: Option<ShiftEstimate>,
+    p_imp: Option<RankTest>,
+    p_nw: Option<RankTest>,
+    sd: Option<f64>,
+    min_p: Option<f64>,
+}
+
+/// The primary (or first-epoch) comparison on values that are "lower is better".
+fn compare(design: Design, s: &Samples, delta: f64, alpha: f64, with_tests: bool) -> Compared {
+    match design {
+        Design::Paired => {
+            let d: Vec<f64> = s
+                .base
+                .iter()
+                .zip(&s.var)
+                .map(|(b, v)| b.ln() - v.ln())
+                .collect();
+            let shifted: Vec<f64> = d.iter().map(|v| v - delta).collect();
+            let n = d.len();
+            Compared {
+                est: hodges_lehmann_paired(&d, alpha),
+                p_imp: (with_tests && n > 0)
+                    .then(|| wilcoxon_signed_rank(&shifted, Alternative::Greater)),
+                p_nw: (with_tests && n > 0)
+                    .then(|| wilcoxon_signed_rank(&shifted, Alternative::Less)),
+                sd: sample_sd(&d),
+                min_p: (n > 0).then(|| min_p_paired(n)),
+            }
+        }
+        Design::Independent => {
+            let x: Vec<f64> = s.base.iter().map(|v| v.ln()).collect();
+            let y: Vec<f64> = s.var.iter().map(|v| v.ln()).collect();
+            let y_shift: Vec<f64> = y.iter().map(|v| v + delta).collect();
+            let ok = with_tests && !x.is_empty() && !y.is_empty();
+            Compared {
+                est: hodges_lehmann_shift(&x, &y, alpha),
+                p_imp: ok.then(|| mann_whitney_u(&x, &y_shift, Alternative::Greater)),
+                p_nw: ok.then(|| mann_whitney_u(&x, &y_shift, Alternative::Less)),
+                sd: pooled_sd(&x, &y),
+                min_p: (!x.is_empty() && !y.is_empty()).then(|| min_p_unpaired(x.len(), y.len())),
+            }
+        }
+    }
+}
+
+fn sample_sd(x: &[f64]) -> Option<f64> {
+    if x.len() < 2 {
+        return None;
+    }
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let ss: f64 = x.iter().map(|v| (v - mean).powi(2)).sum();
+    Some((ss / (n - 1.0)).sqrt())
+}
+
+fn pooled_sd(x: &[f64], y: &[f64]) -> Option<f64> {
+    let (m, n) = (x.len(), y.len());
+    if m + n < 3 || m == 0 || n == 0 {
+        return None;
+    }
+    let ss = |v: &[f64]| {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        v.iter().map(|a| (a - mean).powi(2)).sum::<f64>()
+    };
+    Some(((ss(x) + ss(y)) / (m + n - 2) as f64).sqrt())
+}
+
+fn compare_arms(
+    base: &Arm,
+    var: &Arm,
+    cfg: &AnalysisConfig,
+    window: &EpochWindow,
+    delta: f64,
+    production_epochs: u32,
+) -> Result<Partial, StatsError> {
+    let mut warnings = Vec::new();
+    let mut partial = Partial {
+        name: var.name().to_string(),
+        not_applicable: var.data.not_applicable.clone(),
+        correctness_mismatch: var.data.correctness_mismatch.clone(),
+        n_baseline: base.runs.len(),
+        n_variant: var.runs.len(),
+        steady: Vec::new(),
+        steady_est: None,
+        p_imp: None,
+        p_nw: None,
+        sd: None,
+        min_p: None,
+        first: FirstEpoch::default(),
+        first_log: None,
+        app_impact_pct: None,
+        system_impact_pct: None,
+        breakeven: None,
+        per_epoch: per_epoch_rows(base, var, cfg.better),
+        warnings: Vec::new(),
+        trend_blocks: Vec::new(),
+    };
+    // Not applicable: no p-values, nothing else to compute.
+    if partial.not_applicable.is_some() || var.runs.is_empty() || base.runs.is_empty() {
+        return Ok(partial);
+    }
+
+    // Alignment of runs for the design.
+    let (base_idx, var_idx): (Vec<usize>, Vec<usize>) = match cfg.design {
+        Design::Paired => pair_runs(base, var)?.into_iter().unzip(),
+        Design::Independent => (
+            (0..base.runs.len()).collect(),
+            (0..var.runs.len()).collect(),
+        ),
+    };
+    partial.n_baseline = base_idx.len();
+    partial.n_variant = var_idx.len();
+
+    let steady = window_epochs(&[base, var], window);
+    let wanted: BTreeSet<u32> = base
+        .runs
+        .iter()
+        .chain(&var.runs)
+        .flat_map(|r| r.t.keys().copied())
+        .filter(|e| window.contains(*e))
+        .collect();
+    let left_out: Vec<u32> = wanted.into_iter().filter(|e| !steady.contains(e)).collect();
+    if !left_out.is_empty() {
+        warnings.push(format!(
+            "epochs {} of the steady window are missing in some runs and were left out",
+            epochs_text(&left_out).unwrap_or_default()
+        ));
+    }
+
+    let has_first = base
+        .runs
+        .iter()
+        .chain(&var.runs)
+        .all(|r| r.t.contains_key(&1));
+    let first =
+        |arm: &Arm, idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| arm.runs[i].t[&1]).collect() };
+    let steady_of = |arm: &Arm, idx: &[usize]| -> Vec<f64> {
+        idx.iter()
+            .map(|&i| steady_value(&arm.runs[i], &steady))
+            .collect()
+    };
+
+    if !steady.is_empty() {
+        let s = Samples {
+            base: steady_of(base, &base_idx),
+            var: steady_of(var, &var_idx),
+        };
+        let c = compare(cfg.design, &s, delta, cfg.alpha, true);
+        partial.steady_est = c.est;
+        partial.p_imp = c.p_imp;
+        partial.p_nw = c.p_nw;
+        partial.sd = c.sd;
+        partial.min_p = c.min_p;
+    }
+    partial.steady = steady.clone();
+
+    if has_first {
+        let f = Samples {
+            base: first(base, &base_idx),
+            var: first(var, &var_idx),
+        };
+        let c = compare(cfg.design, &f, 0.0, cfg.alpha, false);
+        let raw_median = |arm: &Arm, idx: &[usize]| {
+            median(&idx.iter().map(|&i| arm.runs[i].raw[&1]).collect::<Vec<_>>())
+        };
+        let change = |log_speedup: f64| 100.0 * ((-log_speedup).exp() - 1.0);
+        partial.first = FirstEpoch {
+            baseline_s: Some(raw_median(base, &base_idx)),
+            variant_s: Some(raw_median(var, &var_idx)),
+            change_pct: c.est.map(|e| change(e.estimate)),
+            change_ci_low_pct: c.est.and_then(|e| e.ci_high).map(change),
+            change_ci_high_pct: c.est.and_then(|e| e.ci_low).map(change),
+        };
+        partial.first_log = c.est;
+    } else {
+        warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
+    }
+
+    // Production projection T = f + (E − 1)·s per replicate (E·s without epoch 1).
+    if !steady.is_empty() {
+        let e = production_epochs as f64;
+        let t = |arm: &Arm, idx: &[usize]| -> Vec<f64> {
+            idx.iter()
+                .map(|&i| {
+                    let r = &arm.runs[i];
+                    let s = steady_value(r, &steady);
+                    match r.t.get(&1) {
+                        Some(f) if has_first => f + (e - 1.0) * s,
+                        _ => e * s,
+                    }
+                })
+                .collect()
+        };
+        let tb = median(&t(base, &base_idx));
+        let tv = median(&t(var, &var_idx));
+        partial.app_impact_pct = Some(100.0 * (1.0 - tv / tb));
+
+        if has_first {
+            let fb = median(&first(base, &base_idx));
+            let fv = median(&first(var, &var_idx));
+            let sb = median(&steady_of(base, &base_idx));
+            let sv = median(&steady_of(var, &var_idx));
+            partial.breakeven = breakeven(fv - fb, sb - sv);
+        }
+    }
+
+    // System metric: medians per arm, positive = better.
+    let (sb, sv) = (&base.data.system_metric, &var.data.system_metric);
+    if !sb.is_empty() && !sv.is_empty() {
+        let (mb, mv) = (median(sb), median(sv));
+        partial.system_impact_pct = Some(match cfg.system_better {
+            Better::Higher => 100.0 * (mv / mb - 1.0),
+            Better::Lower => 100.0 * (1.0 - mv / mb),
+        });
+    }
+
+    // Stability: the variant's own findings, and trends of either arm that gate.
+    arm_warnings(var, &steady, cfg, &mut warnings);
+    for arm in [base, var] {
+        if let Some(t) = trend_finding(arm, &steady, cfg)
+            && t.material
+        {
+            partial.trend_blocks.push(t.message);
+        }
+    }
+    partial.warnings = warnings;
+    Ok(partial)
+}
+
+/// First epoch N ≥ 1 with `(N − 1)·saving ≥ extra` that holds for every later N too.
+fn breakeven(extra: f64, saving: f64) -> Option<u32> {
+    if extra <= 0.0 && saving >= 0.0 {
+        return Some(1);
+    }
+    if extra > 0.0 && saving > 0.0 {
+        let n = 1.0 + (extra / saving).ceil();
+        return (n <= u32::MAX as f64).then_some(n as u32);
+    }
+    None
+}
+
+fn per_epoch_rows(base: &Arm, var: &Arm, better: Better) -> Vec<EpochRow> {
+    let epochs: BTreeSet<u32> = base
+        .runs
+        .iter()
+        .chain(&var.runs)
+        .flat_map(|r| r.raw.keys().copied())
+        .collect();
+    let med = |arm: &Arm, e: u32| -> Option<f64> {
+        let v: Vec<f64> = arm
+            .runs
+            .iter()
+            .filter_map(|r| r.raw.get(&e).copied())
+            .collect();
+        (!v.is_empty()).then(|| median(&v))
+    };
+    epochs
+        .into_iter()
+        .map(|e| {
+            let (b, v) = (med(base, e), med(var, e));
+            let ratio = match (b, v) {
+                (Some(b), Some(v)) => Some(match better {
+                    Better::Lower => b / v,
+                    Better::Higher => v / b,
+                }),
+                _ => None,
+            };
+            EpochRow {
+                epoch: e,
+                baseline_median_s: b,
+                variant_median_s: v,
+                ratio,
+            }
+        })
+        .collect()
+}
+
+/// Holm-adjusted p-values in, decision out.
+fn finish_variant(
+    p: Partial,
+    adj_imp: Option<f64>,
+    adj_nw: Option<f64>,
+    family: usize,
+    cfg: &AnalysisConfig,
+    delta: f64,
+    production_epochs: u32,
+) -> VariantAnalysis {
+    let alpha = cfg.alpha;
+    let n = p.n_baseline.min(p.n_variant);
+    let speedup = SpeedUp {
+        estimate: p.steady_est.map(|e| e.estimate.exp()),
+        ci_low: p.steady_est.and_then(|e| e.ci_low).map(f64::exp),
+        ci_high: p.steady_est.and_then(|e| e.ci_high).map(f64::exp),
+    };
+    let min_p_adj = p.min_p.map(|m| (m * family as f64).min(1.0));
+
+    // Normal-theory MDE and the replicates that would likely decide.
+    let z = normal::quantile(1.0 - alpha / family as f64) + normal::quantile(MDE_POWER);
+    let are = std::f64::consts::PI / 3.0;
+    let se_unit = match cfg.design {
+        Design::Paired => p.sd.map(|sd| sd / (n.max(1) as f64).sqrt()),
+        Design::Independent => p.sd.map(|sd| {
+            sd * (1.0 / p.n_baseline.max(1) as f64 + 1.0 / p.n_variant.max(1) as f64).sqrt()
+        }),
+    };
+    let mde_pct = se_unit.map(|se| 100.0 * ((delta + z * se * are.sqrt()).exp() - 1.0));
+    let replicates_to_decide = match (p.sd, p.steady_est) {
+        (Some(sd), Some(est)) => {
+            let gap = (est.estimate - delta).abs();
+            let factor = match cfg.design {
+                Design::Paired => 1.0,
+                Design::Independent => 2.0,
+            };
+            let needed = if gap > 0.0 {
+                (are * factor * (z * sd / gap).powi(2)).ceil()
+            } else {
+                f64::INFINITY
+            };
+            let floor = min_n_for_alpha(cfg.design, alpha / family as f64) as f64;
+            let needed = needed
+                .max(floor)
+                .max(MIN_REPLICATES as f64)
+                .max(n as f64 + 1.0);
+            (needed <= MAX_SUGGESTED_REPLICATES).then_some(needed as u32)
+        }
+        _ => None,
+    };
+    let app = p.app_impact_pct;
+    let weighted_score = app.map(|a| 0.5 * a + 0.5 * p.system_impact_pct.unwrap_or(0.0));
+
+    let (decision, reason) = decide(
+        &p,
+        adj_imp,
+        adj_nw,
+        family,
+        min_p_adj,
+        replicates_to_decide,
+        mde_pct,
+        &speedup,
+        cfg,
+        production_epochs,
+    );
+    let not_applicable = decision == Decision::NotApplicable;
+    let p_method = (!not_applicable)
+        .then(|| p.p_imp.map(|t| p_method_text(cfg.design, t.method)))
+        .flatten();
+
+    VariantAnalysis {
+        name: p.name,
+        decision,
+        reason,
+        n_baseline: p.n_baseline,
+        n_variant: p.n_variant,
+        steady_epochs: epochs_text(&p.steady),
+        speedup,
+        p_improvement: p.p_imp.map(|t| t.p_value),
+        p_improvement_adjusted: adj_imp,
+        p_no_worthwhile: p.p_nw.map(|t| t.p_value),
+        p_no_worthwhile_adjusted: adj_nw,
+        p_method,
+        min_achievable_p: p.min_p,
+        min_achievable_p_adjusted: min_p_adj,
+        mde_pct,
+        replicates_to_decide,
+        first_epoch: p.first,
+        app_impact_pct: app,
+        system_impact_pct: p.system_impact_pct,
+        weighted_score,
+        breakeven_epoch: p.breakeven,
+        correctness_mismatch: p.correctness_mismatch,
+        per_epoch: p.per_epoch,
+        warnings: p.warnings,
+    }
+}
+
+/// Smallest n (pairs, or per arm) whose exact test can reach `level`.
+fn min_n_for_alpha(design: Design, level: f64) -> usize {
+    (1..=200)
+        .find(|&n| match design {
+            Design::Paired => min_p_paired(n) < level,
+            Design::Independent => min_p_unpaired(n, n) < level,
+        })
+        .unwrap_or(200)
+}
+
+fn p_method_text(design: Design, m: PMethod) -> String {
+    match (design, m) {
+        (Design::Paired, PMethod::Exact) => "exact Wilcoxon signed-rank".into(),
+        (Design::Paired, PMethod::Normal) => {
+            "Wilcoxon signed-rank, normal approximation with tie+continuity correction (ties or zeros)".into()
+        }
+        (Design::Independent, PMethod::Exact) => "exact Mann–Whitney U".into(),
+        (Design::Independent, PMethod::Normal) => {
+            "Mann–Whitney U, normal approximation with tie+continuity correction".into()
+        }
+        (_, PMethod::Degenerate) => "no non-zero differences: p = 1".into(),
+    }
+}
+
+/// Decision rules 1–6 of STATISTICS.md, in order.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    p: &Partial,
+    adj_imp: Option<f64>,
+    adj_nw: Option<f64>,
+    family: usize,
+    min_p_adj: Option<f64>,
+    replicates_to_decide: Option<u32>,
+    mde_pct: Option<f64>,
+    speedup: &SpeedUp,
+    cfg: &AnalysisConfig,
+    production_epochs: u32,
+) -> (Decision, String) {
+    let alpha = cfg.alpha;
+    // 1. Correctness.
+    if let Some(diff) = &p.correctness_mismatch {
+        return (
+            Decision::Reject,
+            format!(
+                "outputs differ from the baseline ({diff}): the variant changes the computation"
+            ),
+        );
+    }
+    // 2. Not applicable.
+    if let Some(why) = &p.not_applicable {
+        return (Decision::NotApplicable, why.clone());
+    }
+    // 3. Not enough data, or no steady window.
+    let n = p.n_baseline.min(p.n_variant);
+    if n < MIN_REPLICATES {
+        return (
+            Decision::Inconclusive,
+            format!(
+                "only {n} complete replicate{} per arm (baseline {}, {} {}); at least \
+                 {MIN_REPLICATES} are needed",
+                if n == 1 { "" } else { "s" },
+                p.n_baseline,
+                p.name,
+                p.n_variant
+            ),
+        );
+    }
+    if p.steady.is_empty() {
+        return (
+            Decision::Inconclusive,
+            format!(
+                "no steady window: no epoch of {} was measured in every run (with one epoch \
+                 per run, set the steady window explicitly, e.g. --steady-epochs 1)",
+                cfg.steady_epochs.unwrap_or_default()
+            ),
+        );
+    }
+    if let Some(msg) = p.trend_blocks.first() {
+        return (Decision::Inconclusive, msg.clone());
+    }
+    if let Some(mp) = min_p_adj
+        && mp >= alpha
+    {
+        let more = replicates_to_decide
+            .map(|r| format!("; about {r} replicates per arm would"))
+            .unwrap_or_default();
+        return (
+            Decision::Inconclusive,
+            format!(
+                "with n = {n} the smallest reachable p-value is {}{} — not below α = {}, so \
+                 no test can decide{more}",
+                fmt_p(p.min_p.unwrap_or(1.0)),
+                if family > 1 {
+                    format!(" ({} after Holm over {family} variants)", fmt_p(mp))
+                } else {
+                    String::new()
+                },
+                fmt_p(alpha)
+            ),
+        );
+    }
+    let est = describe_speedup(speedup, alpha);
+    let one_time = one_time_text(p, cfg.min_effect_pct);
+    // 4. Improvement.
+    if let Some(pi) = adj_imp
+        && pi < alpha
+    {
+        return match p.app_impact_pct {
+            Some(app) if app <= 0.0 => (
+                Decision::Reject,
+                format!(
+                    "the steady-state gain is real ({est}, p_adj = {}) but the one-time cost is \
+                     not repaid within {production_epochs} production epochs: App Impact \
+                     {app:+.1}%{}; {}",
+                    fmt_p(pi),
+                    one_time.map(|t| format!(", {t}")).unwrap_or_default(),
+                    breakeven_text(p.breakeven)
+                ),
+            ),
+            app => (
+                Decision::Accept,
+                format!(
+                    "steady-state speed-up {est} beats the {}% worth having (p_adj = {} < {}){}",
+                    cfg.min_effect_pct,
+                    fmt_p(pi),
+                    fmt_p(alpha),
+                    app.map(|a| format!("; App Impact {a:+.1}% over {production_epochs} epochs"))
+                        .unwrap_or_default()
+                ),
+            ),
+        };
+    }
+    // 5. Cannot reach the minimum worthwhile effect.
+    if let Some(pn) = adj_nw
+        && pn < alpha
+    {
+        let regression = speedup.ci_high.is_some_and(|h| h < 1.0);
+        let mut reason = format!(
+            "steady-state speed-up {est} cannot reach the {}% worth having (p_adj = {} < {})",
+            cfg.min_effect_pct,
+            fmt_p(pn),
+            fmt_p(alpha)
+        );
+        if regression {
+            reason.push_str("; a regression: the whole interval is below 1");
+        }
+        if let Some(t) = one_time {
+            let _ = write!(reason, "; {t}, {}", breakeven_text(p.breakeven));
+        }
+        return (Decision::Reject, reason);
+    }
+    // 6. Inconclusive.
+    let more = match replicates_to_decide {
+        Some(r) => format!("about {r} replicates per arm would likely decide it (now {n})"),
+        None => "no realistic number of replicates would decide it".to_string(),
+    };
+    (
+        Decision::Inconclusive,
+        format!(
+            "neither test is significant at α = {} ({est}; p_improvement_adj = {}, \
+             p_no_worthwhile_adj = {}); {more}{}",
+            fmt_p(alpha),
+            adj_imp.map_or("n/a".into(), fmt_p),
+            adj_nw.map_or("n/a".into(), fmt_p),
+            mde_pct
+                .map(|m| format!("; detectable now: ≈ {m:.1}% speed-up"))
+                .unwrap_or_default()
+        ),
+    )
+}
+
+fn describe_speedup(s: &SpeedUp, alpha: f64) -> String {
+    let level = 100.0 * (1.0 - 2.0 * alpha);
+    match (s.estimate, s.ci_low, s.ci_high) {
+        (Some(e), Some(l), Some(h)) => {
+            format!("{e:.3}× ({level:.0}% CI {l:.3}–{h:.3})")
+        }
+        (Some(e), _, _) => format!("{e:.3}× (no finite {level:.0}% CI at this n)"),
+        _ => "no estimate".to_string(),
+    }
+}
+
+/// "one-time epoch-1 cost +1200.0% (+12.000 s)" when the first epoch got materially slower.
+fn one_time_text(p: &Partial, min_effect_pct: f64) -> Option<String> {
+    let change = p.first.change_pct?;
+    if change <= min_effect_pct.max(0.0) {
+        return None;
+    }
+    let secs = match (p.first.baseline_s, p.first.variant_s) {
+        (Some(b), Some(v)) => format!(" ({:+.3} s by medians)", v - b),
+        _ => String::new(),
+    };
+    Some(format!("one-time epoch-1 cost {change:+.1}%{secs}"))
+}
+
+fn breakeven_text(b: Option<u32>) -> String {
+    match b {
+        Some(1) => "never behind the baseline (break-even at epoch 1)".to_string(),
+        Some(n) => format!("break-even at epoch {n}"),
+        None => "never breaks even (no steady-state saving repays the one-time cost)".to_string(),
+    }
+}
+
+/// p-values for people: 4 significant digits, scientific below 1e-4.
+pub fn fmt_p(p: f64) -> String {
+    if p == 0.0 {
+        "0".into()
+    } else if p < 1e-4 {
+        format!("{p:.2e}")
+    } else {
+        let s = format!("{p:.4}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_string()
+    }
+}

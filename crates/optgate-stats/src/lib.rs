@@ -1,0 +1,29 @@
+//! optgate-stats: the statistics of the gate, exactly as STATISTICS.md writes them down.
+//! Pure functions over in-memory data: this crate does no I/O and prints nothing.
+//!
+//! Entry point: [`analyze`] (and [`analyze_sequential`] for the daemon's repeated looks).
+//! The building blocks (rank tests, Hodges–Lehmann estimates, Holm, Mann–Kendall, the
+//! alpha-spending rule) are public so that they can be tested against SciPy directly.
+
+pub mod analysis;
+pub mod error;
+pub mod holm;
+pub mod htest;
+pub mod mann_whitney;
+pub mod model;
+pub mod normal;
+mod rank;
+pub mod sequential;
+pub mod signed_rank;
+pub mod trend;
+
+pub use analysis::{
+    Analysis, Decision, EpochRow, FirstEpoch, MIN_REPLICATES, Method, SequentialLook, SpeedUp,
+    VariantAnalysis, analyze, analyze_sequential, fmt_p,
+};
+pub use error::StatsError;
+pub use htest::{Alternative, PMethod, RankTest, ShiftEstimate};
+pub use mann_whitney::{hodges_lehmann_shift, mann_whitney_u};
+pub use model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamples};
+pub use sequential::{SequentialPlan, obf_spending, sequential_alpha};
+pub use signed_rank::{hodges_lehmann_paired, wilcoxon_signed_rank};

@@ -1,0 +1,233 @@
+//! Input types of the analysis: what was measured per arm, and how to compare it.
+//! These are plain data; validation happens in `analyze`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::StatsError;
+
+/// How the runs of the arms relate to each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Design {
+    /// Blocked design: block `b` holds one run of every arm; compare within blocks.
+    #[default]
+    Paired,
+    /// Arms ran independently of each other.
+    Independent,
+}
+
+impl fmt::Display for Design {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Design::Paired => "paired",
+            Design::Independent => "independent",
+        })
+    }
+}
+
+impl FromStr for Design {
+    type Err = StatsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            // "blocked" is the experiment file's name for the same design.
+            "paired" | "blocked" => Ok(Design::Paired),
+            "independent" | "unpaired" => Ok(Design::Independent),
+            other => Err(StatsError::InvalidConfig(format!(
+                "design '{other}': expected 'paired' or 'independent'"
+            ))),
+        }
+    }
+}
+
+/// Which direction of the metric is an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Times: smaller is better. Analysed as they are.
+    #[default]
+    Lower,
+    /// Rates (samples/s, GB/s): larger is better. Analysed as reciprocals, so that every
+    /// internal number is a "time per unit" and a speed-up above 1 is still an improvement.
+    Higher,
+}
+
+impl fmt::Display for Better {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Better::Lower => "lower",
+            Better::Higher => "higher",
+        })
+    }
+}
+
+impl FromStr for Better {
+    type Err = StatsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "lower" => Ok(Better::Lower),
+            "higher" => Ok(Better::Higher),
+            other => Err(StatsError::InvalidConfig(format!(
+                "better '{other}': expected 'lower' or 'higher'"
+            ))),
+        }
+    }
+}
+
+/// One complete run (replicate) of one arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunSamples {
+    /// Replicate number within the arm; pairs runs when `block` is absent.
+    pub replicate: u32,
+    /// Block of a blocked (paired) design; pairs runs across arms when present.
+    pub block: Option<u32>,
+    /// Epoch number (1-based) to its value (seconds for `better: lower`).
+    pub epochs: BTreeMap<u32, f64>,
+}
+
+/// Everything known about one arm (the baseline or one variant).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ArmData {
+    pub name: String,
+    /// Complete runs only.
+    pub runs: Vec<RunSamples>,
+    /// Why this variant could not be tried (no p-values are computed), e.g.
+    /// "admin-only: no write access to cpufreq on node1".
+    pub not_applicable: Option<String>,
+    /// The first differing output file or value: the variant changed the computation.
+    pub correctness_mismatch: Option<String>,
+    /// Optional per-replicate system metric (throughput, bandwidth...); empty = not measured.
+    pub system_metric: Vec<f64>,
+}
+
+/// A window of epochs, inclusive at both ends: `2..` (2 to last), `2..5`, `3` (only 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EpochWindow {
+    pub start: u32,
+    /// Inclusive end; `None` = up to the last epoch measured.
+    pub end: Option<u32>,
+}
+
+impl Default for EpochWindow {
+    /// The contract's default steady window: every epoch but the first.
+    fn default() -> Self {
+        EpochWindow {
+            start: 2,
+            end: None,
+        }
+    }
+}
+
+impl EpochWindow {
+    /// Whether epoch `e` lies in the window.
+    pub fn contains(&self, e: u32) -> bool {
+        e >= self.start && self.end.is_none_or(|end| e <= end)
+    }
+}
+
+impl fmt::Display for EpochWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.end {
+            None => write!(f, "{}..", self.start),
+            Some(end) if end == self.start => write!(f, "{}", self.start),
+            Some(end) => write!(f, "{}..{}", self.start, end),
+        }
+    }
+}
+
+impl FromStr for EpochWindow {
+    type Err = StatsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |why: &str| {
+            StatsError::InvalidConfig(format!(
+                "steady epochs '{s}': {why} (expected e.g. '2..', '2..5' or '3'; epochs are 1-based)"
+            ))
+        };
+        let parse_epoch = |t: &str| -> Result<u32, StatsError> {
+            let e: u32 = t.trim().parse().map_err(|_| bad("not an epoch number"))?;
+            if e == 0 {
+                return Err(bad("epoch 0 does not exist"));
+            }
+            Ok(e)
+        };
+        let s_trim = s.trim();
+        let window = match s_trim.split_once("..") {
+            None => {
+                let e = parse_epoch(s_trim)?;
+                EpochWindow {
+                    start: e,
+                    end: Some(e),
+                }
+            }
+            Some((a, b)) => {
+                // Accept Rust's inclusive spelling "2..=5" as well.
+                let b = b.strip_prefix('=').unwrap_or(b);
+                let start = if a.trim().is_empty() {
+                    1
+                } else {
+                    parse_epoch(a)?
+                };
+                let end = if b.trim().is_empty() {
+                    None
+                } else {
+                    Some(parse_epoch(b)?)
+                };
+                EpochWindow { start, end }
+            }
+        };
+        if let Some(end) = window.end
+            && end < window.start
+        {
+            return Err(bad("the end is before the start"));
+        }
+        Ok(window)
+    }
+}
+
+impl Serialize for EpochWindow {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for EpochWindow {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How to compare the arms. Defaults are those of `optgate analyze`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnalysisConfig {
+    pub design: Design,
+    /// One-sided level of each test; confidence intervals are at `1 − 2α`.
+    pub alpha: f64,
+    /// Smallest steady-state speed-up worth having, in percent.
+    pub min_effect_pct: f64,
+    /// Steady window; `None` = every epoch but the first.
+    pub steady_epochs: Option<EpochWindow>,
+    /// Epochs of the real production job; `None` = the number of epochs measured.
+    pub production_epochs: Option<u32>,
+    /// Direction of the per-epoch metric.
+    pub better: Better,
+    /// Direction of the per-replicate system metric.
+    pub system_better: Better,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        AnalysisConfig {
+            design: Design::Paired,
+            alpha: 0.05,
+            min_effect_pct: 1.0,
+            steady_epochs: None,
+            production_epochs: None,
+            better: Better::Lower,
+            system_better: Better::Higher,
+        }
+    }
+}
