@@ -79,6 +79,7 @@ impl FromStr for Better {
 
 /// One complete run (replicate) of one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct RunSamples {
     /// Replicate number within the arm; pairs runs when `block` is absent.
     pub replicate: u32,
@@ -90,6 +91,7 @@ pub struct RunSamples {
 
 /// Everything known about one arm (the baseline or one variant).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct ArmData {
     pub name: String,
     /// Complete runs only.
