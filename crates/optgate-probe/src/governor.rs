@@ -176,7 +176,8 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Gover
 ///
 /// Tunable when every online CPU has cpufreq and either every `scaling_governor` is
 /// writable by this process (checked with `access(W_OK)`, nothing is written) or a
-/// `helper` command is configured and its program exists. Otherwise not tunable, with a
+/// `helper` command is configured and its program exists. Direct writes are preferred
+/// when both would work: they need no second program to behave. Otherwise not tunable, with a
 /// reason such as `admin-only: no write access to cpufreq on node17 (…/scaling_governor
 /// is not writable by uid 1000)` or `no cpufreq on node17 (…/cpu0/cpufreq does not
 /// exist)`.
@@ -288,7 +289,9 @@ fn write_restore_file(path: &Path, record: &RestoreRecord) -> Result<(), Governo
             detail: format!("cannot encode: {e}"),
         })?;
     // Write a sibling, sync, rename: a crash leaves either no file or a whole one.
-    let tmp = path.with_extension("tmp");
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
     let mut f = std::fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
     f.write_all(&json).map_err(io_err("write", &tmp))?;
     f.sync_all().map_err(io_err("sync", &tmp))?;
@@ -376,6 +379,10 @@ fn remove_restore_file(path: &Path) -> Result<(), GovernorError> {
 }
 
 /// Holds a governor change; restores the previous governors on [`restore`] or drop.
+///
+/// Give every change on a node the same restore file (e.g. one in the node-local state
+/// directory): a second change is then refused while the first is held or not yet
+/// undone, instead of recording already-changed governors as the originals.
 ///
 /// [`restore`]: GovernorGuard::restore
 #[derive(Debug)]

@@ -56,6 +56,7 @@ fn fold(name: &str) -> String {
 /// | `amx` | `amx_tile` |
 /// | `neon`, `asimd` | `asimd` (AArch64) or `neon` (32-bit Arm) |
 /// | `bf16` | `avx512_bf16`, `amx_bf16` or Arm `bf16` |
+/// | `fma` | x86 `fma` (FMA3; `fma4` does not count), or `asimd` (AArch64 has FMA in its base) |
 /// | `gpu` | any GPU was found |
 /// | `nvidia`, `cuda`, `gpu:nvidia` | an NVIDIA GPU was found |
 /// | `amd-gpu`, `rocm`, `gpu:amd` | an AMD GPU was found |
@@ -84,6 +85,7 @@ pub fn has_capability(probe: &Probe, capability: &str) -> bool {
         "amx" => flag("amx_tile"),
         "neon" | "asimd" => flag("asimd") || flag("neon"),
         "bf16" => flag("avx512_bf16") || flag("amx_bf16") || flag("bf16"),
+        "fma" => flag("fma") || flag("asimd"),
         "" => false,
         _ => probe.flags.iter().any(|f| fold(f) == folded),
     }

@@ -147,6 +147,10 @@ fn gb10_arm_big_little_with_cppc_cpufreq() {
     );
     assert!(has_capability(&p, "bf16"));
     assert!(
+        has_capability(&p, "fma"),
+        "FMA is part of AArch64's base SIMD"
+    );
+    assert!(
         !has_capability(&p, "avx2") && !has_capability(&p, "avx512") && !has_capability(&p, "sme")
     );
     assert!(

@@ -149,6 +149,11 @@ fn guard_records_and_restores_on_restore() {
         restore_file.is_file(),
         "the restore file exists while the change is held"
     );
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&restore_file).unwrap()).unwrap();
+    assert_eq!(record["owner_pid"], std::process::id());
+    assert_eq!(record["changes"][2]["previous"], "powersave");
+    assert_eq!(record["changes"].as_array().unwrap().len(), 4);
     guard.restore().unwrap();
     assert_eq!(
         govs(&root, &[0, 1, 2, 3]),
@@ -369,10 +374,11 @@ fn helper_makes_the_change_when_asked() {
     let restore_file = dir.path().join("gov.restore");
     let log = dir.path().join("helper.log");
     let helper = dir.path().join("set-governor");
-    // The protocol: HELPER... CPU GOVERNOR. This one takes the tree root first.
+    // The protocol: HELPER... CPU GOVERNOR. This one takes the tree root first, and
+    // fails unless the restore file was written before it was asked to change anything.
     std::fs::write(
         &helper,
-        "#!/bin/sh\nroot=\"$1\"; cpu=\"$2\"; gov=\"$3\"\necho \"$cpu $gov\" >> \"$root/../helper.log\"\nprintf '%s\\n' \"$gov\" > \"$root/sys/devices/system/cpu/cpu$cpu/cpufreq/scaling_governor\"\n",
+        "#!/bin/sh\nroot=\"$1\"; cpu=\"$2\"; gov=\"$3\"\n[ -f \"$root/../gov.restore\" ] || exit 3\necho \"$cpu $gov\" >> \"$root/../helper.log\"\nprintf '%s\\n' \"$gov\" > \"$root/sys/devices/system/cpu/cpu$cpu/cpufreq/scaling_governor\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
