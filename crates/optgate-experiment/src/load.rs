@@ -109,8 +109,7 @@ pub fn is_safe_name(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 64
         && b[0].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
 }
 
@@ -125,8 +124,7 @@ pub fn is_env_name(s: &str) -> bool {
 fn is_plain_word(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
-        && s
-            .bytes()
+        && s.bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
 }
 
@@ -290,8 +288,7 @@ impl Checker {
                 format!("alpha must be between 0 and 0.5 (got {})", c.alpha),
             );
         }
-        if !(c.min_effect_pct.is_finite() && c.min_effect_pct >= 0.0 && c.min_effect_pct < 100.0)
-        {
+        if !(c.min_effect_pct.is_finite() && c.min_effect_pct >= 0.0 && c.min_effect_pct < 100.0) {
             self.error(
                 "compare.min_effect_pct",
                 format!(
@@ -322,7 +319,11 @@ impl Checker {
                                 if names.is_empty() {
                                     "none".to_string()
                                 } else {
-                                    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                                    names
+                                        .iter()
+                                        .map(|n| format!("`{n}`"))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
                                 }
                             ),
                         );
@@ -456,7 +457,10 @@ impl Checker {
             {
                 self.error(
                     &format!("scheduler.{k}"),
-                    format!("{k} `{}` may only contain letters, digits, `_`, `-`, `.`", v.escape_debug()),
+                    format!(
+                        "{k} `{}` may only contain letters, digits, `_`, `-`, `.`",
+                        v.escape_debug()
+                    ),
                 );
             }
         }
@@ -473,7 +477,9 @@ impl Checker {
                 if matches!(v, Some(n) if n > 1) {
                     self.error(
                         &format!("scheduler.{k}"),
-                        format!("the local scheduler runs one process on this machine; {k} must be 1"),
+                        format!(
+                            "the local scheduler runs one process on this machine; {k} must be 1"
+                        ),
                     );
                 }
             }
@@ -517,7 +523,10 @@ impl Checker {
         }
         for (i, a) in l.extra_args.iter().enumerate() {
             if a.contains('\0') {
-                self.error(&format!("{path}.extra_args[{i}]"), "an argument cannot contain a NUL byte");
+                self.error(
+                    &format!("{path}.extra_args[{i}]"),
+                    "an argument cannot contain a NUL byte",
+                );
             }
         }
     }
@@ -538,7 +547,11 @@ impl Checker {
     fn check_arm_spec(&mut self, a: &ArmSpec, path: &str) {
         self.check_env(&a.env, &format!("{path}.env"));
         self.check_unset(&a.unset, path);
-        self.check_launcher(&a.launcher, &format!("{path}.launcher"), SchedulerKind::Local);
+        self.check_launcher(
+            &a.launcher,
+            &format!("{path}.launcher"),
+            SchedulerKind::Local,
+        );
     }
 
     fn check_unset(&mut self, unset: &[String], path: &str) {
@@ -546,7 +559,10 @@ impl Checker {
             if !is_env_name(u) {
                 self.error(
                     &format!("{path}.unset[{i}]"),
-                    format!("`{}` is not a valid environment variable name", u.escape_debug()),
+                    format!(
+                        "`{}` is not a valid environment variable name",
+                        u.escape_debug()
+                    ),
                 );
             }
         }
@@ -601,7 +617,10 @@ impl Checker {
                 ),
                 Some(d) if checklist::dimension(d).is_none() => self.error(
                     &format!("{p}.dimension"),
-                    format!("unknown dimension `{d}`; expected one of {}", dimension_list()),
+                    format!(
+                        "unknown dimension `{d}`; expected one of {}",
+                        dimension_list()
+                    ),
                 ),
                 _ => {}
             }
@@ -630,7 +649,10 @@ impl Checker {
             if changes_nothing {
                 self.warning(
                     &p,
-                    format!("variant `{}` changes nothing relative to the baseline", v.name),
+                    format!(
+                        "variant `{}` changes nothing relative to the baseline",
+                        v.name
+                    ),
                 );
             }
         }
@@ -642,16 +664,25 @@ impl Checker {
             if checklist::dimension(k).is_none() {
                 self.key_error(
                     &p,
-                    format!("unknown dimension `{k}`; expected one of {}", dimension_list()),
+                    format!(
+                        "unknown dimension `{k}`; expected one of {}",
+                        dimension_list()
+                    ),
                 );
             }
-            if e.verdict == Verdict::NotApplicable && e.reason.as_deref().is_none_or(str::is_empty) {
+            if e.verdict == Verdict::NotApplicable && e.reason.as_deref().is_none_or(str::is_empty)
+            {
                 self.error(&p, "a `not_applicable` verdict needs a `reason`");
             }
-            if f.variants.iter().any(|v| v.dimension.as_deref() == Some(k.as_str())) {
+            if f.variants
+                .iter()
+                .any(|v| v.dimension.as_deref() == Some(k.as_str()))
+            {
                 self.warning(
                     &p,
-                    format!("dimension `{k}` is measured by a variant; its checklist entry is ignored"),
+                    format!(
+                        "dimension `{k}` is measured by a variant; its checklist entry is ignored"
+                    ),
                 );
             }
         }
@@ -747,7 +778,9 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
         arms.push(Arm {
             name: AA_CONTROL.to_string(),
             role: ArmRole::AaControl,
-            description: Some("A/A control: identical to the baseline; its speed-up is the noise floor".into()),
+            description: Some(
+                "A/A control: identical to the baseline; its speed-up is the noise floor".into(),
+            ),
             ..baseline.clone()
         });
     }

@@ -66,13 +66,16 @@ impl Plan {
         self.blocks
             .iter()
             .flat_map(|b| {
-                b.order.iter().enumerate().map(move |(pos, arm)| PlannedRun {
-                    id: run_id(b.index, arm),
-                    block: b.index,
-                    replicate: b.index,
-                    arm: arm.clone(),
-                    position: pos as u32,
-                })
+                b.order
+                    .iter()
+                    .enumerate()
+                    .map(move |(pos, arm)| PlannedRun {
+                        id: run_id(b.index, arm),
+                        block: b.index,
+                        replicate: b.index,
+                        arm: arm.clone(),
+                        position: pos as u32,
+                    })
             })
             .collect()
     }
@@ -123,7 +126,11 @@ mod tests {
     fn orders_vary_between_blocks_and_seeds() {
         let orders: std::collections::BTreeSet<Vec<String>> =
             (1..=20).map(|i| block_order(1, &arms(), i).order).collect();
-        assert!(orders.len() > 5, "20 blocks of 4 arms gave only {} orders", orders.len());
+        assert!(
+            orders.len() > 5,
+            "20 blocks of 4 arms gave only {} orders",
+            orders.len()
+        );
         let s1: Vec<_> = (1..=10).map(|i| block_order(1, &arms(), i).order).collect();
         let s2: Vec<_> = (1..=10).map(|i| block_order(2, &arms(), i).order).collect();
         assert_ne!(s1, s2);

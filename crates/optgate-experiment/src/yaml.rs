@@ -48,16 +48,17 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
         });
         YamlError {
             location,
-            message: tidy_serde_message(&e.to_string()),
+            message: tidy_serde_message(&e.to_string(), location),
         }
     })
 }
 
-/// serde_yaml appends " at line L column C" to its messages; the location is reported
-/// separately, so strip it to avoid saying it twice.
-fn tidy_serde_message(message: &str) -> String {
-    match message.find(" at line ") {
-        Some(i) => message[..i].to_string(),
+/// serde_yaml puts " at line L column C" into its messages; the location is reported
+/// separately, so drop that one mention (other places it names, like where a quoted
+/// scalar started, stay).
+fn tidy_serde_message(message: &str, location: Option<Location>) -> String {
+    match location {
+        Some(l) => message.replacen(&format!(" at line {} column {}", l.line, l.column), "", 1),
         None => message.to_string(),
     }
 }
@@ -210,10 +211,45 @@ mod tests {
         let loc = Locator::index(text);
         assert_eq!(loc.value("name"), Some(Location { line: 1, column: 7 }));
         assert_eq!(loc.key("variants"), Some(Location { line: 2, column: 1 }));
-        assert_eq!(loc.value("variants[1].name"), Some(Location { line: 5, column: 11 }));
-        assert_eq!(loc.value("variants[0].env.K"), Some(Location { line: 4, column: 15 }));
+        assert_eq!(
+            loc.value("variants[1].name"),
+            Some(Location {
+                line: 5,
+                column: 11
+            })
+        );
+        assert_eq!(
+            loc.value("variants[0].env.K"),
+            Some(Location {
+                line: 4,
+                column: 15
+            })
+        );
         // Unknown paths fall back to the nearest ancestor.
         assert_eq!(loc.value("variants[1].nope"), loc.value("variants[1]"));
+    }
+
+    #[test]
+    fn deep_nesting_hits_the_recursion_limit() {
+        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        let err = from_str::<serde_yaml::Value>(&deep).unwrap_err();
+        assert!(err.message.contains("recursion limit"), "{}", err.message);
+    }
+
+    #[test]
+    fn alias_bombs_hit_the_repetition_limit() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10u8 {
+            let (p, c) = ((b'a' + i - 1) as char, (b'a' + i) as char);
+            bomb.push_str(&format!(
+                "{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+            ));
+        }
+        let err = from_str::<serde_yaml::Value>(&bomb).unwrap_err();
+        assert!(err.message.contains("repetition limit"), "{}", err.message);
+        // The locator never expands aliases, so indexing the same text is cheap.
+        let loc = Locator::index(&bomb);
+        assert!(loc.value("j").is_some());
     }
 
     #[test]

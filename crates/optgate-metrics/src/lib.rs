@@ -10,7 +10,10 @@ use regex::Regex;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MetricError {
     #[error("{source_name}: the pattern `{pattern}` never matched (expected one line per epoch)")]
-    NoMatch { source_name: String, pattern: String },
+    NoMatch {
+        source_name: String,
+        pattern: String,
+    },
     #[error("{source_name}:{line}: `{text}` is not a number for group `{group}`")]
     NotANumber {
         source_name: String,
@@ -18,14 +21,18 @@ pub enum MetricError {
         group: String,
         text: String,
     },
-    #[error("{source_name}:{line}: epoch {epoch} took {seconds} s; times must be positive and finite")]
+    #[error(
+        "{source_name}:{line}: epoch {epoch} took {seconds} s; times must be positive and finite"
+    )]
     NonPositive {
         source_name: String,
         line: usize,
         epoch: u32,
         seconds: f64,
     },
-    #[error("{source_name}:{line}: epoch {epoch} reported a second time (first on line {first_line})")]
+    #[error(
+        "{source_name}:{line}: epoch {epoch} reported a second time (first on line {first_line})"
+    )]
     DuplicateEpoch {
         source_name: String,
         line: usize,
@@ -51,7 +58,11 @@ fn line_of(text: &str, at: usize) -> usize {
 }
 
 /// Applies `re` (named groups `epoch` and `seconds`) to `text`; every match is one epoch.
-pub fn extract_epochs(re: &Regex, text: &str, source_name: &str) -> Result<EpochSeconds, MetricError> {
+pub fn extract_epochs(
+    re: &Regex,
+    text: &str,
+    source_name: &str,
+) -> Result<EpochSeconds, MetricError> {
     let mut out = EpochSeconds::new();
     let mut lines: BTreeMap<u32, usize> = BTreeMap::new();
     for caps in re.captures_iter(text) {
@@ -59,12 +70,15 @@ pub fn extract_epochs(re: &Regex, text: &str, source_name: &str) -> Result<Epoch
         let line = line_of(text, whole.start());
         let group = |name: &str| caps.name(name).map(|m| m.as_str()).unwrap_or("");
         let epoch_text = group("epoch");
-        let epoch: u32 = epoch_text.trim().parse().map_err(|_| MetricError::NotANumber {
-            source_name: source_name.to_string(),
-            line,
-            group: "epoch".into(),
-            text: epoch_text.to_string(),
-        })?;
+        let epoch: u32 = epoch_text
+            .trim()
+            .parse()
+            .map_err(|_| MetricError::NotANumber {
+                source_name: source_name.to_string(),
+                line,
+                group: "epoch".into(),
+                text: epoch_text.to_string(),
+            })?;
         if epoch == 0 {
             return Err(MetricError::EpochZero {
                 source_name: source_name.to_string(),
@@ -72,12 +86,15 @@ pub fn extract_epochs(re: &Regex, text: &str, source_name: &str) -> Result<Epoch
             });
         }
         let sec_text = group("seconds");
-        let seconds: f64 = sec_text.trim().parse().map_err(|_| MetricError::NotANumber {
-            source_name: source_name.to_string(),
-            line,
-            group: "seconds".into(),
-            text: sec_text.to_string(),
-        })?;
+        let seconds: f64 = sec_text
+            .trim()
+            .parse()
+            .map_err(|_| MetricError::NotANumber {
+                source_name: source_name.to_string(),
+                line,
+                group: "seconds".into(),
+                text: sec_text.to_string(),
+            })?;
         if !(seconds.is_finite() && seconds > 0.0) {
             return Err(MetricError::NonPositive {
                 source_name: source_name.to_string(),
@@ -115,7 +132,11 @@ pub fn check_contiguous(epochs: &EpochSeconds, source_name: &str) -> Result<(), 
             return Err(MetricError::MissingEpoch {
                 source_name: source_name.to_string(),
                 missing: want,
-                seen: epochs.keys().map(|k| k.to_string()).collect::<Vec<_>>().join(", "),
+                seen: epochs
+                    .keys()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
     }
@@ -147,7 +168,12 @@ pub fn extract_values(re: &Regex, text: &str, source_name: &str) -> Result<Vec<f
 
 /// Whether `variant` is within tolerance of `baseline`: `|a - b| <= abs_tol` or
 /// `|a - b| <= rel_tol * max(|a|, |b|)`; with neither tolerance given, equality is exact.
-pub fn within_tolerance(baseline: f64, variant: f64, rel_tol: Option<f64>, abs_tol: Option<f64>) -> bool {
+pub fn within_tolerance(
+    baseline: f64,
+    variant: f64,
+    rel_tol: Option<f64>,
+    abs_tol: Option<f64>,
+) -> bool {
     if baseline == variant {
         return true;
     }
@@ -169,7 +195,10 @@ mod tests {
     fn extracts_epochs_in_order() {
         let text = "start\nepoch 1 time 0.5\nnoise\nepoch 2 time 0.25\nepoch 3 time 2.5e-1\n";
         let e = extract_epochs(&re(), text, "stdout").unwrap();
-        assert_eq!(e.into_iter().collect::<Vec<_>>(), vec![(1, 0.5), (2, 0.25), (3, 0.25)]);
+        assert_eq!(
+            e.into_iter().collect::<Vec<_>>(),
+            vec![(1, 0.5), (2, 0.25), (3, 0.25)]
+        );
     }
 
     #[test]
@@ -179,7 +208,10 @@ mod tests {
         assert!(err.to_string().contains("runs/b001-x/stdout"));
 
         let err = extract_epochs(&re(), "epoch 1 time 1\nepoch 3 time 1\n", "out").unwrap_err();
-        assert_eq!(err.to_string(), "out: epoch 2 is missing (epochs seen: 1, 3)");
+        assert_eq!(
+            err.to_string(),
+            "out: epoch 2 is missing (epochs seen: 1, 3)"
+        );
 
         let err = extract_epochs(&re(), "epoch 1 time 1\nepoch 1 time 2\n", "out").unwrap_err();
         assert_eq!(
@@ -188,10 +220,16 @@ mod tests {
         );
 
         let err = extract_epochs(&re(), "x\nepoch 1 time 0\n", "out").unwrap_err();
-        assert!(matches!(err, MetricError::NonPositive { line: 2, .. }), "{err}");
+        assert!(
+            matches!(err, MetricError::NonPositive { line: 2, .. }),
+            "{err}"
+        );
 
         let err = extract_epochs(&re(), "epoch 1 time 1.2.3\n", "out").unwrap_err();
-        assert!(matches!(err, MetricError::NotANumber { line: 1, .. }), "{err}");
+        assert!(
+            matches!(err, MetricError::NotANumber { line: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]
@@ -206,6 +244,9 @@ mod tests {
     #[test]
     fn values_in_order() {
         let re = Regex::new(r"checksum (?P<value>\S+)").unwrap();
-        assert_eq!(extract_values(&re, "checksum 1.5\nchecksum -2e3\n", "o").unwrap(), vec![1.5, -2000.0]);
+        assert_eq!(
+            extract_values(&re, "checksum 1.5\nchecksum -2e3\n", "o").unwrap(),
+            vec![1.5, -2000.0]
+        );
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Build, Experiment};
 
-use crate::manifest::{ManifestError, Outcome, RunManifest, write_atomic, MANIFEST_SCHEMA};
+use crate::manifest::{MANIFEST_SCHEMA, ManifestError, Outcome, RunManifest, write_atomic};
 use crate::process::{ProcessEnd, ProcessError, run_script};
 use crate::script::{RunContext, render_build, render_local_run, run_env};
 
@@ -143,7 +143,15 @@ pub async fn execute_build(
     std::fs::write(&script, render_build(exp, build, build_dir)).map_err(io("write", &script))?;
     let log = build_dir.join(BUILD_LOG);
     let started_at = now_rfc3339();
-    let end = run_script(&script, &exp.workdir, &log, &build_dir.join("build.err"), None, cancel).await?;
+    let end = run_script(
+        &script,
+        &exp.workdir,
+        &log,
+        &build_dir.join("build.err"),
+        None,
+        cancel,
+    )
+    .await?;
     // Fold stderr into the log so one file tells the whole story.
     let err_path = build_dir.join("build.err");
     if let Ok(err) = std::fs::read(&err_path) {
@@ -167,7 +175,10 @@ pub async fn execute_build(
         log,
     };
     let path = build_dir.join(BUILD_RECORD);
-    write_atomic(&path, &serde_json::to_vec_pretty(&record).expect("serialises"))
-        .map_err(io("write", &path))?;
+    write_atomic(
+        &path,
+        &serde_json::to_vec_pretty(&record).expect("serialises"),
+    )
+    .map_err(io("write", &path))?;
     Ok(record)
 }

@@ -6,8 +6,13 @@
 /// single quote inside is written as `'\''` (close, escaped quote, reopen).
 pub fn quote(s: &str) -> String {
     if !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'/' | b'=' | b':' | b',' | b'+' | b'@'))
+        && s.bytes().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b'_' | b'-' | b'.' | b'/' | b'=' | b':' | b',' | b'+' | b'@'
+                )
+        })
     {
         // Plain words stay readable in scripts; none of these characters is special.
         return s.to_string();
@@ -47,7 +52,11 @@ mod tests {
     /// Runs `printf '%s\0' <quoted words>` in bash and returns what bash passed on.
     fn through_bash(words: &[String]) -> Vec<String> {
         let script = format!("printf '%s\\0' {}", join(words));
-        let out = Command::new("bash").arg("-c").arg(&script).output().unwrap();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "bash failed on {script:?}");
         let text = String::from_utf8(out.stdout).unwrap();
         let mut v: Vec<String> = text.split('\0').map(String::from).collect();

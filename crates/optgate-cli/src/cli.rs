@@ -1,0 +1,81 @@
+//! Command-line arguments: what each command takes, with the help text users read.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0    finished (gate: accepted)
+  1    gate: rejected
+  2    invalid input: usage, experiment file, samples file (gate: inconclusive or running)
+  3    the work failed: build or runs failed, I/O error, unknown experiment
+  4    the daemon is not running or cannot be reached
+  130  interrupted (Ctrl-C)
+
+Logging: set OPTGATE_LOG (or RUST_LOG), e.g. OPTGATE_LOG=debug.";
+
+/// optgate: find out whether an HPC optimization really works.
+///
+/// Declare an experiment (baseline + variants) in YAML; optgate runs replicated, blocked,
+/// randomised runs, compares epoch N with epoch N, checks outputs did not change, and
+/// decides: accept, reject or inconclusive, with the evidence.
+#[derive(Debug, Parser)]
+#[command(name = "optgate", version, after_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Markdown,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an experiment in the foreground on this machine and print its report.
+    ///
+    /// Builds every distinct build, then runs every arm's replicates in blocks, one run at
+    /// a time, in the seeded order recorded in plan.json. Everything goes into a new
+    /// directory under the experiment's workdir (optgate-runs/NAME/TIMESTAMP) unless --out
+    /// names one; pointing --out at an interrupted execution resumes it.
+    Run {
+        /// The experiment file.
+        experiment: PathBuf,
+        /// Directory for builds, runs and the report (resumes if it holds this experiment).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Report format on stdout.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Short for --format json.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// Write SVG plots of the report into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// No progress bar (it is also hidden when stderr is not a terminal).
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Check an experiment file: schema errors with file:line:column, then pre-flight checks.
+    Validate {
+        experiment: PathBuf,
+        /// Treat warnings (e.g. missing checklist rows) as errors.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Write the plan and every rendered script into a directory, without running anything.
+    Plan {
+        experiment: PathBuf,
+        /// Output directory (created; must be empty or absent).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print shell completions for bash, zsh, fish, elvish or powershell.
+    Completions { shell: clap_complete::Shell },
+}

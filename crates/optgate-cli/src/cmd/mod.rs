@@ -1,0 +1,58 @@
+//! One module per command; `dispatch` is the single match from command to handler.
+
+mod plan;
+mod report;
+mod run;
+mod validate;
+
+use anyhow::Result;
+use clap::CommandFactory;
+
+use crate::cli::{Cli, Command};
+use crate::exit;
+
+pub fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Run {
+            experiment,
+            out,
+            format,
+            json,
+            plot,
+            quiet,
+        } => run::run(
+            &experiment,
+            out,
+            if json {
+                crate::cli::Format::Json
+            } else {
+                format
+            },
+            plot,
+            quiet,
+        ),
+        Command::Validate { experiment, strict } => validate::validate(&experiment, strict),
+        Command::Plan { experiment, out } => plan::plan(&experiment, &out),
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "optgate", &mut std::io::stdout());
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Loads an experiment, printing its warnings; invalid files exit with INVALID_INPUT.
+pub fn load_experiment(path: &std::path::Path) -> Result<optgate_experiment::Loaded> {
+    match optgate_experiment::load(path) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("{w}");
+            }
+            Ok(loaded)
+        }
+        Err(e @ optgate_experiment::LoadError::Read { .. }) => {
+            Err(exit::with_code(exit::INVALID_INPUT, e))
+        }
+        Err(e) => Err(exit::with_code(exit::INVALID_INPUT, anyhow::anyhow!("{e}"))),
+    }
+}

@@ -1,0 +1,193 @@
+//! `optgate run`: the whole loop in the foreground on this machine — build, run every
+//! replicate in its recorded order with a progress bar, collect, analyse, report.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_util::sync::CancellationToken;
+
+use optgate_experiment::{Experiment, Plan};
+use optgate_runner::drive::{self, DriveError, Event};
+use optgate_runner::{Layout, RunStatus};
+use optgate_sched::manifest::write_atomic;
+
+use crate::cli::Format;
+use crate::exit;
+
+pub fn run(
+    path: &Path,
+    out: Option<PathBuf>,
+    format: Format,
+    plot: Option<PathBuf>,
+    quiet: bool,
+) -> Result<i32> {
+    let loaded = super::load_experiment(path)?;
+    let exp = loaded.experiment;
+    let root = match out {
+        Some(o) => std::path::absolute(&o).unwrap_or(o),
+        None => exp
+            .workdir
+            .join("optgate-runs")
+            .join(exp.name())
+            .join(chrono::Local::now().format("%Y%m%d-%H%M%S").to_string()),
+    };
+    let layout = Layout::new(&root);
+    let plan = existing_or_new_plan(&exp, &layout)?;
+    let not_applicable = BTreeMap::new();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let cancel = CancellationToken::new();
+    let outcome = runtime.block_on(async {
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\noptgate: interrupted; stopping the current run…");
+                c.cancel();
+            }
+        });
+        drive::prepare(&exp, &plan, &layout)?;
+        eprintln!("optgate: experiment `{}` → {}", exp.name(), root.display());
+        let bar = progress_bar(quiet, plan.runs().len() as u64);
+        let mut on_event = |ev: Event| show(&bar, ev);
+        drive::build_all(&exp, &layout, &mut on_event, &cancel).await?;
+        let r = drive::run_all(
+            &exp,
+            &plan,
+            &layout,
+            &not_applicable,
+            &mut on_event,
+            &cancel,
+        )
+        .await;
+        bar.finish_and_clear();
+        r
+    });
+    match outcome {
+        Ok(()) => {}
+        Err(DriveError::Interrupted) => {
+            let kept = optgate_runner::collect(&exp, &plan, &layout, &not_applicable)
+                .runs
+                .iter()
+                .filter(|r| r.status == RunStatus::Complete)
+                .count();
+            eprintln!(
+                "optgate: interrupted. Kept {kept} finished run(s) in {}; the interrupted run was discarded.\n\
+                 Resume with: optgate run {} --out {}",
+                root.display(),
+                path.display(),
+                root.display()
+            );
+            return Ok(exit::INTERRUPTED);
+        }
+        Err(e @ DriveError::BuildFailed { .. }) => return Err(exit::with_code(exit::FAILED, e)),
+        Err(e) => return Err(e.into()),
+    }
+    let collected = optgate_runner::collect(&exp, &plan, &layout, &not_applicable);
+    let samples = optgate_runner::analysis::samples_csv(&collected);
+    write_atomic(&layout.samples(), samples.as_bytes())
+        .with_context(|| format!("cannot write {}", layout.samples().display()))?;
+    let failures = optgate_runner::analysis::failures(&collected);
+    let report =
+        super::report::build_run_report(&exp, &plan, &layout, &collected, &not_applicable)?;
+    write_atomic(
+        &layout.report_json(),
+        super::report::render(&report, Format::Json)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", layout.report_json().display()))?;
+    if let Some(dir) = plot {
+        super::report::plots(&report, &dir)?;
+    }
+    print!("{}", super::report::render(&report, format)?);
+    if !failures.is_empty() {
+        eprintln!(
+            "\noptgate: {} run(s) failed and are not counted:",
+            failures.len()
+        );
+        for (id, reason) in &failures {
+            eprintln!("  {id}: {reason}");
+        }
+        eprintln!("Run directories are under {}", layout.runs_dir().display());
+        return Ok(exit::FAILED);
+    }
+    eprintln!(
+        "optgate: report, samples and runs are in {}",
+        root.display()
+    );
+    Ok(exit::OK)
+}
+
+/// Resuming: a root that already holds this experiment keeps its plan (and its recorded
+/// order); a root that holds another experiment is refused rather than mixed.
+fn existing_or_new_plan(exp: &Experiment, layout: &Layout) -> Result<Plan> {
+    let copy = layout.experiment_copy();
+    if !copy.exists() {
+        if layout.root.exists() && std::fs::read_dir(&layout.root)?.next().is_some() {
+            return Err(exit::with_code(
+                exit::INVALID_INPUT,
+                anyhow::anyhow!(
+                    "{} is not empty and holds no optgate experiment; choose a new --out directory",
+                    layout.root.display()
+                ),
+            ));
+        }
+        return Ok(Plan::for_experiment(exp));
+    }
+    let old = std::fs::read_to_string(&copy)
+        .with_context(|| format!("cannot read {}", copy.display()))?;
+    if old != exp.source_text {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!(
+                "{} holds a different version of this experiment; its runs cannot be mixed with the current file's. Choose a new --out directory",
+                layout.root.display()
+            ),
+        ));
+    }
+    let plan_path = layout.plan();
+    let text = std::fs::read_to_string(&plan_path)
+        .with_context(|| format!("cannot read {}", plan_path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid plan", plan_path.display()))
+}
+
+fn progress_bar(quiet: bool, total: u64) -> ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+        )
+        .expect("valid template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+fn show(bar: &ProgressBar, ev: Event) {
+    match ev {
+        Event::BuildStarted { id } => bar.set_message(format!("building {id}")),
+        Event::BuildFinished { id } => tracing::info!("build {id} finished"),
+        Event::RunStarted { run, .. } => {
+            bar.set_message(format!("block {} · {}", run.block, run.arm))
+        }
+        Event::RunFinished { run, status } => {
+            bar.inc(1);
+            if let RunStatus::Failed { reason } = status {
+                bar.suspend(|| eprintln!("optgate: run {} failed: {reason}", run.id));
+            }
+        }
+        Event::RunSkipped { run, reason } => {
+            bar.inc(1);
+            tracing::info!("run {} skipped: {reason}", run.id);
+        }
+    }
+}

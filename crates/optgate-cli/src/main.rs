@@ -1,0 +1,46 @@
+//! `optgate`: parse the command line, run the command, map errors to documented exit codes.
+//! Each command lives in `cmd/`; they are thin glue over the library crates.
+
+mod cli;
+mod cmd;
+mod exit;
+
+use clap::Parser;
+
+fn main() {
+    init_tracing();
+    let cli = cli::Cli::parse();
+    let code = match cmd::dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                // `optgate report | head` is not an error.
+                exit::OK
+            } else {
+                eprintln!("optgate: error: {err:#}");
+                exit::code_of(&err)
+            }
+        }
+    };
+    std::process::exit(code);
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("OPTGATE_LOG")
+        .ok()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| "warn".to_string());
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

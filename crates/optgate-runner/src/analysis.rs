@@ -1,0 +1,106 @@
+//! From collected runs to the statistics crate's input: complete runs per arm, the
+//! not-applicable reasons, correctness mismatches, and the comparison settings of the
+//! experiment file.
+
+use std::collections::BTreeMap;
+
+use optgate_experiment::{BASELINE, Better, Design, Experiment};
+use optgate_stats::{AnalysisConfig, ArmData, EpochWindow, RunSamples};
+
+use crate::collect::{Collected, RunStatus};
+
+/// The analysis settings an experiment file asks for.
+pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
+    let f = &exp.file;
+    let better = |b: Better| match b {
+        Better::Lower => optgate_stats::Better::Lower,
+        Better::Higher => optgate_stats::Better::Higher,
+    };
+    AnalysisConfig {
+        design: match f.design {
+            Design::Blocked => optgate_stats::Design::Paired,
+            Design::Independent => optgate_stats::Design::Independent,
+        },
+        alpha: f.compare.alpha,
+        min_effect_pct: f.compare.min_effect_pct,
+        steady_epochs: exp.steady_epochs.map(|r| EpochWindow {
+            start: r.start,
+            end: r.end,
+        }),
+        production_epochs: f.compare.production_epochs,
+        better: better(f.metric.better),
+        system_better: f
+            .system_metric
+            .as_ref()
+            .map(|s| better(s.better))
+            .unwrap_or(optgate_stats::Better::Higher),
+    }
+}
+
+/// The baseline's and every other arm's data, in experiment order.
+pub fn arm_data(
+    exp: &Experiment,
+    collected: &Collected,
+    not_applicable: &BTreeMap<String, String>,
+) -> (ArmData, Vec<ArmData>) {
+    let one = |name: &str| {
+        let runs: Vec<_> = collected.complete_runs(name).collect();
+        ArmData {
+            name: name.to_string(),
+            runs: runs
+                .iter()
+                .map(|r| RunSamples {
+                    replicate: r.replicate,
+                    block: Some(r.block),
+                    epochs: r.epochs.clone(),
+                })
+                .collect(),
+            not_applicable: not_applicable.get(name).cloned(),
+            correctness_mismatch: collected
+                .correctness
+                .as_ref()
+                .and_then(|c| c.get(name))
+                .and_then(|c| c.mismatch.clone()),
+            system_metric: runs.iter().filter_map(|r| r.system_value).collect(),
+        }
+    };
+    let baseline = one(BASELINE);
+    let others = exp
+        .arms
+        .iter()
+        .filter(|a| a.name != BASELINE)
+        .map(|a| one(&a.name))
+        .collect();
+    (baseline, others)
+}
+
+/// Failed runs, for the report's failure list.
+pub fn failures(collected: &Collected) -> Vec<(String, String)> {
+    collected
+        .runs
+        .iter()
+        .filter_map(|r| match &r.status {
+            RunStatus::Failed { reason } => Some((r.id.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The complete runs as a samples CSV (`variant,replicate,block,epoch,seconds`), the input
+/// format of `optgate analyze`, so any execution can be re-analysed with other settings.
+pub fn samples_csv(collected: &Collected) -> String {
+    let mut s = String::from("variant,replicate,block,epoch,seconds\n");
+    for r in collected
+        .runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Complete)
+    {
+        for (e, secs) in &r.epochs {
+            s.push_str(&format!(
+                "{},{},{},{},{}\n",
+                r.arm, r.replicate, r.block, e, secs
+            ));
+        }
+    }
+    s
+}

@@ -1,0 +1,188 @@
+//! Running an experiment in the foreground on this machine: write the layout, run every
+//! build, then every planned run one at a time in the recorded order. Runs whose manifest
+//! already exists are skipped, so an interrupted execution can be resumed without running
+//! anything twice.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use optgate_experiment::{Experiment, Plan, PlannedRun};
+use optgate_sched::local::{BuildRecord, LocalError, execute_build, execute_run};
+use optgate_sched::manifest::write_atomic;
+use optgate_sched::script::RunContext;
+use optgate_sched::{Outcome, RunManifest};
+
+use crate::collect::{RunStatus, collect_run};
+use crate::layout::Layout;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("build {id} failed (exit status {status}); its log is {log}:\n{tail}")]
+    BuildFailed {
+        id: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error(transparent)]
+    Local(#[from] LocalError),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Progress reports for whoever shows them (a progress bar, the daemon's log).
+#[derive(Debug, Clone)]
+pub enum Event {
+    BuildStarted {
+        id: String,
+    },
+    BuildFinished {
+        id: String,
+    },
+    RunStarted {
+        run: PlannedRun,
+        index: usize,
+        total: usize,
+    },
+    RunFinished {
+        run: PlannedRun,
+        status: RunStatus,
+    },
+    RunSkipped {
+        run: PlannedRun,
+        reason: String,
+    },
+}
+
+/// Creates `layout.root` with the experiment copy and the plan. Refuses a root that holds
+/// a different experiment, so a new execution never mixes with an old one's data.
+pub fn prepare(exp: &Experiment, plan: &Plan, layout: &Layout) -> Result<(), DriveError> {
+    let io = |op: &'static str, path: PathBuf| move |source| DriveError::Io { op, path, source };
+    std::fs::create_dir_all(&layout.root).map_err(io("create", layout.root.clone()))?;
+    let copy = layout.experiment_copy();
+    write_atomic(&copy, exp.source_text.as_bytes()).map_err(io("write", copy.clone()))?;
+    let plan_path = layout.plan();
+    let json = serde_json::to_vec_pretty(plan).expect("plan serialises");
+    write_atomic(&plan_path, &json).map_err(io("write", plan_path.clone()))?;
+    Ok(())
+}
+
+/// Builds every distinct build of the experiment into its own directory.
+pub async fn build_all(
+    exp: &Experiment,
+    layout: &Layout,
+    on_event: &mut (dyn FnMut(Event) + Send),
+    cancel: &CancellationToken,
+) -> Result<Vec<BuildRecord>, DriveError> {
+    let mut records = Vec::new();
+    for build in &exp.builds {
+        if cancel.is_cancelled() {
+            return Err(DriveError::Interrupted);
+        }
+        on_event(Event::BuildStarted {
+            id: build.id.clone(),
+        });
+        let dir = layout.build_dir(&build.id);
+        let record = execute_build(exp, build, &dir, cancel).await?;
+        if cancel.is_cancelled() {
+            return Err(DriveError::Interrupted);
+        }
+        if !record.succeeded {
+            let log = std::fs::read_to_string(&record.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            return Err(DriveError::BuildFailed {
+                id: build.id.clone(),
+                status: record
+                    .exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none (killed)".into()),
+                log: record.log.clone(),
+                tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            });
+        }
+        on_event(Event::BuildFinished {
+            id: build.id.clone(),
+        });
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// Runs every planned run that has no manifest yet, in plan order, one at a time.
+/// Arms in `not_applicable` are skipped. Stops at cancellation; the interrupted run gets a
+/// manifest saying so and is not counted.
+pub async fn run_all(
+    exp: &Experiment,
+    plan: &Plan,
+    layout: &Layout,
+    not_applicable: &BTreeMap<String, String>,
+    on_event: &mut (dyn FnMut(Event) + Send),
+    cancel: &CancellationToken,
+) -> Result<(), DriveError> {
+    let runs = plan.runs();
+    let total = runs.len();
+    for (index, run) in runs.into_iter().enumerate() {
+        if let Some(reason) = not_applicable.get(&run.arm) {
+            on_event(Event::RunSkipped {
+                run,
+                reason: reason.clone(),
+            });
+            continue;
+        }
+        let dir = layout.run_dir(&run.id);
+        if let Ok(Some(m)) = RunManifest::read(&dir)
+            && m.outcome != Outcome::Interrupted
+        {
+            on_event(Event::RunSkipped {
+                run,
+                reason: "already finished".into(),
+            });
+            continue;
+        }
+        if cancel.is_cancelled() {
+            return Err(DriveError::Interrupted);
+        }
+        // An interrupted attempt leaves a directory behind; start the run afresh.
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|source| DriveError::Io {
+                op: "clear interrupted run",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let arm = exp
+            .arm(&run.arm)
+            .expect("plan arms come from the experiment");
+        let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
+        let ctx = RunContext {
+            experiment: exp,
+            arm,
+            run_id: &run.id,
+            block: run.block,
+            replicate: run.replicate,
+            run_dir: &dir,
+            build_dir: build_dir.as_deref(),
+        };
+        on_event(Event::RunStarted {
+            run: run.clone(),
+            index,
+            total,
+        });
+        let manifest = execute_run(&ctx, exp.run_time_limit, cancel).await?;
+        if manifest.outcome == Outcome::Interrupted {
+            return Err(DriveError::Interrupted);
+        }
+        let status = collect_run(exp, &run, &dir).status;
+        on_event(Event::RunFinished { run, status });
+    }
+    Ok(())
+}

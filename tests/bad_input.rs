@@ -1,0 +1,248 @@
+//! Bad input ends with a clear message naming the place, a documented non-zero exit code,
+//! and nothing left behind that a later run could mistake for data.
+
+mod support;
+
+use std::path::Path;
+
+use support::*;
+
+/// Validates `yaml` and returns (exit code, stderr).
+fn validate(yaml: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_experiment(dir.path(), yaml);
+    let o = run(&["validate", p.to_str().unwrap()]);
+    (o.status.code(), stderr(&o))
+}
+
+#[test]
+fn missing_file() {
+    let o = run(&["validate", "/nonexistent/exp.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot read experiment file /nonexistent/exp.yaml"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn invalid_yaml_points_at_line_and_column() {
+    let (code, err) = validate("name: x\napp:\n  command: \"unterminated\nmetric: {}\n");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("exp.yaml:5:1: error: found unexpected end of stream, while scanning a quoted scalar at line 3 column 12"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_key_is_an_error_with_its_place() {
+    let yaml =
+        fake_app_experiment("x", "").replace("replicates: 5", "replicates: 5\nrepilcates: 6");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("exp.yaml:7:1: error: unknown key `repilcates`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_key_inside_a_variant() {
+    let yaml = fake_app_experiment("x", "    envv: { Y: 1 }\n");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("unknown key `envv`"), "{err}");
+    assert!(err.contains("exp.yaml:11:"), "{err}");
+}
+
+#[test]
+fn wrong_type() {
+    let yaml = fake_app_experiment("x", "").replace("replicates: 5", "replicates: five");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("exp.yaml:6:13"), "{err}");
+    assert!(err.contains("replicates"), "{err}");
+}
+
+#[test]
+fn every_semantic_problem_is_reported_at_once() {
+    let yaml = fake_app_experiment(
+        "bad name!",
+        "  - name: v1\n    dimension: l9_warp_drive\n    env: { \"1BAD\": x }\n",
+    )
+    .replace("replicates: 5", "replicates: 3");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2));
+    // name, replicates, duplicate variant, unknown dimension, bad env name: all at once.
+    assert!(
+        err.contains("exp.yaml:1:7: error: experiment name `bad name!`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("exp.yaml:6:13: error: replicates is 3, but at least 5"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "exp.yaml:11:11: error: duplicate variant name `v1` (first used by variants[0])"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("unknown dimension `l9_warp_drive`"), "{err}");
+    assert!(
+        err.contains("`1BAD` is not a valid environment variable name"),
+        "{err}"
+    );
+    assert!(err.contains("5 errors in the experiment file"), "{err}");
+}
+
+#[test]
+fn few_replicates_allowed_only_explicitly() {
+    let yaml = fake_app_experiment("x", "")
+        .replace("replicates: 5", "replicates: 3\nallow_few_replicates: true");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn empty_variant_list() {
+    let yaml = "name: x\napp: { command: [/bin/true] }\nmetric: { pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }\nvariants: []\n";
+    let (code, err) = validate(yaml);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("exp.yaml:4:1: error: the experiment has no variants"),
+        "{err}"
+    );
+}
+
+#[test]
+fn regex_without_the_named_groups() {
+    let yaml = fake_app_experiment("x", "").replace("(?P<seconds>[0-9.]+)", "([0-9.]+)");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("exp.yaml:5:12: error: the pattern needs a named group `(?P<seconds>...)`; it has `epoch`"), "{err}");
+}
+
+fn assert_no_data(root: &Path) {
+    assert!(
+        !root.join("samples.csv").exists()
+            || std::fs::read_to_string(root.join("samples.csv"))
+                .unwrap()
+                .lines()
+                .count()
+                == 1
+    );
+}
+
+#[test]
+fn crashing_workload_is_reported_and_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("crash", "")
+        .replace(
+            "variants:\n  - name: v1",
+            "variants:\n  - name: v1\n    args: [crash]",
+        )
+        .replace(
+            "command: [bash, -c, 'for e",
+            "command: [bash, -c, 'if [ \"$0\" = crash ]; then echo boom >&2; exit 7; fi; for e",
+        );
+    let p = write_experiment(dir.path(), &yaml);
+    let root = dir.path().join("exec");
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("b001-v1: the app exited with status 7"),
+        "{err}"
+    );
+    assert!(err.contains("5 run(s) failed"), "{err}");
+    // The variant's failed runs are not samples.
+    let csv = std::fs::read_to_string(root.join("samples.csv")).unwrap();
+    assert!(!csv.contains("\nv1,"), "{csv}");
+    assert!(csv.contains("\nbaseline,"), "{csv}");
+}
+
+#[test]
+fn pattern_that_never_matches_fails_the_run_precisely() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("nomatch", "").replace("epoch (?P<epoch>", "EPOCH (?P<epoch>");
+    let p = write_experiment(dir.path(), &yaml);
+    let root = dir.path().join("exec");
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = stderr(&o);
+    assert!(
+        err.contains("runs/b001-baseline/stdout: the pattern `EPOCH (?P<epoch>"),
+        "{err}"
+    );
+    assert!(err.contains("never matched"), "{err}");
+    assert_no_data(&root);
+}
+
+#[test]
+fn failed_build_stops_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("buildfail", "").replace(
+        "app:\n",
+        "build:\n  command: \"echo compiling; echo 'error: no such file' >&2; exit 4\"\napp:\n",
+    );
+    let p = write_experiment(dir.path(), &yaml);
+    let root = dir.path().join("exec");
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = stderr(&o);
+    assert!(err.contains("failed (exit status 4)"), "{err}");
+    assert!(err.contains("error: no such file"), "{err}");
+    assert!(!root.join("runs").exists());
+    assert!(!root.join("samples.csv").exists());
+}
+
+#[test]
+fn hostile_yaml_is_refused_cleanly() {
+    // Alias bomb: each level multiplies by 9.
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let prev = (b'a' + i - 1) as char;
+        let cur = (b'a' + i) as char;
+        bomb.push_str(&format!("{cur}: &{cur} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    let (code, err) = validate(&bomb);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("repetition limit") || err.contains("unknown key"),
+        "{err}"
+    );
+
+    let deep = "name: ".to_string() + &"[".repeat(10_000) + &"]".repeat(10_000) + "\n";
+    let (code, err) = validate(&deep);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("exp.yaml:1:7: error: name: invalid type: sequence, expected a string"),
+        "{err}"
+    );
+
+    let huge = format!("name: x\ndescription: {}\n", "y".repeat(2 * 1024 * 1024));
+    let (code, err) = validate(&huge);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("limited to 1048576 bytes"), "{err}");
+}

@@ -1,0 +1,101 @@
+//! The README's main command, end to end through the real binary: the quickstart builds the
+//! OpenMP stencil, runs every arm in blocks, and prints a report whose structure and data
+//! are checked here.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use support::*;
+
+#[test]
+fn quickstart_runs_end_to_end_and_reports_every_arm() {
+    let out = tempfile::tempdir().unwrap();
+    let root = out.path().join("exec");
+    let exp = repo_root().join("experiments/quickstart.yaml");
+    let o = run(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
+
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("--json prints JSON");
+    assert_eq!(report["baseline"], "baseline");
+    let variants = report["variants"].as_array().unwrap();
+    let names: BTreeSet<&str> = variants
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["threads-match-cores", "o3-native", "bind-close"])
+    );
+    for v in variants {
+        let d = v["decision"].as_str().unwrap();
+        assert!(
+            ["accept", "reject", "inconclusive", "not_applicable"].contains(&d),
+            "{d}"
+        );
+        assert!(!v["reason"].as_str().unwrap().is_empty());
+        assert_eq!(v["n_baseline"], 7);
+        assert_eq!(v["n_variant"], 7);
+        // Matched epoch-N table for all 5 epochs, steady window 2..5.
+        assert_eq!(v["per_epoch"].as_array().unwrap().len(), 5);
+        assert_eq!(v["steady_epochs"], serde_json::json!([2, 3, 4, 5]));
+        assert!(v["speedup"]["estimate"].as_f64().unwrap() > 0.0);
+        assert!(v["first_epoch"]["change_pct"].is_number());
+    }
+
+    // The samples file holds every arm's 7 replicates × 5 epochs, all positive.
+    let csv = std::fs::read_to_string(root.join("samples.csv")).unwrap();
+    let mut per_arm: BTreeMap<String, BTreeSet<(u32, u32)>> = BTreeMap::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let secs: f64 = f[4].parse().unwrap();
+        assert!(secs > 0.0);
+        per_arm
+            .entry(f[0].to_string())
+            .or_default()
+            .insert((f[1].parse().unwrap(), f[3].parse().unwrap()));
+    }
+    assert_eq!(per_arm.len(), 4);
+    for (arm, cells) in &per_arm {
+        assert_eq!(cells.len(), 7 * 5, "arm {arm}");
+    }
+
+    // The recorded plan: 7 blocks, each holding every arm once, run in that order.
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("plan.json")).unwrap()).unwrap();
+    let blocks = plan["blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 7);
+    let mut starts: Vec<(String, String)> = Vec::new();
+    for b in blocks {
+        let order: Vec<&str> = b["order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(order.iter().collect::<BTreeSet<_>>().len(), 4);
+        for arm in order {
+            let id = format!("b{:03}-{arm}", b["index"].as_u64().unwrap());
+            let m: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(root.join("runs").join(&id).join("manifest.json"))
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(m["outcome"], "completed");
+            starts.push((m["started_at"].as_str().unwrap().to_string(), id));
+        }
+    }
+    let mut sorted = starts.clone();
+    sorted.sort();
+    assert_eq!(starts, sorted, "runs did not start in the recorded order");
+    // The two distinct builds each got their own directory.
+    let builds: Vec<_> = std::fs::read_dir(root.join("builds")).unwrap().collect();
+    assert_eq!(builds.len(), 2);
+}
