@@ -7,8 +7,8 @@
 //! ## Helper protocol
 //! Where sysfs is not writable but the site provides a privileged helper (configured as
 //! a command such as `["sudo", "-n", "/usr/local/sbin/optgate-governor"]`), each change
-//! runs `HELPER... CPU GOVERNOR` once per cpufreq policy (CPU being the policy's first
-//! CPU), and must exit 0 after writing `GOVERNOR` to that CPU's `scaling_governor`. The
+//! runs `HELPER... CPU GOVERNOR` once per cpufreq policy (CPU being the first selected
+//! CPU of that policy), and must exit 0 after writing `GOVERNOR` to that CPU's `scaling_governor`. The
 //! result is checked by reading the file back.
 
 use std::collections::BTreeSet;
@@ -187,7 +187,14 @@ pub fn tunability(root: &Path, helper: Option<&[String]>) -> Tunability {
     let online = match online_cpus(root) {
         Ok(o) if !o.is_empty() => o,
         Ok(_) => return not(format!("no online CPU found on {host}")),
-        Err(e) => return not(format!("cannot tell which CPUs are online on {host}: {e}")),
+        Err(e) => {
+            let cause = std::error::Error::source(&e)
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default();
+            return not(format!(
+                "cannot tell which CPUs are online on {host}: {e}{cause}"
+            ));
+        }
     };
     let (groups, without) = policy_groups(root, &online);
     if groups.is_empty() {
@@ -282,23 +289,44 @@ fn owner_alive(record: &RestoreRecord) -> bool {
     }
 }
 
+/// Writes the restore file without ever replacing one that exists: the record goes to
+/// a per-process temporary sibling, is synced, then hard-linked into place (a link
+/// fails if the name is taken, atomically, so two processes racing cannot both win).
 fn write_restore_file(path: &Path, record: &RestoreRecord) -> Result<(), GovernorError> {
     let json =
         serde_json::to_vec_pretty(record).map_err(|e| GovernorError::RestoreFileInvalid {
             path: path.to_path_buf(),
             detail: format!("cannot encode: {e}"),
         })?;
-    // Write a sibling, sync, rename: a crash leaves either no file or a whole one.
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
-    let mut f = std::fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
-    f.write_all(&json).map_err(io_err("write", &tmp))?;
-    f.sync_all().map_err(io_err("sync", &tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io_err("rename", &tmp))?;
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
+        f.write_all(&json).map_err(io_err("write", &tmp))?;
+        f.sync_all().map_err(io_err("sync", &tmp))
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let placed = match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(GovernorError::RestorePending {
+                path: path.to_path_buf(),
+            })
+        }
+        // A file system without hard links: fall back to check-then-rename.
+        Err(_) if path.exists() => Err(GovernorError::RestorePending {
+            path: path.to_path_buf(),
+        }),
+        Err(_) => std::fs::rename(&tmp, path).map_err(io_err("rename", &tmp)),
+    };
+    let _ = std::fs::remove_file(&tmp);
+    placed?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        // The rename is durable only once the directory is synced.
+        // The new name is durable only once the directory is synced.
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }

@@ -515,12 +515,12 @@ fn no_write_access_is_admin_only() {
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("SKIPPED: cannot run the test binary as uid 65534: {e}");
+            common::skipped(&format!("cannot run the test binary as uid 65534: {e}"));
             return;
         }
     };
     if out.status.code() == Some(CHILD_SKIP) {
-        eprintln!("SKIPPED: uid 65534 cannot read the test tree here");
+        common::skipped("uid 65534 cannot read the test tree here");
         return;
     }
     assert!(

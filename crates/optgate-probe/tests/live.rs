@@ -2,6 +2,8 @@
 //! `lscpu` say, plus the live-only facts (host name, allocation, GPUs) and governor
 //! tunability of this very node.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -45,7 +47,7 @@ fn matches_nproc_and_lscpu() {
         assert!(p.hardware_threads <= nproc_all);
     }
     let Some(l) = lscpu() else {
-        eprintln!("SKIPPED: lscpu is not available here");
+        common::skipped("lscpu is not available here");
         return;
     };
     let num = |k: &str| l.get(k).and_then(|v| v.parse::<u32>().ok());

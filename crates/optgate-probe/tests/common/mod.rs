@@ -29,10 +29,10 @@ pub fn fixture(name: &str) -> Option<Fixture> {
         .join("fixtures/hwloc-topologies")
         .join(format!("{name}.tar.bz2"));
     if !tarball.is_file() {
-        eprintln!(
-            "SKIPPED: fixture {} is absent (set OPTGATE_SHARED to the shared folder)",
+        skipped(&format!(
+            "fixture {} is absent (set OPTGATE_SHARED to the shared folder)",
             tarball.display()
-        );
+        ));
         return None;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -54,6 +54,13 @@ pub fn fixture(name: &str) -> Option<Fixture> {
         root.display()
     );
     Some(Fixture { _dir: dir, root })
+}
+
+/// Says that a test is skipped, on the real stderr: the test harness captures
+/// `eprintln!` of passing tests, and a skip must be seen.
+pub fn skipped(why: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
 }
 
 /// Writes `text` to `path`, creating parent directories.
