@@ -76,6 +76,14 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Execute one rendered run and write its manifest (used inside job scripts).
+    #[command(hide = true)]
+    ExecRun {
+        run_dir: PathBuf,
+        /// Launcher prefix, e.g. `srun -N1 -n1 -c6`.
+        #[arg(last = true)]
+        launcher: Vec<String>,
+    },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions { shell: clap_complete::Shell },
 }

@@ -4,7 +4,8 @@
 //! <root>/experiment.yaml      exact copy of the experiment file
 //! <root>/plan.json            the blocks and their recorded arm order
 //! <root>/builds/<build-id>/   build.sh, build.log, build.json, and the build's output
-//! <root>/runs/<run-id>/       run.sh, stdout, stderr, manifest.json, the app's outputs
+//! <root>/runs/<run-id>/       run.sh, run.json, stdout, stderr, manifest.json, the app's outputs
+//! <root>/jobs/<job-name>/     a scheduler job's script, output, probe.json (daemon only)
 //! <root>/samples.csv          variant,replicate,block,epoch,seconds (written at the end)
 //! <root>/report.json          the report (written at the end)
 //! ```
@@ -39,6 +40,10 @@ impl Layout {
 
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
         self.runs_dir().join(run_id)
+    }
+
+    pub fn job_dir(&self, job_name: &str) -> PathBuf {
+        self.root.join("jobs").join(job_name)
     }
 
     pub fn samples(&self) -> PathBuf {

@@ -5,10 +5,12 @@
 //! Invariant: nothing here touches the daemon's database; backends report what happened
 //! through return values and the run manifests on disk.
 
+pub mod backend;
 pub mod local;
 pub mod manifest;
 pub mod process;
 pub mod script;
 pub mod shell;
 
+pub use backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 pub use manifest::{Outcome, RunManifest};

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use optgate_experiment::{Build, Experiment};
 
 use crate::manifest::{MANIFEST_SCHEMA, ManifestError, Outcome, RunManifest, write_atomic};
-use crate::process::{ProcessEnd, ProcessError, run_script};
+use crate::process::{ProcessEnd, ProcessError, run_command, run_script};
 use crate::script::{RunContext, render_build, render_local_run, run_env};
 
 pub const RUN_SCRIPT: &str = "run.sh";
@@ -57,31 +57,94 @@ pub fn now_rfc3339() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Renders the run script into `ctx.run_dir`, runs it, and writes the manifest.
-/// The run directory must not hold a manifest yet (a finished run is never run again).
+/// What `run.json` holds: everything needed to execute a rendered run and write its
+/// manifest, on this machine or on a compute node (`optgate exec-run`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    pub experiment: String,
+    pub run_id: String,
+    pub arm: String,
+    pub block: u32,
+    pub replicate: u32,
+    pub env_set: BTreeMap<String, String>,
+    pub env_unset: Vec<String>,
+    pub time_limit_s: Option<f64>,
+}
+
+pub const RUN_RECORD: &str = "run.json";
+
+/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created).
+pub fn write_run_files(
+    ctx: &RunContext<'_>,
+    time_limit: Option<Duration>,
+) -> Result<RunRecord, LocalError> {
+    let dir = ctx.run_dir;
+    std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
+    let script = dir.join(RUN_SCRIPT);
+    std::fs::write(&script, render_local_run(ctx)).map_err(io("write", &script))?;
+    let record = RunRecord {
+        experiment: ctx.experiment.name().to_string(),
+        run_id: ctx.run_id.to_string(),
+        arm: ctx.arm.name.clone(),
+        block: ctx.block,
+        replicate: ctx.replicate,
+        env_set: run_env(ctx),
+        env_unset: ctx.arm.unset.clone(),
+        time_limit_s: time_limit.map(|d| d.as_secs_f64()),
+    };
+    let path = dir.join(RUN_RECORD);
+    write_atomic(
+        &path,
+        &serde_json::to_vec_pretty(&record).expect("serialises"),
+    )
+    .map_err(io("write", &path))?;
+    Ok(record)
+}
+
+/// Renders the run into `ctx.run_dir`, runs it here, and writes the manifest.
 pub async fn execute_run(
     ctx: &RunContext<'_>,
     time_limit: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Result<RunManifest, LocalError> {
-    let dir = ctx.run_dir;
-    std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
-    let script = dir.join(RUN_SCRIPT);
-    std::fs::write(&script, render_local_run(ctx)).map_err(io("write", &script))?;
-    let env_set = run_env(ctx);
+    write_run_files(ctx, time_limit)?;
+    execute_prepared(ctx.run_dir, &[], None, cancel).await
+}
+
+/// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
+/// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code
+/// path that writes manifests, for every backend.
+pub async fn execute_prepared(
+    run_dir: &Path,
+    launcher: &[String],
+    scheduler_job_id: Option<String>,
+    cancel: &CancellationToken,
+) -> Result<RunManifest, LocalError> {
+    let record_path = run_dir.join(RUN_RECORD);
+    let record: RunRecord =
+        serde_json::from_slice(&std::fs::read(&record_path).map_err(io("read", &record_path))?)
+            .map_err(|e| LocalError::Io {
+                op: "parse",
+                path: record_path.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            })?;
+    let script = run_dir.join(RUN_SCRIPT);
+    let mut argv: Vec<String> = launcher.to_vec();
+    argv.push("bash".into());
+    argv.push(script.display().to_string());
     let mut environment: BTreeMap<String, String> = std::env::vars().collect();
-    environment.extend(env_set.clone());
-    for u in &ctx.arm.unset {
+    environment.extend(record.env_set.clone());
+    for u in &record.env_unset {
         environment.remove(u);
     }
     let started_at = now_rfc3339();
     let t0 = std::time::Instant::now();
-    let end = run_script(
-        &script,
-        dir,
-        &dir.join(STDOUT_FILE),
-        &dir.join(STDERR_FILE),
-        time_limit,
+    let end = run_command(
+        &argv,
+        run_dir,
+        &run_dir.join(STDOUT_FILE),
+        &run_dir.join(STDERR_FILE),
+        record.time_limit_s.map(Duration::from_secs_f64),
         cancel,
     )
     .await?;
@@ -95,11 +158,11 @@ pub async fn execute_run(
     };
     let manifest = RunManifest {
         schema: MANIFEST_SCHEMA,
-        experiment: ctx.experiment.name().to_string(),
-        run_id: ctx.run_id.to_string(),
-        arm: ctx.arm.name.clone(),
-        block: ctx.block,
-        replicate: ctx.replicate,
+        experiment: record.experiment,
+        run_id: record.run_id,
+        arm: record.arm,
+        block: record.block,
+        replicate: record.replicate,
         host: hostname(),
         started_at,
         ended_at: now_rfc3339(),
@@ -107,14 +170,14 @@ pub async fn execute_run(
         outcome,
         exit_code,
         signal,
-        env_set,
-        env_unset: ctx.arm.unset.clone(),
+        env_set: record.env_set,
+        env_unset: record.env_unset,
         environment,
         script,
-        scheduler_job_id: None,
+        scheduler_job_id,
         optgate_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    manifest.write(dir)?;
+    manifest.write(run_dir)?;
     Ok(manifest)
 }
 

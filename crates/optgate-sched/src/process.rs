@@ -41,6 +41,20 @@ pub async fn run_script(
     time_limit: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Result<ProcessEnd, ProcessError> {
+    let argv = vec!["bash".to_string(), script.display().to_string()];
+    run_command(&argv, cwd, stdout, stderr, time_limit, cancel).await
+}
+
+/// Runs `argv` in `cwd` in its own process group with stdout and stderr written to the
+/// given files; stops the whole group at the time limit or on cancellation.
+pub async fn run_command(
+    argv: &[String],
+    cwd: &Path,
+    stdout: &Path,
+    stderr: &Path,
+    time_limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<ProcessEnd, ProcessError> {
     let open = |p: &Path| {
         std::fs::File::create(p).map_err(|source| ProcessError::Io {
             op: "create",
@@ -50,8 +64,9 @@ pub async fn run_script(
     };
     let out = open(stdout)?;
     let err = open(stderr)?;
-    let mut child = Command::new("bash")
-        .arg(script)
+    let script = Path::new(argv.first().map(String::as_str).unwrap_or("bash"));
+    let mut child = Command::new(script)
+        .args(&argv[1..])
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(out)
@@ -60,7 +75,7 @@ pub async fn run_script(
         .kill_on_drop(true)
         .spawn()
         .map_err(|source| ProcessError::Io {
-            op: "start bash for",
+            op: "start",
             path: script.to_path_buf(),
             source,
         })?;

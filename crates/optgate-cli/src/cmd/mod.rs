@@ -1,5 +1,6 @@
 //! One module per command; `dispatch` is the single match from command to handler.
 
+mod exec_run;
 mod plan;
 mod report;
 mod run;
@@ -33,6 +34,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         ),
         Command::Validate { experiment, strict } => validate::validate(&experiment, strict),
         Command::Plan { experiment, out } => plan::plan(&experiment, &out),
+        Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "optgate", &mut std::io::stdout());

@@ -1,0 +1,133 @@
+//! Turning planned work into scheduler jobs: one job per block (blocked design) or per run
+//! (independent design), with every run's `run.sh`/`run.json` rendered into its directory
+//! and the allocation sized for the largest run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use optgate_experiment::{Design, Experiment, PlannedBlock, PlannedRun, plan::run_id};
+use optgate_sched::local::{LocalError, write_run_files};
+use optgate_sched::script::RunContext;
+use optgate_sched::{JobRun, JobSpec};
+
+use crate::layout::Layout;
+
+/// A run's wall-clock budget when the experiment gives none (for sizing allocations).
+pub const DEFAULT_RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
+/// Slack added to a derived allocation time limit: probe, start-up, file-system latency.
+pub const ALLOCATION_SLACK: Duration = Duration::from_secs(5 * 60);
+
+/// The scheduler job name of a block or run: carries the experiment id and the work's id,
+/// so a job can be found by name after a crash between submitting and recording it.
+pub fn job_name(experiment_id: &str, work_id: &str) -> String {
+    format!("og-{experiment_id}-{work_id}")
+}
+
+/// The jobs of one block: one job holding every run (blocked) or one job per run
+/// (independent). Renders each run's files.
+pub fn jobs_for_block(
+    exp: &Experiment,
+    block: &PlannedBlock,
+    layout: &Layout,
+    experiment_id: &str,
+    optgate_bin: &Path,
+) -> Result<Vec<JobSpec>, LocalError> {
+    let runs: Vec<PlannedRun> = block
+        .order
+        .iter()
+        .enumerate()
+        .map(|(pos, arm)| PlannedRun {
+            id: run_id(block.index, arm),
+            block: block.index,
+            replicate: block.index,
+            arm: arm.clone(),
+            position: pos as u32,
+        })
+        .collect();
+    let mut job_runs = Vec::new();
+    for r in &runs {
+        job_runs.push(prepare_run(exp, r, layout)?);
+    }
+    Ok(match exp.file.design {
+        Design::Blocked => {
+            let name = job_name(experiment_id, &format!("b{:03}", block.index));
+            vec![job_spec(exp, name, layout, job_runs, optgate_bin)]
+        }
+        Design::Independent => job_runs
+            .into_iter()
+            .map(|jr| {
+                let name = job_name(experiment_id, &jr.run_id);
+                job_spec(exp, name, layout, vec![jr], optgate_bin)
+            })
+            .collect(),
+    })
+}
+
+/// Renders one run's files and describes it for a job.
+pub fn prepare_run(
+    exp: &Experiment,
+    r: &PlannedRun,
+    layout: &Layout,
+) -> Result<JobRun, LocalError> {
+    let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
+    let run_dir = layout.run_dir(&r.id);
+    let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
+    let ctx = RunContext {
+        experiment: exp,
+        arm,
+        run_id: &r.id,
+        block: r.block,
+        replicate: r.replicate,
+        run_dir: &run_dir,
+        build_dir: build_dir.as_deref(),
+    };
+    write_run_files(&ctx, exp.run_time_limit)?;
+    let res = &arm.resources;
+    Ok(JobRun {
+        run_id: r.id.clone(),
+        arm: r.arm.clone(),
+        block: r.block,
+        replicate: r.replicate,
+        run_dir,
+        nodes: res.nodes,
+        tasks_per_node: res.tasks_per_node,
+        cpus_per_task: res.cpus_per_task,
+        gpus_per_task: res.gpus_per_task,
+        launcher_args: res.extra_args.clone(),
+        time_limit: exp.run_time_limit,
+    })
+}
+
+fn job_spec(
+    exp: &Experiment,
+    name: String,
+    layout: &Layout,
+    runs: Vec<JobRun>,
+    optgate_bin: &Path,
+) -> JobSpec {
+    let s = &exp.file.scheduler;
+    // The allocation must fit the largest arm; each arm's launch line asks for its own shape.
+    let nodes = runs.iter().map(|r| r.nodes).max().unwrap_or(1);
+    let tasks_per_node = runs.iter().map(|r| r.tasks_per_node).max().unwrap_or(1);
+    let cpus_per_task = runs.iter().map(|r| r.cpus_per_task).max().unwrap_or(1);
+    let gpus_per_task = runs.iter().map(|r| r.gpus_per_task).max().unwrap_or(0);
+    let time_limit = exp.allocation_time_limit.unwrap_or_else(|| {
+        let per_run = exp.run_time_limit.unwrap_or(DEFAULT_RUN_LIMIT);
+        per_run * runs.len() as u32 + ALLOCATION_SLACK
+    });
+    JobSpec {
+        dir: layout.job_dir(&name),
+        name,
+        runs,
+        nodes,
+        tasks_per_node,
+        cpus_per_task,
+        gpus_per_task,
+        time_limit,
+        queue: s.queue.clone(),
+        account: s.account.clone(),
+        exclusive: s.exclusive,
+        extra_directives: s.extra_directives.clone(),
+        optgate_bin: optgate_bin.to_path_buf(),
+    }
+}

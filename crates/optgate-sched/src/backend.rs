@@ -1,0 +1,166 @@
+//! The scheduler trait every backend implements (local, Slurm, Flux) and the job it is
+//! given. A job is one block (blocked design: every arm once, back to back, on one
+//! allocation) or one run (independent design). The daemon only ever talks to this trait.
+//!
+//! Contract:
+//! * `submit` is the only call that creates work. The job's `name` carries the experiment
+//!   and block/run id, so after a crash between submitting and recording the job id,
+//!   `find_by_name` finds the job instead of it being submitted twice.
+//! * `poll` is one batched query for all the jobs given, whatever their number.
+//! * Whether a run completed, and how, comes from the run manifests on disk first; the
+//!   scheduler's state only explains failures (timeout, node failure, pre-emption…).
+//! * Backends never touch the daemon's database.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A scheduler's job id as text (`1234`, `ƒM7Zq9AKHno`, a local pid-based id).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub String);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One run inside a job, in the order the job runs them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRun {
+    pub run_id: String,
+    pub arm: String,
+    pub block: u32,
+    pub replicate: u32,
+    /// The run's directory, holding its rendered `run.sh`.
+    pub run_dir: PathBuf,
+    /// The arm's launcher resources for this run's launch line.
+    pub nodes: u32,
+    pub tasks_per_node: u32,
+    pub cpus_per_task: u32,
+    pub gpus_per_task: u32,
+    pub launcher_args: Vec<String>,
+    /// Wall-clock limit of this run alone.
+    pub time_limit: Option<Duration>,
+}
+
+/// What a backend is asked to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// `og-<experiment id>-<block or run id>`: unique per piece of work, safe everywhere.
+    pub name: String,
+    /// The job's own directory: its script, output files, `probe.json`, job-id file.
+    pub dir: PathBuf,
+    pub runs: Vec<JobRun>,
+    /// The allocation (the largest shape any run needs).
+    pub nodes: u32,
+    pub tasks_per_node: u32,
+    pub cpus_per_task: u32,
+    pub gpus_per_task: u32,
+    /// The allocation's time limit.
+    pub time_limit: Duration,
+    pub queue: Option<String>,
+    pub account: Option<String>,
+    pub exclusive: bool,
+    pub extra_directives: Vec<String>,
+    /// The optgate binary the job calls on the compute node (`probe`, `exec-run`).
+    pub optgate_bin: PathBuf,
+}
+
+/// What the scheduler says about a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", content = "detail", rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for resources (PENDING, CONFIGURING, DEPEND, PRIORITY, SCHED…).
+    Pending,
+    Running,
+    /// Ended normally as far as the scheduler knows; the manifests tell the runs' story.
+    Completed,
+    /// Ended with a failure the scheduler attributes to the job (FAILED, non-zero exit).
+    Failed(String),
+    Cancelled,
+    /// Killed at its time limit.
+    Timeout,
+    /// Lost to the system: node failure, pre-emption, boot failure, out of memory…
+    /// (the detail says which). Such a job may be resubmitted.
+    Lost(String),
+    /// The scheduler no longer knows the job (finished and forgotten, or never existed).
+    Unknown,
+}
+
+impl JobState {
+    pub fn is_finished(&self) -> bool {
+        !matches!(self, JobState::Pending | JobState::Running)
+    }
+}
+
+/// A failed scheduler command: what ran, its exit status, and what it printed.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedError {
+    #[error("`{command}` failed (exit status {status}): {stderr}{}", if .stdout.is_empty() { String::new() } else { format!(" (stdout: {})", .stdout) })]
+    Command {
+        command: String,
+        status: String,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot parse {what} from `{text}`")]
+    Parse { what: &'static str, text: String },
+}
+
+impl SchedError {
+    /// Worth retrying with back-off (a busy controller, a timed-out RPC), as opposed to a
+    /// rejected submission.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SchedError::Command { stderr, .. } => {
+                let s = stderr.to_ascii_lowercase();
+                s.contains("timed out")
+                    || s.contains("timeout")
+                    || s.contains("try again")
+                    || s.contains("temporarily")
+                    || s.contains("connection refused")
+                    || s.contains("rate limit")
+                    || s.contains("resource temporarily unavailable")
+                    || s.contains("socket")
+            }
+            SchedError::Spawn { .. } | SchedError::Io { .. } => false,
+            SchedError::Parse { .. } => false,
+        }
+    }
+}
+
+/// A scheduler backend. Calls block (they run scheduler commands); the daemon calls them
+/// from a blocking task.
+pub trait Scheduler: Send + Sync {
+    /// `local`, `slurm` or `flux`, for logs and the database.
+    fn kind(&self) -> &'static str;
+
+    /// Writes the job's script into `job.dir` and submits it.
+    fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError>;
+
+    /// The state of every job in `ids`, in one batched query. Jobs the scheduler no longer
+    /// knows are `Unknown`.
+    fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError>;
+
+    /// Live jobs of this user whose name is in `names` (reconciliation after a crash).
+    fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError>;
+
+    fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError>;
+}
