@@ -13,8 +13,8 @@ fn or_unknown(v: &Option<String>) -> &str {
     v.as_deref().unwrap_or("unknown")
 }
 
-/// Renders the probe for people. Every line is `Label: value`; lists that may be long
-/// (flags) are summarised by the ISA line and a count.
+/// Renders the probe for people. Every line is `Label: value`, flags on one line as
+/// `lscpu` prints them, with the ISA line summarising what matters in them.
 pub fn render_text(p: &Probe) -> String {
     let mut out = String::new();
     let mut line = |label: &str, value: &str| {
@@ -98,7 +98,7 @@ pub fn render_text(p: &Probe) -> String {
             isa.join(", ")
         },
     );
-    line("Flags", &format!("{} flag(s)", p.flags.len()));
+    line("Flags", &p.flags.join(" "));
 
     let f = &p.cpufreq;
     if f.present {

@@ -78,6 +78,16 @@ fn xeon_silver_4108_two_sockets_avx512_no_cpufreq() {
     assert_eq!(p.cpufreq.cpus_without_cpufreq, "0-31");
     assert!(p.cpufreq.policies.is_empty());
     assert!(!p.cpufreq.governor_writable);
+    let text = optgate_probe::render_text(&p);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Governor:") && l.ends_with("no cpufreq")),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 socket(s), 16 core(s), 32 thread(s), up to 2 thread(s) per core"),
+        "{text}"
+    );
     match tunability(&fx.root, None) {
         Tunability::NotTunable { reason } => {
             assert!(reason.starts_with("no cpufreq on ve ("), "{reason}");
@@ -191,6 +201,21 @@ fn gb10_arm_big_little_with_cppc_cpufreq() {
         Tunability::Tunable {
             via: TuneVia::Sysfs
         }
+    );
+    let text = optgate_probe::render_text(&p);
+    assert!(
+        text.contains("Cortex-X925: CPUs 5-9,15-19 (10 core(s), 10 thread(s), max 3900 MHz)"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("Governor:")
+            && l.contains("performance (driver cppc_cpufreq; writable)")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Flags:") && l.contains(" sve2 ")),
+        "{text}"
     );
 }
 
