@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test of optgate on this machine, setting up what the tests need first
+# (idempotent): a C compiler with OpenMP, a one-node Slurm, and a Python virtual
+# environment with the `dftracer` package. Then lint (fmt, clippy) and the test suite.
+# The README's test command; CI (.ci/run) calls it on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(gcc)
+command -v flock >/dev/null || need_apt+=(util-linux)
+command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "==> installing ${need_apt[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+
+if [ -x schedulers/slurm/setup-one-node.sh ]; then
+  echo "==> one-node Slurm"
+  schedulers/slurm/setup-one-node.sh
+fi
+
+if [ -f tests/python-requirements.txt ]; then
+  echo "==> Python venv (.venv) for the DFTracer tests"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q -r tests/python-requirements.txt
+  export OPTGATE_PYTHON="$root/.venv/bin/python"
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "==> cargo test"
+cargo test --workspace --all-targets
