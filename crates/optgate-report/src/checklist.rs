@@ -1,0 +1,164 @@
+//! The 10-dimension compute-optimization checklist (from the reference skill text) and
+//! the verdict of each dimension for one experiment. A dimension without a verdict is
+//! shown as missing, never left out.
+
+use std::collections::BTreeMap;
+
+use optgate_stats::{Analysis, Decision};
+use serde::{Deserialize, Serialize};
+
+/// The 10 dimensions in the checklist's canonical order, I/O → communication → memory →
+/// compute (the recommended application order). Ids are snake_case with the reference's
+/// L1/L2/L3 level; the 10th dimension has no level in the reference, so none here.
+pub const DIMENSIONS: [(&str, &str); 10] = [
+    // I/O
+    (
+        "l1_compute_io_overlap",
+        "L1 compute/I-O or compute/comm overlap",
+    ),
+    // Communication
+    ("compute_comm_overlap", "Compute/communication overlap"),
+    // Memory
+    ("l3_numa_affinity", "L3 NUMA/affinity binding"),
+    // Compute
+    ("l1_vectorization", "L1 algorithmic/vectorization"),
+    ("l1_kernel_library", "L1 kernel/library selection"),
+    ("l2_compiler_runtime_flags", "L2 compiler/runtime flags"),
+    ("l2_threading_model", "L2 threading model"),
+    ("l2_auto_tuning", "L2 auto-tuning"),
+    ("l3_frequency_power", "L3 CPU/GPU frequency & power"),
+    ("l3_hardware_capability", "L3 hardware capability check"),
+];
+
+/// The recommended application order, printed with the checklist.
+pub const APPLICATION_ORDER: &str = "I/O → communication → memory → compute";
+
+/// Which part of the application order a dimension belongs to.
+pub fn dimension_group(id: &str) -> &'static str {
+    match id {
+        "l1_compute_io_overlap" => "I/O",
+        "compute_comm_overlap" => "communication",
+        "l3_numa_affinity" => "memory",
+        _ if is_dimension(id) => "compute",
+        _ => "unknown",
+    }
+}
+
+/// Whether `id` is one of the 10 dimensions.
+pub fn is_dimension(id: &str) -> bool {
+    DIMENSIONS.iter().any(|(d, _)| *d == id)
+}
+
+/// Title of a dimension id, if it is one.
+pub fn dimension_title(id: &str) -> Option<&'static str> {
+    DIMENSIONS.iter().find(|(d, _)| *d == id).map(|(_, t)| *t)
+}
+
+/// The verdict of one dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// A variant of this dimension ran and was measured.
+    AppliedMeasured,
+    ApplicableNotMeasured,
+    NotApplicable,
+    /// Nobody gave a verdict: shown, never left out.
+    Missing,
+}
+
+impl Verdict {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::AppliedMeasured => "applied & measured",
+            Verdict::ApplicableNotMeasured => "applicable, not measured",
+            Verdict::NotApplicable => "not applicable",
+            Verdict::Missing => "MISSING",
+        }
+    }
+}
+
+/// A verdict declared in the experiment file for a dimension no variant covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeclaredVerdict {
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+}
+
+/// One row of the checklist.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChecklistRow {
+    pub dimension: String,
+    pub title: String,
+    /// I/O, communication, memory or compute.
+    pub group: String,
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+    /// Variants of this dimension, with their decisions.
+    pub variants: Vec<String>,
+}
+
+/// The checklist of an experiment: every dimension in canonical order, then any
+/// dimension id that is not one of the 10 (so a typo shows up instead of vanishing).
+/// `variant_dimensions` maps variant name → dimension id; `declared` maps dimension id →
+/// the verdict the experiment file gives. A dimension with variants is *applied &
+/// measured* unless every one of its variants was not applicable, in which case it is
+/// *not applicable* with their reasons.
+pub fn build_checklist(
+    analysis: &Analysis,
+    variant_dimensions: &BTreeMap<String, String>,
+    declared: &BTreeMap<String, DeclaredVerdict>,
+) -> Vec<ChecklistRow> {
+    let mut ids: Vec<String> = DIMENSIONS.iter().map(|(d, _)| d.to_string()).collect();
+    for id in variant_dimensions.values().chain(declared.keys()) {
+        if !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    ids.into_iter()
+        .map(|id| {
+            let variants: Vec<_> = analysis
+                .variants
+                .iter()
+                .filter(|v| variant_dimensions.get(&v.name) == Some(&id))
+                .collect();
+            let title = dimension_title(&id)
+                .unwrap_or("(not one of the 10 dimensions)")
+                .to_string();
+            let group = dimension_group(&id).to_string();
+            let names = variants
+                .iter()
+                .map(|v| format!("{} ({})", v.name, v.decision))
+                .collect();
+            let (verdict, reason) = if !variants.is_empty() {
+                if variants
+                    .iter()
+                    .all(|v| v.decision == Decision::NotApplicable)
+                {
+                    let why = variants
+                        .iter()
+                        .map(|v| format!("{}: {}", v.name, v.reason))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    (Verdict::NotApplicable, Some(why))
+                } else {
+                    (Verdict::AppliedMeasured, None)
+                }
+            } else if let Some(d) = declared.get(&id) {
+                (d.verdict, d.reason.clone())
+            } else {
+                (
+                    Verdict::Missing,
+                    Some("no variant and no declared verdict".into()),
+                )
+            };
+            ChecklistRow {
+                dimension: id,
+                title,
+                group,
+                verdict,
+                reason,
+                variants: names,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! optgate-report: turns an [`Analysis`] into what people read — the proposal table, the
+//! per-variant statistics, the matched per-epoch table, the 10-dimension checklist,
+//! provenance — as plain text, Markdown, JSON, CSV and SVG plots.
+//!
+//! JSON shape: a [`Report`] serialises as the `Analysis` object with its fields at the top
+//! level (`#[serde(flatten)]`) plus `experiment`, `checklist`, `provenance` and `arms`. So
+//! `optgate analyze --format json` and the daemon's report JSON are the same object; the
+//! daemon's simply has the metadata filled in.
+//!
+//! For the CLI, [`analyze_csv`] is the whole of `optgate analyze`: parse, analyse, build the
+//! report; the renderers and [`plots::write_plots`] do the rest.
+
+pub mod checklist;
+pub mod plots;
+pub mod render;
+pub mod samples_csv;
+
+use optgate_stats::{
+    Analysis, AnalysisConfig, ArmData, Better, Design, EpochWindow, StatsError, analyze,
+};
+use serde::{Deserialize, Serialize};
+
+pub use checklist::{
+    APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
+};
+pub use plots::{PlotError, write_plots};
+pub use render::{render_csv, render_json, render_markdown, render_table};
+pub use samples_csv::{Problem, Samples, SamplesError, parse_samples};
+
+/// What the experiment declared about itself (the daemon fills this in; a samples file
+/// has none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ExperimentMeta {
+    pub name: String,
+    pub description: Option<String>,
+    pub variants: Vec<VariantMeta>,
+}
+
+/// A variant as declared: its checklist dimension and description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct VariantMeta {
+    pub name: String,
+    pub dimension: Option<String>,
+    pub description: Option<String>,
+}
+
+/// Spread of one epoch of one arm, in the metric's own units.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EpochSummary {
+    pub epoch: u32,
+    /// Runs that have this epoch.
+    pub n: usize,
+    pub median: f64,
+    /// Quartiles by linear interpolation between order statistics (NumPy's default).
+    pub q1: f64,
+    pub q3: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Per-epoch summary of one arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmSummary {
+    pub name: String,
+    pub runs: usize,
+    pub epochs: Vec<EpochSummary>,
+}
+
+impl ArmSummary {
+    /// Summarises every epoch of `arm`.
+    pub fn of(arm: &ArmData) -> Self {
+        let mut by_epoch: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+        for run in &arm.runs {
+            for (&e, &v) in &run.epochs {
+                by_epoch.entry(e).or_default().push(v);
+            }
+        }
+        let epochs = by_epoch
+            .into_iter()
+            .map(|(epoch, mut v)| {
+                v.sort_by(f64::total_cmp);
+                EpochSummary {
+                    epoch,
+                    n: v.len(),
+                    median: quantile(&v, 0.5),
+                    q1: quantile(&v, 0.25),
+                    q3: quantile(&v, 0.75),
+                    min: v[0],
+                    max: v[v.len() - 1],
+                }
+            })
+            .collect();
+        ArmSummary {
+            name: arm.name.clone(),
+            runs: arm.runs.len(),
+            epochs,
+        }
+    }
+}
+
+/// Quantile of sorted, non-empty data, linear interpolation (type 7).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = h.ceil() as usize;
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Everything a report shows. Serialises as the `Analysis` object (flattened) plus
+/// metadata, checklist, provenance and the per-arm epoch summaries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    #[serde(flatten)]
+    pub analysis: Analysis,
+    pub experiment: Option<ExperimentMeta>,
+    /// `None` for a samples file: the checklist needs the experiment's declarations.
+    pub checklist: Option<Vec<ChecklistRow>>,
+    /// Hosts, CPU, governor, job ids, environments, build commands, versions: whatever the
+    /// caller recorded, shown as it is.
+    pub provenance: Option<serde_json::Value>,
+    /// Baseline first, then the variants in analysis order.
+    pub arms: Vec<ArmSummary>,
+}
+
+impl Report {
+    /// A report of `analysis` over the given arms (for the per-epoch tables and plots).
+    pub fn new(analysis: Analysis, baseline: &ArmData, variants: &[ArmData]) -> Self {
+        let arms = std::iter::once(baseline)
+            .chain(variants)
+            .map(ArmSummary::of)
+            .collect();
+        Report {
+            analysis,
+            experiment: None,
+            checklist: None,
+            provenance: None,
+            arms,
+        }
+    }
+
+    /// Strategy and description of a variant for the proposal table.
+    pub fn variant_meta(&self, name: &str) -> Option<&VariantMeta> {
+        self.experiment
+            .as_ref()?
+            .variants
+            .iter()
+            .find(|v| v.name == name)
+    }
+}
+
+/// Options of `optgate analyze`; [`AnalyzeOptions::new`] gives its defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalyzeOptions {
+    pub baseline: String,
+    pub design: Design,
+    pub alpha: f64,
+    pub min_effect_pct: f64,
+    /// `None`: every epoch but the first.
+    pub steady_epochs: Option<EpochWindow>,
+    /// `None`: the number of epochs measured.
+    pub production_epochs: Option<u32>,
+    pub better: Better,
+}
+
+impl AnalyzeOptions {
+    /// Defaults: paired design, α = 0.05, min effect 1 %, steady window `2..`,
+    /// production epochs = epochs measured, lower is better.
+    pub fn new(baseline: impl Into<String>) -> Self {
+        AnalyzeOptions {
+            baseline: baseline.into(),
+            design: Design::Paired,
+            alpha: 0.05,
+            min_effect_pct: 1.0,
+            steady_epochs: None,
+            production_epochs: None,
+            better: Better::Lower,
+        }
+    }
+
+    pub fn config(&self) -> AnalysisConfig {
+        AnalysisConfig {
+            design: self.design,
+            alpha: self.alpha,
+            min_effect_pct: self.min_effect_pct,
+            steady_epochs: self.steady_epochs,
+            production_epochs: self.production_epochs,
+            better: self.better,
+            ..AnalysisConfig::default()
+        }
+    }
+}
+
+/// `optgate analyze` in one call: parse the samples text (`origin` names it in errors),
+/// analyse, and build the report (no experiment metadata, no checklist; provenance
+/// records the samples file). Every error is bad input (exit code 2).
+pub fn analyze_csv(
+    csv_text: &str,
+    origin: &str,
+    opts: &AnalyzeOptions,
+) -> Result<Report, SamplesError> {
+    let samples = parse_samples(csv_text, origin, &opts.baseline, opts.design)?;
+    let stats_err = |error: StatsError| SamplesError::Stats {
+        origin: origin.to_string(),
+        error,
+    };
+    let analysis =
+        analyze(&samples.baseline, &samples.variants, &opts.config()).map_err(stats_err)?;
+    let mut report = Report::new(analysis, &samples.baseline, &samples.variants);
+    report.provenance = Some(serde_json::json!({
+        "samples_file": origin,
+        "optgate_version": env!("CARGO_PKG_VERSION"),
+    }));
+    Ok(report)
+}

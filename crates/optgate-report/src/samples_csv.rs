@@ -1,0 +1,660 @@
+//! Parsing of a samples file (`variant,replicate,epoch,seconds` plus an optional `block`,
+//! header required, any column order) into arms for the statistics. Validation collects
+//! every problem with the file's line numbers (the header is line 1) instead of stopping
+//! at the first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use optgate_stats::{ArmData, Design, RunSamples};
+use thiserror::Error;
+
+/// The columns a samples file may have.
+pub const COLUMNS: [&str; 5] = ["variant", "replicate", "epoch", "seconds", "block"];
+const REQUIRED: [&str; 4] = ["variant", "replicate", "epoch", "seconds"];
+
+/// One thing wrong with a samples file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// No header line.
+    Empty,
+    MissingColumn {
+        column: &'static str,
+    },
+    UnknownColumn {
+        column: String,
+    },
+    DuplicateColumn {
+        column: String,
+    },
+    FieldCount {
+        line: usize,
+        expected: usize,
+        found: usize,
+    },
+    UnterminatedQuote {
+        line: usize,
+    },
+    EmptyVariant {
+        line: usize,
+    },
+    /// A replicate, epoch or block that is not a non-negative integer (epoch: ≥ 1).
+    BadInteger {
+        line: usize,
+        column: &'static str,
+        value: String,
+    },
+    BadSeconds {
+        line: usize,
+        value: String,
+    },
+    Duplicate {
+        line: usize,
+        first_line: usize,
+        variant: String,
+        replicate: u32,
+        epoch: u32,
+    },
+    NoData,
+    /// Only the baseline is in the file: nothing to compare.
+    NoVariants {
+        baseline: String,
+    },
+    UnknownBaseline {
+        baseline: String,
+        known: Vec<String>,
+    },
+    TooFewReplicates {
+        variant: String,
+        replicates: usize,
+        lines: Vec<usize>,
+    },
+    MissingEpochs {
+        variant: String,
+        replicate: u32,
+        missing: Vec<u32>,
+        lines: Vec<usize>,
+    },
+    /// Rows of one run disagree on the block (or some leave it empty).
+    InconsistentBlock {
+        variant: String,
+        replicate: u32,
+        lines: Vec<usize>,
+    },
+    /// Two runs of one variant claim the same block.
+    SharedBlock {
+        variant: String,
+        block: u32,
+        lines: Vec<usize>,
+    },
+    /// Paired design: a block (or replicate number, without blocks) that some arms have
+    /// and others lack.
+    Unpaired {
+        key: String,
+        present_in: Vec<String>,
+        missing_in: Vec<String>,
+        lines: Vec<usize>,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Empty => write!(
+                f,
+                "the file is empty: a header line naming the columns {} is required",
+                REQUIRED.join(",")
+            ),
+            Problem::MissingColumn { column } => {
+                write!(f, "line 1: the header has no '{column}' column")
+            }
+            Problem::UnknownColumn { column } => write!(
+                f,
+                "line 1: unknown column '{column}' (allowed: {})",
+                COLUMNS.join(", ")
+            ),
+            Problem::DuplicateColumn { column } => {
+                write!(f, "line 1: column '{column}' appears twice")
+            }
+            Problem::FieldCount {
+                line,
+                expected,
+                found,
+            } => write!(f, "line {line}: {found} fields, the header has {expected}"),
+            Problem::UnterminatedQuote { line } => {
+                write!(f, "line {line}: a quoted field is not closed")
+            }
+            Problem::EmptyVariant { line } => write!(f, "line {line}: the variant is empty"),
+            Problem::BadInteger {
+                line,
+                column,
+                value,
+            } => {
+                let what = if *column == "epoch" {
+                    "an epoch number (1, 2, ...)"
+                } else {
+                    "a whole number ≥ 0"
+                };
+                write!(f, "line {line}: {column} '{value}' is not {what}")
+            }
+            Problem::BadSeconds { line, value } => {
+                write!(f, "line {line}: seconds '{value}' is not a positive number")
+            }
+            Problem::Duplicate {
+                line,
+                first_line,
+                variant,
+                replicate,
+                epoch,
+            } => write!(
+                f,
+                "line {line}: duplicate of line {first_line} (variant '{variant}', replicate \
+                 {replicate}, epoch {epoch})"
+            ),
+            Problem::NoData => write!(f, "the file has a header but no data rows"),
+            Problem::NoVariants { baseline } => write!(
+                f,
+                "the file holds only the baseline '{baseline}': there is no variant to compare"
+            ),
+            Problem::UnknownBaseline { baseline, known } => write!(
+                f,
+                "baseline '{baseline}' is not a variant in the file (it has: {})",
+                known.join(", ")
+            ),
+            Problem::TooFewReplicates {
+                variant,
+                replicates,
+                lines,
+            } => write!(
+                f,
+                "{}: variant '{variant}' has {replicates} replicate{}; at least 2 are needed \
+                 (5 for a decision)",
+                lines_text(lines),
+                if *replicates == 1 { "" } else { "s" }
+            ),
+            Problem::MissingEpochs {
+                variant,
+                replicate,
+                missing,
+                lines,
+            } => write!(
+                f,
+                "{}: variant '{variant}', replicate {replicate} lacks epoch{} {} that other \
+                 runs have",
+                lines_text(lines),
+                if missing.len() == 1 { "" } else { "s" },
+                missing
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Problem::InconsistentBlock {
+                variant,
+                replicate,
+                lines,
+            } => write!(
+                f,
+                "{}: variant '{variant}', replicate {replicate}: its rows do not all name \
+                 the same block",
+                lines_text(lines)
+            ),
+            Problem::SharedBlock {
+                variant,
+                block,
+                lines,
+            } => write!(
+                f,
+                "{}: variant '{variant}' has more than one replicate in block {block}",
+                lines_text(lines)
+            ),
+            Problem::Unpaired {
+                key,
+                present_in,
+                missing_in,
+                lines,
+            } => write!(
+                f,
+                "{}: paired design, but {key} is in {} and not in {} (use --design \
+                 independent if the runs were not blocked)",
+                lines_text(lines),
+                quoted_list(present_in),
+                quoted_list(missing_in)
+            ),
+        }
+    }
+}
+
+fn quoted_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "line 4", "lines 4–6, 9": line numbers as compact ranges.
+pub fn lines_text(lines: &[usize]) -> String {
+    let mut v = lines.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}–{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    let word = if v.len() == 1 { "line" } else { "lines" };
+    format!("{word} {}", parts.join(", "))
+}
+
+/// Why a samples file could not be analysed.
+#[derive(Debug, Error)]
+pub enum SamplesError {
+    /// The file has problems; every one found is listed.
+    #[error("{origin}: {} problem{} in the samples file:\n{}", .problems.len(),
+        if .problems.len() == 1 { "" } else { "s" },
+        .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        origin: String,
+        problems: Vec<Problem>,
+    },
+    /// The data parsed but the statistics refused it (e.g. an invalid alpha).
+    #[error("{origin}: {error}")]
+    Stats {
+        origin: String,
+        #[source]
+        error: optgate_stats::StatsError,
+    },
+}
+
+/// Rows of one run, as read.
+#[derive(Debug, Clone, Default)]
+struct RunRows {
+    epochs: BTreeMap<u32, (f64, usize)>,
+    blocks: BTreeMap<Option<u32>, Vec<usize>>,
+    lines: Vec<usize>,
+}
+
+/// A parsed and validated samples file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Samples {
+    pub baseline: ArmData,
+    /// In the order of their first row.
+    pub variants: Vec<ArmData>,
+    /// Whether the file has a block column.
+    pub has_blocks: bool,
+}
+
+/// Splits one line into fields: commas separate, double quotes may enclose a field and
+/// `""` inside quotes is a quote. Whitespace around unquoted fields is trimmed.
+fn split_fields(line: &str) -> Option<Vec<String>> {
+    let mut fields = Vec::new();
+    let mut cur = String::new();
+    let mut chars = line.chars().peekable();
+    let mut in_quotes = false;
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        if in_quotes {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    cur.push('"');
+                    chars.next();
+                } else {
+                    in_quotes = false;
+                }
+            } else {
+                cur.push(c);
+            }
+        } else if c == '"' && cur.trim().is_empty() {
+            in_quotes = true;
+            quoted = true;
+            cur.clear();
+        } else if c == ',' {
+            fields.push(if quoted {
+                std::mem::take(&mut cur)
+            } else {
+                cur.trim().to_string()
+            });
+            cur.clear();
+            quoted = false;
+        } else if !(quoted && c.is_whitespace()) {
+            cur.push(c);
+        }
+    }
+    if in_quotes {
+        return None;
+    }
+    fields.push(if quoted { cur } else { cur.trim().to_string() });
+    Some(fields)
+}
+
+/// Parses and validates a samples file. `baseline` names the baseline arm; `design`
+/// decides whether runs must pair up across arms.
+pub fn parse_samples(
+    text: &str,
+    origin: &str,
+    baseline: &str,
+    design: Design,
+) -> Result<Samples, SamplesError> {
+    let invalid = |problems: Vec<Problem>| SamplesError::Invalid {
+        origin: origin.to_string(),
+        problems,
+    };
+    let mut problems = Vec::new();
+    // Line numbers are 1-based file lines; blank lines and '#' comments are skipped.
+    let mut lines = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+
+    let Some((header_line, header)) = lines.next() else {
+        return Err(invalid(vec![Problem::Empty]));
+    };
+    let Some(names) = split_fields(header) else {
+        return Err(invalid(vec![Problem::UnterminatedQuote {
+            line: header_line,
+        }]));
+    };
+    let mut col: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let lower = name.to_ascii_lowercase();
+        match COLUMNS.iter().find(|c| **c == lower) {
+            Some(c) => {
+                if col.insert(c, i).is_some() {
+                    problems.push(Problem::DuplicateColumn {
+                        column: name.clone(),
+                    });
+                }
+            }
+            None => problems.push(Problem::UnknownColumn {
+                column: name.clone(),
+            }),
+        }
+    }
+    for c in REQUIRED {
+        if !col.contains_key(c) {
+            problems.push(Problem::MissingColumn { column: c });
+        }
+    }
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    let has_blocks = col.contains_key("block");
+
+    // variant → replicate → rows; variants in order of first appearance.
+    let mut order: Vec<String> = Vec::new();
+    let mut arms: BTreeMap<String, BTreeMap<u32, RunRows>> = BTreeMap::new();
+    let mut any_row = false;
+    for (line, raw) in lines {
+        any_row = true;
+        let Some(fields) = split_fields(raw) else {
+            problems.push(Problem::UnterminatedQuote { line });
+            continue;
+        };
+        if fields.len() != names.len() {
+            problems.push(Problem::FieldCount {
+                line,
+                expected: names.len(),
+                found: fields.len(),
+            });
+            continue;
+        }
+        let variant = fields[col["variant"]].clone();
+        if variant.is_empty() {
+            problems.push(Problem::EmptyVariant { line });
+        }
+        let int = |column: &'static str, min: u32, problems: &mut Vec<Problem>| {
+            let value = &fields[col[column]];
+            match value.parse::<u32>() {
+                Ok(v) if v >= min => Some(v),
+                _ => {
+                    problems.push(Problem::BadInteger {
+                        line,
+                        column,
+                        value: value.clone(),
+                    });
+                    None
+                }
+            }
+        };
+        let replicate = int("replicate", 0, &mut problems);
+        let epoch = int("epoch", 1, &mut problems);
+        let block = if has_blocks && !fields[col["block"]].is_empty() {
+            int("block", 0, &mut problems).map(Some)
+        } else {
+            Some(None)
+        };
+        let seconds_text = &fields[col["seconds"]];
+        let seconds = match seconds_text.parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => Some(v),
+            _ => {
+                problems.push(Problem::BadSeconds {
+                    line,
+                    value: seconds_text.clone(),
+                });
+                None
+            }
+        };
+        let (Some(replicate), Some(epoch), Some(block), Some(seconds)) =
+            (replicate, epoch, block, seconds)
+        else {
+            continue;
+        };
+        if variant.is_empty() {
+            continue;
+        }
+        if !arms.contains_key(&variant) {
+            order.push(variant.clone());
+        }
+        let run = arms
+            .entry(variant.clone())
+            .or_default()
+            .entry(replicate)
+            .or_default();
+        if let Some(&(_, first_line)) = run.epochs.get(&epoch) {
+            problems.push(Problem::Duplicate {
+                line,
+                first_line,
+                variant,
+                replicate,
+                epoch,
+            });
+            continue;
+        }
+        run.epochs.insert(epoch, (seconds, line));
+        run.blocks.entry(block).or_default().push(line);
+        run.lines.push(line);
+    }
+    if !any_row {
+        return Err(invalid(vec![Problem::NoData]));
+    }
+    if !arms.is_empty() && !arms.contains_key(baseline) {
+        problems.push(Problem::UnknownBaseline {
+            baseline: baseline.to_string(),
+            known: order.clone(),
+        });
+    } else if order.len() == 1 {
+        problems.push(Problem::NoVariants {
+            baseline: baseline.to_string(),
+        });
+    }
+
+    // Per arm: enough replicates, complete epochs, one block per run.
+    let all_epochs: BTreeSet<u32> = arms
+        .values()
+        .flat_map(|runs| runs.values())
+        .flat_map(|r| r.epochs.keys().copied())
+        .collect();
+    for name in &order {
+        let runs = &arms[name];
+        if runs.len() < 2 {
+            problems.push(Problem::TooFewReplicates {
+                variant: name.clone(),
+                replicates: runs.len(),
+                lines: runs
+                    .values()
+                    .flat_map(|r| r.lines.iter().copied())
+                    .collect(),
+            });
+        }
+        for (&replicate, run) in runs {
+            let missing: Vec<u32> = all_epochs
+                .iter()
+                .copied()
+                .filter(|e| !run.epochs.contains_key(e))
+                .collect();
+            if !missing.is_empty() {
+                problems.push(Problem::MissingEpochs {
+                    variant: name.clone(),
+                    replicate,
+                    missing,
+                    lines: run.lines.clone(),
+                });
+            }
+            if run.blocks.len() > 1 {
+                problems.push(Problem::InconsistentBlock {
+                    variant: name.clone(),
+                    replicate,
+                    lines: run.lines.clone(),
+                });
+            }
+        }
+    }
+
+    // Paired design: every block (or replicate number) in every arm.
+    let run_block = |run: &RunRows| -> Option<u32> {
+        if run.blocks.len() == 1 {
+            *run.blocks.keys().next()?
+        } else {
+            None
+        }
+    };
+    let every_run_has_block = has_blocks
+        && arms
+            .values()
+            .flat_map(|r| r.values())
+            .all(|r| run_block(r).is_some());
+    if design == Design::Paired && problems.is_empty() {
+        let mut keys: BTreeMap<u32, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
+        for name in &order {
+            let mut seen: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+            for (&replicate, run) in &arms[name] {
+                let key = if every_run_has_block {
+                    run_block(run).unwrap_or(replicate)
+                } else {
+                    replicate
+                };
+                seen.entry(key)
+                    .or_default()
+                    .extend(run.lines.iter().copied());
+                keys.entry(key)
+                    .or_default()
+                    .entry(name.as_str())
+                    .or_default()
+                    .extend(run.lines.iter().copied());
+            }
+            if every_run_has_block {
+                for (block, lines) in seen {
+                    let runs_in_block = arms[name]
+                        .values()
+                        .filter(|r| run_block(r) == Some(block))
+                        .count();
+                    if runs_in_block > 1 {
+                        problems.push(Problem::SharedBlock {
+                            variant: name.clone(),
+                            block,
+                            lines,
+                        });
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            let kind = if every_run_has_block {
+                "block"
+            } else {
+                "replicate"
+            };
+            for (key, present) in &keys {
+                if present.len() == order.len() {
+                    continue;
+                }
+                let missing_in: Vec<String> = order
+                    .iter()
+                    .filter(|n| !present.contains_key(n.as_str()))
+                    .cloned()
+                    .collect();
+                problems.push(Problem::Unpaired {
+                    key: format!("{kind} {key}"),
+                    present_in: present.keys().map(|s| s.to_string()).collect(),
+                    missing_in,
+                    lines: present.values().flatten().copied().collect(),
+                });
+            }
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+
+    let to_arm = |name: &str| -> ArmData {
+        let runs = arms[name]
+            .iter()
+            .map(|(&replicate, run)| RunSamples {
+                replicate,
+                block: if every_run_has_block {
+                    run_block(run)
+                } else {
+                    None
+                },
+                epochs: run.epochs.iter().map(|(&e, &(s, _))| (e, s)).collect(),
+            })
+            .collect();
+        ArmData {
+            name: name.to_string(),
+            runs,
+            ..ArmData::default()
+        }
+    };
+    Ok(Samples {
+        baseline: to_arm(baseline),
+        variants: order
+            .iter()
+            .filter(|n| n.as_str() != baseline)
+            .map(|n| to_arm(n))
+            .collect(),
+        has_blocks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_with_quotes() {
+        assert_eq!(
+            split_fields(r#" a , "b,c" ,"d""e",f"#).unwrap(),
+            vec!["a", "b,c", "d\"e", "f"]
+        );
+        assert!(split_fields(r#"a,"b"#).is_none());
+    }
+
+    #[test]
+    fn line_ranges() {
+        assert_eq!(lines_text(&[9, 4, 5, 6]), "lines 4–6, 9");
+        assert_eq!(lines_text(&[3]), "line 3");
+    }
+}

@@ -1,0 +1,235 @@
+//! The report from a samples file: what the table, Markdown, CSV and JSON renderings
+//! show, the JSON round trip, the checklist, and the SVG plots.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use optgate_report::{
+    AnalyzeOptions, DIMENSIONS, DeclaredVerdict, ExperimentMeta, Report, VariantMeta, Verdict,
+    analyze_csv, build_checklist, render_csv, render_json, render_markdown, render_table,
+    write_plots,
+};
+use optgate_stats::Decision;
+
+/// Baseline, a 10 % faster variant, an unchanged one, and torch.compile (epoch 1 ×13,
+/// steady 3 % slower); 6 replicates of 5 epochs.
+fn report() -> Report {
+    let text = common::samples_csv(
+        &[
+            ("base", 20.0, 10.0),
+            ("omp6", 19.0, 9.0),
+            ("same", 20.0, 10.0),
+            ("compile", 260.0, 10.3),
+        ],
+        6,
+        5,
+        0.004,
+    );
+    analyze_csv(&text, "samples.csv", &AnalyzeOptions::new("base")).unwrap()
+}
+
+#[test]
+fn decisions_from_the_samples() {
+    let r = report();
+    let by_name = |n: &str| r.analysis.variants.iter().find(|v| v.name == n).unwrap();
+    assert_eq!(
+        by_name("omp6").decision,
+        Decision::Accept,
+        "{}",
+        by_name("omp6").reason
+    );
+    assert_eq!(by_name("compile").decision, Decision::Reject);
+    assert!(by_name("compile").reason.contains("one-time epoch-1 cost"));
+    assert_ne!(by_name("same").decision, Decision::Accept);
+}
+
+#[test]
+fn table_shows_every_section() {
+    let r = report();
+    let t = render_table(&r);
+    for needle in [
+        "#  Strategy",
+        "Description of Optimization",
+        "App Impact",
+        "System Impact",
+        "Weighted Score",
+        "Decision",
+        "0 (not measured)",
+        "Speed-up [CI]",
+        "min p (adj)",
+        "MDE",
+        "Break-even",
+        "Matched per-epoch table",
+        "base median [IQR]",
+        "compile median [IQR]",
+        "checklist: not available from a samples file",
+        "samples_file: samples.csv",
+        "exact Wilcoxon signed-rank",
+    ] {
+        assert!(t.contains(needle), "missing '{needle}' in:\n{t}");
+    }
+    // Sorted by Weighted Score: omp6 (faster) first, compile (one-time cost) last.
+    let row = |name: &str| {
+        t.lines()
+            .position(|l| l.contains(&format!("  {name} ")))
+            .unwrap()
+    };
+    assert!(
+        row("omp6") < row("same") && row("same") < row("compile"),
+        "{t}"
+    );
+}
+
+#[test]
+fn markdown_has_tables_and_reasons() {
+    let md = render_markdown(&report());
+    assert!(md.contains("| # | Strategy | Description of Optimization | App Impact | System Impact | Weighted Score | Decision | Reason |"));
+    assert!(md.contains("## Matched per-epoch table"));
+    assert!(md.contains("checklist: not available from a samples file"));
+    assert!(md.contains("never breaks even"));
+}
+
+#[test]
+fn csv_has_one_row_per_variant() {
+    let csv = render_csv(&report());
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4);
+    assert!(lines[0].starts_with("rank,variant,decision,app_impact_pct"));
+    assert!(lines[1].starts_with("1,omp6,accept,"));
+}
+
+#[test]
+fn json_is_the_analysis_with_metadata_and_round_trips() {
+    let r = report();
+    let json = render_json(&r);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    // The Analysis fields are at the top level.
+    for key in [
+        "baseline",
+        "design",
+        "alpha",
+        "min_effect_pct",
+        "production_epochs",
+        "variants",
+        "method",
+    ] {
+        assert!(v.get(key).is_some(), "no top-level '{key}'");
+    }
+    assert_eq!(v["design"], "paired");
+    assert!(v["checklist"].is_null());
+    let first = &v["variants"][0];
+    for key in [
+        "name",
+        "decision",
+        "reason",
+        "n_baseline",
+        "n_variant",
+        "steady_epochs",
+        "speedup",
+        "p_improvement",
+        "p_improvement_adjusted",
+        "p_no_worthwhile",
+        "p_no_worthwhile_adjusted",
+        "min_achievable_p",
+        "mde_pct",
+        "first_epoch",
+        "app_impact_pct",
+        "system_impact_pct",
+        "breakeven_epoch",
+        "per_epoch",
+        "warnings",
+    ] {
+        assert!(first.get(key).is_some(), "no variant field '{key}'");
+    }
+    assert!(first["system_impact_pct"].is_null());
+    assert_eq!(first["per_epoch"][0]["epoch"], 1);
+    assert!(!json.contains("NaN"));
+    let back: Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+}
+
+#[test]
+fn checklist_covers_all_ten_dimensions_in_canonical_order() {
+    let mut r = report();
+    let dims: BTreeMap<String, String> = [
+        ("omp6", "l2_compiler_runtime_flags"),
+        ("compile", "l1_vectorization"),
+        ("same", "l2_threading_model"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let declared: BTreeMap<String, DeclaredVerdict> = [(
+        "l1_kernel_library".to_string(),
+        DeclaredVerdict {
+            verdict: Verdict::NotApplicable,
+            reason: Some("no BLAS/conv kernels in the model".into()),
+        },
+    )]
+    .into_iter()
+    .collect();
+    let rows = build_checklist(&r.analysis, &dims, &declared);
+    assert_eq!(rows.len(), 10);
+    let ids: Vec<&str> = rows.iter().map(|r| r.dimension.as_str()).collect();
+    assert_eq!(ids, DIMENSIONS.map(|d| d.0).to_vec());
+    assert_eq!(rows[0].group, "I/O");
+    assert_eq!(rows[1].group, "communication");
+    assert_eq!(rows[2].group, "memory");
+    assert_eq!(rows[9].group, "compute");
+    let row = |id: &str| rows.iter().find(|r| r.dimension == id).unwrap();
+    assert_eq!(
+        row("l2_compiler_runtime_flags").verdict,
+        Verdict::AppliedMeasured
+    );
+    assert_eq!(row("l1_kernel_library").verdict, Verdict::NotApplicable);
+    assert_eq!(row("l3_numa_affinity").verdict, Verdict::Missing);
+
+    r.checklist = Some(rows);
+    r.experiment = Some(ExperimentMeta {
+        name: "pecan-compile".into(),
+        description: None,
+        variants: vec![VariantMeta {
+            name: "compile".into(),
+            dimension: Some("l1_vectorization".into()),
+            description: Some("torch.compile(dynamic=True) fusion".into()),
+        }],
+    });
+    let t = render_table(&r);
+    assert!(
+        t.contains("recommended order: I/O → communication → memory → compute"),
+        "{t}"
+    );
+    assert!(t.contains("MISSING"));
+    assert!(t.contains("torch.compile(dynamic=True) fusion [L1 algorithmic/vectorization]"));
+    assert!(!t.contains("checklist: not available"));
+}
+
+#[test]
+fn plots_name_the_arms_and_epochs() {
+    let r = report();
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_plots(&r, dir.path()).unwrap();
+    assert_eq!(paths.len(), r.arms.len() + 1);
+    for (arm, path) in r.arms.iter().zip(&paths) {
+        let svg = std::fs::read_to_string(path).unwrap();
+        assert!(
+            svg.starts_with("<svg") || svg.contains("<svg"),
+            "{}",
+            path.display()
+        );
+        assert!(
+            svg.contains(&arm.name),
+            "{} lacks the arm name",
+            path.display()
+        );
+        assert!(svg.contains("epoch 1 (one-time)"), "{}", path.display());
+        assert!(svg.contains("epochs 2–5"), "{}", path.display());
+        assert!(svg.contains(">epoch<") || svg.contains("epoch"));
+    }
+    let speed = std::fs::read_to_string(paths.last().unwrap()).unwrap();
+    for v in &r.analysis.variants {
+        assert!(speed.contains(&v.name), "speed-up plot lacks {}", v.name);
+    }
+    assert!(speed.contains("min worthwhile effect (1%)"));
+}
