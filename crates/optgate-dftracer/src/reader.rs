@@ -15,6 +15,7 @@ use crate::aggregate::{
     AggregateOptions, Diagnostics, FileAcc, FileSummary, ParserKind, TraceFormat, TraceSummary,
 };
 use crate::error::{Diagnostic, DiagnosticKind, TraceError};
+use crate::event::RawEvent;
 
 /// Bytes of decompressed text handled per read; large enough that per-read overhead
 /// vanishes, small enough to stay in L2 on most machines.
@@ -203,14 +204,21 @@ impl LineState<'_> {
             return;
         }
         self.seen_content = true;
+        let mut ev = RawEvent::default();
         let parsed = match self.parser {
-            ParserKind::Scan => crate::scan::scan_line(line).map_err(|e| (e.eof, e.to_string())),
-            ParserKind::Serde => {
-                crate::serde_parse::parse_line(line).map_err(|e| (e.is_eof(), e.to_string()))
+            ParserKind::Scan => {
+                crate::scan::scan_into(line, &mut ev).map_err(|e| (e.eof, e.to_string()))
             }
+            ParserKind::Serde => match crate::serde_parse::parse_line(line) {
+                Ok(e) => {
+                    ev = e;
+                    Ok(())
+                }
+                Err(e) => Err((e.is_eof(), e.to_string())),
+            },
         };
         match parsed {
-            Ok(ev) => self.acc.event(&ev, no, diags),
+            Ok(()) => self.acc.event(&ev, no, diags),
             Err((true, msg)) if last => diags.push(
                 no,
                 DiagnosticKind::TornLine,

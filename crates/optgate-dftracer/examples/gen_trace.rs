@@ -1,0 +1,171 @@
+//! Writes a deterministic synthetic multi-rank DFTracer 2.x trace (`.pfw.gz`, one file
+//! per rank) for the benchmark in `benches/dftracer/run.sh`.
+//!
+//! Usage: gen_trace OUT_DIR [--ranks N] [--mb-per-rank M] [--seed S]
+//!
+//! Each rank writes what `pip install dftracer` writes with `DFTRACER_INC_METADATA=1`:
+//! metadata records, `start`, then epochs of data loading (POSIX reads, lseek64, open/
+//! close) and compute steps with `args.epoch`/`args.step`, an `epoch` marker per
+//! epoch, and `end`. The same arguments always give byte-identical files.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use rayon::prelude::*;
+
+/// splitmix64: tiny, fast and fully determined by its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct Rank<W: Write> {
+    out: W,
+    rng: Rng,
+    pid: u64,
+    id: u64,
+    now: u64,
+    bytes: u64,
+}
+
+const HHASH: &str = "6882804a826580cd";
+
+impl<W: Write> Rank<W> {
+    fn line(&mut self, s: &str) -> std::io::Result<()> {
+        self.bytes += s.len() as u64 + 1;
+        self.out.write_all(s.as_bytes())?;
+        self.out.write_all(b"\n")
+    }
+
+    fn meta(&mut self, name: &str, key: &str, value: &str) -> std::io::Result<()> {
+        let pid = self.pid;
+        self.line(&format!(
+            r#"{{"name":"{name}","cat":"dftracer","type":1,"pid":{pid},"tid":{pid},"ph":4,"args":{{"hhash":"{HHASH}","name":"{key}","value":"{value}"}}}}"#
+        ))
+    }
+
+    /// A complete event that starts now and lasts `dur` microseconds.
+    fn event(&mut self, name: &str, cat: &str, ty: u32, dur: u64, args: &str) -> std::io::Result<u64> {
+        self.id += 1;
+        let (id, pid, ts) = (self.id, self.pid, self.now);
+        self.line(&format!(
+            r#"{{"id":{id},"name":"{name}","cat":"{cat}","type":{ty},"pid":{pid},"tid":{pid},"ts":{ts},"dur":{dur},"ph":1,"args":{{"hhash":"{HHASH}"{args}}}}}"#
+        ))?;
+        Ok(ts)
+    }
+
+    fn posix(&mut self, name: &str, dur: u64, fhash: u64, extra: &str) -> std::io::Result<()> {
+        let args = format!(r#","fhash":"{fhash:016x}","level":2{extra}"#);
+        self.event(name, "POSIX", 3, dur, &args)?;
+        self.now += dur + 1 + self.rng.below(3);
+        Ok(())
+    }
+}
+
+fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Result<u64> {
+    let gz = GzEncoder::new(BufWriter::with_capacity(1 << 20, File::create(path)?), Compression::default());
+    let mut r = Rank {
+        out: BufWriter::with_capacity(1 << 20, gz),
+        rng: Rng(seed ^ rank.wrapping_mul(0x2545_f491_4f6c_dd1d)),
+        pid: 40_000 + rank,
+        id: 0,
+        now: 1_795_975_471_000_000 + rank * 17,
+        bytes: 0,
+    };
+    let pid = r.pid.to_string();
+    r.meta("HH", "vm", HHASH)?;
+    r.meta("thread_name", &pid, "thread_name")?;
+    r.meta("CM", "time_metric", "US")?;
+    r.meta("FH", "/lustre/data/train", "7c7be5ce41ad79d3")?;
+    r.meta("SH", "python;train.py", "d1e3d2722594601a")?;
+    r.event("start", "dftracer", 1, 0, r#","ppid":1,"cmd_hash":"d1e3d2722594601a""#)?;
+    r.now += 50;
+
+    // Epochs of 64 steps until the file is big enough (always finishing an epoch).
+    let mut epoch = 0u32;
+    while r.bytes < target {
+        epoch += 1;
+        let epoch_start = r.now;
+        for step in 0..64u32 {
+            let ea = format!(r#","epoch":{epoch},"step":{step}"#);
+            // Data loading: open, a run of lseek64/read pairs, close.
+            let load_start = r.now;
+            let fhash = r.rng.next();
+            let dur = 20 + r.rng.below(200);
+            r.posix("open64", dur, fhash, r#","ret":3,"flags":0"#)?;
+            for _ in 0..(40 + r.rng.below(24)) {
+                let off = r.rng.below(1 << 30);
+                let dur = 1 + r.rng.below(3);
+                r.posix("lseek64", dur, fhash, &format!(r#","offset":{off},"whence":0"#))?;
+                let size = 4096 * (1 + r.rng.below(64));
+                let dur = 5 + r.rng.below(400);
+                r.posix("read", dur, fhash, &format!(r#","size":{size},"ret":{size}"#))?;
+            }
+            let dur = 3 + r.rng.below(30);
+            r.posix("close", dur, fhash, r#","ret":0"#)?;
+            let load_dur = r.now - load_start;
+            r.now = load_start;
+            r.event("TorchDataset.__getitem__", "data", 6, load_dur, &ea)?;
+            r.now += load_dur + 2;
+            // Compute: forward and backward.
+            for (name, base) in [("forward", 2_000), ("backward", 4_000)] {
+                let dur = base + r.rng.below(base / 4);
+                r.event(name, "compute", 6, dur, &ea)?;
+                r.now += dur + 1;
+            }
+        }
+        // The marker is written when the epoch ends, stamped with its start.
+        let end = r.now;
+        r.now = epoch_start;
+        r.event("epoch", "app", 6, end - epoch_start, &format!(r#","epoch":{epoch}"#))?;
+        r.now = end + 5;
+    }
+    let n = r.id;
+    r.event("end", "dftracer", 1, 0, &format!(r#","num_events":{n}"#))?;
+    let bytes = r.bytes;
+    let gz = r.out.into_inner().map_err(|e| e.into_error())?;
+    gz.finish()?.flush()?;
+    Ok(bytes)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut out: Option<PathBuf> = None;
+    let (mut ranks, mut mb, mut seed) = (32u64, 34u64, 42u64);
+    while let Some(a) = args.next() {
+        let mut num = |name: &str| -> u64 {
+            args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number"))
+        };
+        match a.as_str() {
+            "--ranks" => ranks = num("--ranks"),
+            "--mb-per-rank" => mb = num("--mb-per-rank"),
+            "--seed" => seed = num("--seed"),
+            _ if out.is_none() => out = Some(PathBuf::from(a)),
+            _ => panic!("usage: gen_trace OUT_DIR [--ranks N] [--mb-per-rank M] [--seed S]"),
+        }
+    }
+    let out = out.expect("usage: gen_trace OUT_DIR [--ranks N] [--mb-per-rank M] [--seed S]");
+    std::fs::create_dir_all(&out).expect("create output directory");
+    let total: u64 = (0..ranks)
+        .into_par_iter()
+        .map(|rank| {
+            let path = out.join(format!("train-{rank:04}-app.pfw.gz"));
+            write_rank(&path, rank, seed, mb * 1_000_000).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .sum();
+    println!("{total}");
+}
