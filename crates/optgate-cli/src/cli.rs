@@ -76,6 +76,13 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Print the facts of this node: CPU, cores, ISA flags, NUMA, cpufreq and governors,
+    /// memory, GPUs, the scheduler allocation. `--json` is the stable, documented form
+    /// (crates/optgate-probe/PROBE_JSON.md).
+    Probe {
+        #[arg(long)]
+        json: bool,
+    },
     /// Execute one rendered run and write its manifest (used inside job scripts).
     #[command(hide = true)]
     ExecRun {

@@ -659,6 +659,32 @@ impl Checker {
     }
 
     fn check_checklist(&mut self, f: &ExperimentFile) {
+        let missing: Vec<&str> = checklist::DIMENSIONS
+            .iter()
+            .map(|d| d.id)
+            .filter(|id| {
+                !f.checklist.contains_key(*id)
+                    && !f
+                        .variants
+                        .iter()
+                        .any(|v| v.dimension.as_deref() == Some(id))
+            })
+            .collect();
+        if !missing.is_empty() {
+            let path = if f.checklist.is_empty() {
+                ""
+            } else {
+                "checklist"
+            };
+            self.warning(
+                path,
+                format!(
+                    "checklist: no verdict for {} of the 10 dimensions ({}); give each a `checklist:` entry (`applicable_not_measured` or `not_applicable` with a reason) — the report shows them as missing",
+                    missing.len(),
+                    missing.join(", ")
+                ),
+            );
+        }
         for (k, e) in &f.checklist {
             let p = format!("checklist.{k}");
             if checklist::dimension(k).is_none() {

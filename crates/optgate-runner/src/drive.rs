@@ -4,11 +4,14 @@
 //! anything twice.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Experiment, Plan, PlannedRun};
+use optgate_probe::governor::{
+    CpuSelection, GovernorError, GovernorGuard, Tunability, restore_from_file, tunability,
+};
 use optgate_sched::local::{BuildRecord, LocalError, execute_build, execute_run};
 use optgate_sched::manifest::write_atomic;
 use optgate_sched::script::RunContext;
@@ -37,7 +40,14 @@ pub enum DriveError {
     Local(#[from] LocalError),
     #[error("interrupted")]
     Interrupted,
+    #[error("CPU governor: {0}")]
+    Governor(#[source] GovernorError),
+    #[error("the CPU governor cannot be changed: {0}")]
+    GovernorNotTunable(String),
 }
+
+/// Records the governors a run changed, so a killed execution can put them back.
+pub const GOVERNOR_RESTORE_FILE: &str = "governor-restore.json";
 
 /// Progress reports for whoever shows them (a progress bar, the daemon's log).
 #[derive(Debug, Clone)]
@@ -119,15 +129,26 @@ pub async fn build_all(
 
 /// Runs every planned run that has no manifest yet, in plan order, one at a time.
 /// Arms in `not_applicable` are skipped. Stops at cancellation; the interrupted run gets a
-/// manifest saying so and is not counted.
+/// manifest saying so and is not counted. `sysfs_root` is `/` except in tests, which point
+/// it at a fake cpufreq tree.
 pub async fn run_all(
     exp: &Experiment,
     plan: &Plan,
     layout: &Layout,
     not_applicable: &BTreeMap<String, String>,
+    sysfs_root: &Path,
     on_event: &mut (dyn FnMut(Event) + Send),
     cancel: &CancellationToken,
 ) -> Result<(), DriveError> {
+    let restore_file = layout.root.join(GOVERNOR_RESTORE_FILE);
+    if restore_file.exists() {
+        // A previous execution was killed while a governor was changed: put it back first.
+        let undone = restore_from_file(&restore_file).map_err(DriveError::Governor)?;
+        tracing::warn!(
+            "restored {} cpufreq policies left changed by a killed run",
+            undone.len()
+        );
+    }
     let runs = plan.runs();
     let total = runs.len();
     for (index, run) in runs.into_iter().enumerate() {
@@ -177,7 +198,49 @@ pub async fn run_all(
             index,
             total,
         });
-        let manifest = execute_run(&ctx, exp.run_time_limit, cancel).await?;
+        // The governor is changed for this arm's run only; the guard restores it when the
+        // run ends, fails or this function returns early (and the restore file covers a kill).
+        let mut guard = match &arm.governor {
+            Some(target) => {
+                let helper = exp.file.preflight.governor_helper.as_deref();
+                let via = match tunability(sysfs_root, helper) {
+                    Tunability::Tunable { via } => via,
+                    Tunability::NotTunable { reason } => {
+                        return Err(DriveError::GovernorNotTunable(reason));
+                    }
+                };
+                let g = GovernorGuard::set_via(
+                    sysfs_root,
+                    target,
+                    &CpuSelection::AllOnline,
+                    &restore_file,
+                    &via,
+                )
+                .map_err(DriveError::Governor)?;
+                std::fs::create_dir_all(&dir).map_err(|source| DriveError::Io {
+                    op: "create",
+                    path: dir.clone(),
+                    source,
+                })?;
+                let path = dir.join("governor.json");
+                write_atomic(
+                    &path,
+                    &serde_json::to_vec_pretty(g.changes()).expect("serialises"),
+                )
+                .map_err(|source| DriveError::Io {
+                    op: "write",
+                    path,
+                    source,
+                })?;
+                Some(g)
+            }
+            None => None,
+        };
+        let manifest = execute_run(&ctx, exp.run_time_limit, cancel).await;
+        if let Some(g) = guard.as_mut() {
+            g.restore().map_err(DriveError::Governor)?;
+        }
+        let manifest = manifest?;
         if manifest.outcome == Outcome::Interrupted {
             return Err(DriveError::Interrupted);
         }

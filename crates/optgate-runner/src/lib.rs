@@ -7,6 +7,7 @@ pub mod collect;
 pub mod drive;
 pub mod jobs;
 pub mod layout;
+pub mod preflight;
 
 pub use collect::{Collected, RunResult, RunStatus, collect};
 pub use drive::{DriveError, Event};

@@ -2,6 +2,7 @@
 
 mod exec_run;
 mod plan;
+pub mod probe;
 mod report;
 mod run;
 mod validate;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         ),
         Command::Validate { experiment, strict } => validate::validate(&experiment, strict),
         Command::Plan { experiment, out } => plan::plan(&experiment, &out),
+        Command::Probe { json } => probe::probe(json),
         Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

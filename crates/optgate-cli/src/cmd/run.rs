@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Experiment, Plan};
 use optgate_runner::drive::{self, DriveError, Event};
+use optgate_runner::preflight::{self, Level};
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::manifest::write_atomic;
 
@@ -35,7 +36,23 @@ pub fn run(
     };
     let layout = Layout::new(&root);
     let plan = existing_or_new_plan(&exp, &layout)?;
-    let not_applicable = BTreeMap::new();
+    let findings = super::validate::preflight_findings(&exp);
+    for f in &findings {
+        eprintln!("{}", super::validate::show_finding(path, f));
+    }
+    if findings.iter().any(|f| f.level == Level::Error) {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!("pre-flight errors: nothing was run"),
+        ));
+    }
+    let sysfs_root = super::probe::sysfs_root();
+    let probe = super::probe::node_probe();
+    let not_applicable: BTreeMap<String, String> =
+        preflight::not_applicable(&exp, &probe, &sysfs_root);
+    for (arm, reason) in &not_applicable {
+        eprintln!("optgate: variant `{arm}` is not applicable here: {reason}");
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -61,6 +78,7 @@ pub fn run(
             &plan,
             &layout,
             &not_applicable,
+            &sysfs_root,
             &mut on_event,
             &cancel,
         )

@@ -1,21 +1,36 @@
-//! `optgate validate`: the experiment file's problems, all at once, with their places.
+//! `optgate validate`: the experiment file's problems, all at once, with their places; then
+//! the pre-flight checks against this node (over-subscription, tunability, capabilities).
 
 use std::path::Path;
 
 use anyhow::Result;
+
+use optgate_experiment::{Experiment, SchedulerKind};
+use optgate_runner::preflight::{self, Finding, Level};
 
 use crate::exit;
 
 pub fn validate(path: &Path, strict: bool) -> Result<i32> {
     let loaded = super::load_experiment(path)?;
     let exp = &loaded.experiment;
-    if strict && !loaded.warnings.is_empty() {
+    let findings = preflight_findings(exp);
+    for f in &findings {
+        eprintln!("{}", show_finding(path, f));
+    }
+    let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+    if errors > 0 {
         return Err(exit::with_code(
             exit::INVALID_INPUT,
             anyhow::anyhow!(
-                "{} warning(s) and --strict was given",
-                loaded.warnings.len()
+                "{errors} pre-flight error(s); set `preflight.allow_oversubscription: true` only if over-subscription is the point of the experiment"
             ),
+        ));
+    }
+    let warnings = loaded.warnings.len() + findings.len();
+    if strict && warnings > 0 {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!("{warnings} warning(s) and --strict was given"),
         ));
     }
     let runs = exp.arms.len() as u32 * exp.file.replicates;
@@ -30,5 +45,39 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         runs,
         exp.file.scheduler.kind,
     );
+    if exp.file.scheduler.kind == SchedulerKind::Local {
+        let probe = super::probe::node_probe();
+        for (arm, reason) in preflight::not_applicable(exp, &probe, &super::probe::sysfs_root()) {
+            println!("  {arm}: will be not applicable here: {reason}");
+        }
+    }
     Ok(exit::OK)
+}
+
+/// Over-subscription findings; on the local scheduler against this machine's cores, on a
+/// cluster against nothing yet (the compute node's probe checks again).
+pub fn preflight_findings(exp: &Experiment) -> Vec<Finding> {
+    if exp.file.scheduler.kind == SchedulerKind::Local {
+        let probe = super::probe::node_probe();
+        let node = probe
+            .hostname
+            .clone()
+            .unwrap_or_else(|| "this machine".into());
+        preflight::oversubscription(exp, Some(preflight::usable_cores(&probe)), &node)
+    } else {
+        preflight::oversubscription(exp, None, "the compute node")
+    }
+}
+
+pub fn show_finding(path: &Path, f: &Finding) -> String {
+    let level = match f.level {
+        Level::Error => "error",
+        Level::Warning => "warning",
+    };
+    format!(
+        "{}: {level}: pre-flight: arm `{}`: {}",
+        path.display(),
+        f.arm,
+        f.message
+    )
 }
