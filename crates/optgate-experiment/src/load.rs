@@ -157,7 +157,12 @@ impl Checker {
     }
 
     fn warning(&mut self, path: &str, message: impl Into<String>) {
-        let loc = self.locator.value(path);
+        // An empty path is about the file as a whole: no place to point at.
+        let loc = if path.is_empty() {
+            None
+        } else {
+            self.locator.value(path)
+        };
         self.diagnostics.push(Diagnostic::new(
             Severity::Warning,
             self.file.clone(),
