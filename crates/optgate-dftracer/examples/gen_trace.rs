@@ -59,7 +59,14 @@ impl<W: Write> Rank<W> {
     }
 
     /// A complete event that starts now and lasts `dur` microseconds.
-    fn event(&mut self, name: &str, cat: &str, ty: u32, dur: u64, args: &str) -> std::io::Result<u64> {
+    fn event(
+        &mut self,
+        name: &str,
+        cat: &str,
+        ty: u32,
+        dur: u64,
+        args: &str,
+    ) -> std::io::Result<u64> {
         self.id += 1;
         let (id, pid, ts) = (self.id, self.pid, self.now);
         self.line(&format!(
@@ -77,7 +84,10 @@ impl<W: Write> Rank<W> {
 }
 
 fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Result<u64> {
-    let gz = GzEncoder::new(BufWriter::with_capacity(1 << 20, File::create(path)?), Compression::default());
+    let gz = GzEncoder::new(
+        BufWriter::with_capacity(1 << 20, File::create(path)?),
+        Compression::default(),
+    );
     let mut r = Rank {
         out: BufWriter::with_capacity(1 << 20, gz),
         rng: Rng(seed ^ rank.wrapping_mul(0x2545_f491_4f6c_dd1d)),
@@ -92,7 +102,13 @@ fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Res
     r.meta("CM", "time_metric", "US")?;
     r.meta("FH", "/lustre/data/train", "7c7be5ce41ad79d3")?;
     r.meta("SH", "python;train.py", "d1e3d2722594601a")?;
-    r.event("start", "dftracer", 1, 0, r#","ppid":1,"cmd_hash":"d1e3d2722594601a""#)?;
+    r.event(
+        "start",
+        "dftracer",
+        1,
+        0,
+        r#","ppid":1,"cmd_hash":"d1e3d2722594601a""#,
+    )?;
     r.now += 50;
 
     // Epochs of 64 steps until the file is big enough (always finishing an epoch).
@@ -110,10 +126,20 @@ fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Res
             for _ in 0..(40 + r.rng.below(24)) {
                 let off = r.rng.below(1 << 30);
                 let dur = 1 + r.rng.below(3);
-                r.posix("lseek64", dur, fhash, &format!(r#","offset":{off},"whence":0"#))?;
+                r.posix(
+                    "lseek64",
+                    dur,
+                    fhash,
+                    &format!(r#","offset":{off},"whence":0"#),
+                )?;
                 let size = 4096 * (1 + r.rng.below(64));
                 let dur = 5 + r.rng.below(400);
-                r.posix("read", dur, fhash, &format!(r#","size":{size},"ret":{size}"#))?;
+                r.posix(
+                    "read",
+                    dur,
+                    fhash,
+                    &format!(r#","size":{size},"ret":{size}"#),
+                )?;
             }
             let dur = 3 + r.rng.below(30);
             r.posix("close", dur, fhash, r#","ret":0"#)?;
@@ -131,7 +157,13 @@ fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Res
         // The marker is written when the epoch ends, stamped with its start.
         let end = r.now;
         r.now = epoch_start;
-        r.event("epoch", "app", 6, end - epoch_start, &format!(r#","epoch":{epoch}"#))?;
+        r.event(
+            "epoch",
+            "app",
+            6,
+            end - epoch_start,
+            &format!(r#","epoch":{epoch}"#),
+        )?;
         r.now = end + 5;
     }
     let n = r.id;
@@ -148,7 +180,9 @@ fn main() {
     let (mut ranks, mut mb, mut seed) = (32u64, 34u64, 42u64);
     while let Some(a) = args.next() {
         let mut num = |name: &str| -> u64 {
-            args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number"))
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} needs a number"))
         };
         match a.as_str() {
             "--ranks" => ranks = num("--ranks"),
@@ -164,7 +198,8 @@ fn main() {
         .into_par_iter()
         .map(|rank| {
             let path = out.join(format!("train-{rank:04}-app.pfw.gz"));
-            write_rank(&path, rank, seed, mb * 1_000_000).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            write_rank(&path, rank, seed, mb * 1_000_000)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         })
         .sum();
     println!("{total}");

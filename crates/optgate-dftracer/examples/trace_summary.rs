@@ -20,7 +20,10 @@ fn main() {
     let mut paths: Vec<PathBuf> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut value = |name: &str| args.next().unwrap_or_else(|| panic!("{name} needs a value"));
+        let mut value = |name: &str| {
+            args.next()
+                .unwrap_or_else(|| panic!("{name} needs a value"))
+        };
         match a.as_str() {
             "--parser" => {
                 opts.parser = match value("--parser").as_str() {
@@ -39,7 +42,10 @@ fn main() {
         }
     }
     if let Some(n) = threads {
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().expect("set up the thread pool");
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .expect("set up the thread pool");
     }
 
     let t0 = Instant::now();
@@ -64,7 +70,10 @@ fn main() {
     );
     match mode {
         "table" => print!("{}", render_table(&summary)),
-        "json" => println!("{}", serde_json::to_string_pretty(&summary).expect("serialise")),
+        "json" => println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).expect("serialise")
+        ),
         _ => {
             // The same shape the Python aggregation prints, for a direct comparison.
             let counts = serde_json::json!({
