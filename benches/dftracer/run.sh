@@ -63,7 +63,7 @@ if [ -x "$event_count" ]; then
         "rm -rf $idx && mkdir -p $idx && $event_count -d $traces --index-dir $idx" "$OUT/event_count.txt"
     measure "dftracer_event_count, warm (count read from its index)" "$REPEAT" "$event_count -d $traces --index-dir $idx"
 else
-    echo "note: $event_count not found; create it with: python3 -m venv $VENV && $VENV/bin/pip install dftracer" >&2
+    echo "note: $event_count not found; create it with: python3 -m venv $VENV && $VENV/bin/pip install dftracer==2.2.0" >&2
 fi
 
 python3 - "$results" "$text_bytes" "$gz_bytes" "$RANKS" "$OUT" <<'EOF'

@@ -389,6 +389,8 @@ pub(crate) struct FileAcc<'o> {
     pub bracketed: bool,
     pub metadata_records: u64,
     pub other_records: u64,
+    /// Where the first such record is, to point the diagnostic at it.
+    pub first_other_line: Option<u64>,
     pub skipped_events: u64,
 }
 
@@ -409,6 +411,7 @@ impl<'o> FileAcc<'o> {
             bracketed: false,
             metadata_records: 0,
             other_records: 0,
+            first_other_line: None,
             skipped_events: 0,
         }
     }
@@ -465,6 +468,7 @@ impl<'o> FileAcc<'o> {
             Phase::Metadata => return self.metadata(ev, line, diags),
             Phase::Other => {
                 self.other_records += 1;
+                self.first_other_line.get_or_insert(line);
                 return;
             }
             Phase::Complete | Phase::Missing => {}

@@ -43,6 +43,10 @@ pub enum DiagnosticKind {
     BadValue,
     /// The `CM` / `time_metric` metadata names a unit we do not know; microseconds assumed.
     UnknownTimeUnit,
+    /// Valid records that are neither complete events nor metadata (counters, DFTracer's
+    /// aggregated records, instant events) were not summed; reported once per file so
+    /// that a trace written in aggregation mode is not silently undercounted.
+    NotSummed,
     /// Reading or decompressing failed part-way (e.g. truncated gzip); what was read counts.
     ReadError,
     /// Too many diagnostics in one file: the rest are only counted.

@@ -154,6 +154,16 @@ fn summarize_stream<R: Read>(
         state.acc.other_records,
         state.acc.skipped_events,
     );
+    if let Some(line) = state.acc.first_other_line {
+        diags.push(
+            line,
+            DiagnosticKind::NotSummed,
+            format!(
+                "{other_records} records are neither complete events (ph X/1) nor metadata \
+                 (e.g. counters or aggregated records); their durations are not summed"
+            ),
+        );
+    }
     let (aggregate, time_unit, epoch_markers) = state.acc.finish();
     let (diagnostics, list) = diags.finish(read.lines);
     let summary = FileSummary {

@@ -376,6 +376,38 @@ fn markers_are_per_file() {
 }
 
 #[test]
+fn records_that_are_not_summed_are_reported_once() {
+    let counter =
+        r#"{"id":5,"name":"power","cat":"sys","pid":7,"tid":7,"ts":30,"ph":2,"args":{"w":100}}"#;
+    let aggregated = r#"{"id":6,"name":"read","cat":"POSIX","ts":40,"dur":5,"ph":3}"#;
+    let text = [
+        cm("US"),
+        ev(1, "forward", "compute", 10, 7, Some(1)),
+        counter.to_string(),
+        aggregated.to_string(),
+    ]
+    .join("\n");
+    for parser in PARSERS {
+        let opts = AggregateOptions {
+            parser,
+            ..Default::default()
+        };
+        let s = summarize_reader(Path::new("agg.pfw"), text.as_bytes(), &opts);
+        assert_eq!(kinds(&s), [(3, DiagnosticKind::NotSummed)]);
+        assert!(
+            s.diagnostics[0].message.starts_with("2 records"),
+            "{}",
+            s.diagnostics[0].message
+        );
+        assert_eq!(
+            (s.files[0].other_records, s.files[0].metadata_records),
+            (2, 1)
+        );
+        assert_eq!(s.total.events, 1);
+    }
+}
+
+#[test]
 fn gzip_is_detected_by_content_not_name() {
     let dir = tempfile::tempdir().unwrap();
     let text = lines(3);

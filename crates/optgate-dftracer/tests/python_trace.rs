@@ -31,7 +31,7 @@ fn python() -> PathBuf {
         p.exists(),
         "the Python with the `dftracer` package is missing at {}.\n\
          Create it from the repository root with:\n    \
-         python3 -m venv .venv && .venv/bin/pip install dftracer\n\
+         python3 -m venv .venv && .venv/bin/pip install dftracer==2.2.0\n\
          or point OPTGATE_PYTHON at a python that has `dftracer` installed.",
         p.display()
     );
@@ -56,7 +56,7 @@ fn run_app(out: &Path) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()));
     assert!(
         output.status.success(),
-        "{} {} failed ({}).\nIs `dftracer` installed in it? (.venv/bin/pip install dftracer)\nstdout:\n{}\nstderr:\n{}",
+        "{} {} failed ({}).\nIs `dftracer` installed in it? (.venv/bin/pip install dftracer==2.2.0)\nstdout:\n{}\nstderr:\n{}",
         py.display(),
         script.display(),
         output.status,
