@@ -1,0 +1,741 @@
+//! [`Store`]: the one connection to the database and every read and write the daemon
+//! makes. Each write method is one transaction, so a crash or a full disk leaves the
+//! database as it was before the call or as it is after, never in between.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::error::StoreError;
+use crate::migrations::{self, LATEST};
+use crate::model::*;
+
+/// How long a write waits for another connection's lock (the CLI never writes; this only
+/// matters for tools such as `sqlite3` reading the file).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+const EXPERIMENT_COLUMNS: &str = "id, name, source_path, source_sha256, root, scheduler, state, \
+     state_reason, replicates, max_replicates, created_at, updated_at";
+
+const JOB_COLUMNS: &str = "id, experiment_id, block, name, attempt, run_ids, scheduler_job_id, \
+     state, detail, created_at, updated_at";
+
+impl Store {
+    /// Opens (creating it if needed) the database at `path` and brings its schema up to
+    /// date. A database from a newer optgate is refused before anything is written to it;
+    /// a file that is not a database, or is damaged, gives [`StoreError::Corrupt`].
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                op: "create the directory of",
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let err = |op: &'static str| {
+            let path = path.clone();
+            move |e| StoreError::from_sqlite(op, path, e)
+        };
+        let mut conn = Connection::open(&path).map_err(err("open"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(err("set the busy timeout"))?;
+        // Read the version before anything writes: a newer database must stay untouched
+        // (even switching the journal mode would write its header).
+        let version = migrations::user_version(&conn).map_err(err("read the schema version"))?;
+        if version > LATEST {
+            return Err(StoreError::TooNew {
+                path,
+                found: version,
+                supported: LATEST,
+            });
+        }
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(err("switch to WAL mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Corrupt {
+                path,
+                detail: format!("journal mode stays `{mode}` instead of `wal`"),
+            });
+        }
+        // FULL: a commit survives power loss, not only a crash; commits are rare (state
+        // changes), so the fsync costs nothing that matters.
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(err("configure"))?;
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(err("check the integrity of"))?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt {
+                path,
+                detail: format!("integrity check: {check}"),
+            });
+        }
+        migrations::migrate_to(&mut conn, LATEST).map_err(err("migrate"))?;
+        Ok(Store { conn, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        migrations::user_version(&self.conn).map_err(self.err("read the schema version"))
+    }
+
+    /// Limits the database to `pages` pages (tests use it to simulate a full disk).
+    pub fn set_max_page_count(&self, pages: u64) -> Result<(), StoreError> {
+        self.conn
+            .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+            .map_err(self.err("set the page limit"))
+    }
+
+    fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + use<> {
+        let path = self.path.clone();
+        move |e| StoreError::from_sqlite(op, path, e)
+    }
+
+    fn bad(&self, what: &'static str, value: &str) -> StoreError {
+        StoreError::BadValue {
+            path: self.path.clone(),
+            what,
+            value: value.to_string(),
+        }
+    }
+
+    // ----- experiments -------------------------------------------------------------------
+
+    /// Records a new experiment with its initial blocks and runs, in state `planned`.
+    pub fn insert_experiment(
+        &mut self,
+        e: &NewExperiment,
+        blocks: &[BlockRow],
+        runs: &[NewRun],
+    ) -> Result<(), StoreError> {
+        let op = "record the new experiment";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let t = now();
+        tx.execute(
+            "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, root, \
+             scheduler, state, replicates, max_replicates, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+            params![
+                e.id,
+                e.name,
+                e.source_path,
+                e.source_text,
+                e.source_sha256,
+                e.root,
+                e.scheduler,
+                ExperimentState::Planned.as_str(),
+                e.replicates,
+                e.max_replicates,
+                t
+            ],
+        )
+        .map_err(err.clone())?;
+        insert_blocks(&tx, &e.id, blocks, runs).map_err(err.clone())?;
+        tx.commit().map_err(err)
+    }
+
+    pub fn experiment(&self, id: &str) -> Result<Option<ExperimentRow>, StoreError> {
+        let sql = format!("SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE id = ?1");
+        let raw = self
+            .conn
+            .query_row(&sql, [id], raw_experiment)
+            .optional()
+            .map_err(self.err("read an experiment"))?;
+        raw.map(|r| self.experiment_from_raw(r)).transpose()
+    }
+
+    /// Every experiment, oldest first.
+    pub fn experiments(&self) -> Result<Vec<ExperimentRow>, StoreError> {
+        let sql = format!("SELECT {EXPERIMENT_COLUMNS} FROM experiments ORDER BY created_at, id");
+        self.query_experiments(&sql, [])
+    }
+
+    /// Experiments that are not in a terminal state, oldest first.
+    pub fn active_experiments(&self) -> Result<Vec<ExperimentRow>, StoreError> {
+        let sql = format!(
+            "SELECT {EXPERIMENT_COLUMNS} FROM experiments \
+             WHERE state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled') \
+             ORDER BY created_at, id"
+        );
+        self.query_experiments(&sql, [])
+    }
+
+    fn query_experiments<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        p: P,
+    ) -> Result<Vec<ExperimentRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(self.err("list experiments"))?;
+        let raws = stmt
+            .query_map(p, raw_experiment)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err("list experiments"))?;
+        raws.into_iter()
+            .map(|r| self.experiment_from_raw(r))
+            .collect()
+    }
+
+    fn experiment_from_raw(&self, r: RawExperiment) -> Result<ExperimentRow, StoreError> {
+        let state = ExperimentState::parse(&r.state)
+            .ok_or_else(|| self.bad("experiments.state", &r.state))?;
+        Ok(ExperimentRow {
+            id: r.id,
+            name: r.name,
+            source_path: r.source_path,
+            source_sha256: r.source_sha256,
+            root: r.root,
+            scheduler: r.scheduler,
+            state,
+            state_reason: r.state_reason,
+            replicates: r.replicates,
+            max_replicates: r.max_replicates,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+
+    /// The experiment file's text as submitted.
+    pub fn source_text(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT source_text FROM experiments WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("read an experiment's source"))
+    }
+
+    /// Moves an experiment to `state`. Refuses nothing: the caller owns the state machine.
+    pub fn set_state(
+        &mut self,
+        id: &str,
+        state: ExperimentState,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE experiments SET state = ?2, state_reason = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, state.as_str(), reason, now()],
+            )
+            .map_err(self.err("change an experiment's state"))?;
+        Ok(())
+    }
+
+    /// Marks an experiment cancelled unless it already ended. Returns its state before the
+    /// call, or `None` when there is no such experiment.
+    pub fn cancel_experiment(
+        &mut self,
+        id: &str,
+        reason: &str,
+    ) -> Result<Option<ExperimentState>, StoreError> {
+        let op = "cancel an experiment";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let before: Option<String> = tx
+            .query_row("SELECT state FROM experiments WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(err.clone())?;
+        let Some(before) = before else {
+            return Ok(None);
+        };
+        let path = self.path.clone();
+        let before = ExperimentState::parse(&before).ok_or_else(|| StoreError::BadValue {
+            path,
+            what: "experiments.state",
+            value: before.clone(),
+        })?;
+        if !before.is_terminal() {
+            tx.execute(
+                "UPDATE experiments SET state = 'cancelled', state_reason = ?2, updated_at = ?3 \
+                 WHERE id = ?1",
+                params![id, reason, now()],
+            )
+            .map_err(err.clone())?;
+            tx.execute(
+                "UPDATE runs SET state = 'cancelled', detail = ?2 \
+                 WHERE experiment_id = ?1 AND state = 'pending'",
+                params![id, reason],
+            )
+            .map_err(err.clone())?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(Some(before))
+    }
+
+    pub fn set_report(&mut self, id: &str, report_json: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE experiments SET report_json = ?2, updated_at = ?3 WHERE id = ?1",
+                params![id, report_json, now()],
+            )
+            .map_err(self.err("store a report"))?;
+        Ok(())
+    }
+
+    pub fn report(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT report_json FROM experiments WHERE id = ?1",
+                [id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(self.err("read a report"))
+    }
+
+    // ----- blocks and runs ---------------------------------------------------------------
+
+    pub fn blocks(&self, id: &str) -> Result<Vec<BlockRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT idx, arm_order FROM blocks WHERE experiment_id = ?1 ORDER BY idx",
+            )
+            .map_err(self.err("list blocks"))?;
+        let raws: Vec<(u32, String)> = stmt
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("list blocks"))?;
+        raws.into_iter()
+            .map(|(index, order)| {
+                let order = serde_json::from_str(&order)
+                    .map_err(|_| self.bad("blocks.arm_order", &order))?;
+                Ok(BlockRow { index, order })
+            })
+            .collect()
+    }
+
+    pub fn runs(&self, id: &str) -> Result<Vec<RunRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT run_id, block, arm, position, state, detail FROM runs \
+                 WHERE experiment_id = ?1 ORDER BY block, position",
+            )
+            .map_err(self.err("list runs"))?;
+        type Raw = (String, u32, String, u32, String, Option<String>);
+        let raws: Vec<Raw> = stmt
+            .query_map([id], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("list runs"))?;
+        raws.into_iter()
+            .map(|(run_id, block, arm, position, state, detail)| {
+                Ok(RunRow {
+                    state: RunState::parse(&state).ok_or_else(|| self.bad("runs.state", &state))?,
+                    run_id,
+                    block,
+                    arm,
+                    position,
+                    detail,
+                })
+            })
+            .collect()
+    }
+
+    /// Run counts per experiment id, in one grouped query (what `optgate status` shows).
+    pub fn run_counts(&self) -> Result<BTreeMap<String, RunCounts>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT experiment_id, state, COUNT(*) FROM runs GROUP BY experiment_id, state",
+            )
+            .map_err(self.err("count runs"))?;
+        let raws: Vec<(String, String, u32)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("count runs"))?;
+        let mut out: BTreeMap<String, RunCounts> = BTreeMap::new();
+        for (id, state, n) in raws {
+            let state = RunState::parse(&state).ok_or_else(|| self.bad("runs.state", &state))?;
+            out.entry(id).or_default().add(state, n);
+        }
+        Ok(out)
+    }
+
+    /// Records run outcomes read while their job is still running (live progress).
+    pub fn update_runs(&mut self, id: &str, updates: &[RunUpdate]) -> Result<(), StoreError> {
+        let op = "record run outcomes";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        apply_run_updates(&tx, id, updates).map_err(err.clone())?;
+        tx.commit().map_err(err)
+    }
+
+    // ----- jobs --------------------------------------------------------------------------
+
+    /// Records jobs about to be submitted (state `submitting`) and queues their runs, in
+    /// one transaction. This is the "intent" record: it is committed before `submit` is
+    /// called, so a crash in between is found by reconciliation.
+    pub fn create_jobs(&mut self, id: &str, jobs: &[NewJob]) -> Result<Vec<JobRow>, StoreError> {
+        let op = "record jobs before submitting them";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let t = now();
+        let mut ids = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            tx.execute(
+                "INSERT INTO jobs (experiment_id, block, name, attempt, run_ids, state, \
+                 created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'submitting', ?6, ?6)",
+                params![
+                    id,
+                    j.block,
+                    j.name,
+                    j.attempt,
+                    serde_json::to_string(&j.run_ids).expect("strings serialise"),
+                    t
+                ],
+            )
+            .map_err(err.clone())?;
+            ids.push(tx.last_insert_rowid());
+            for r in &j.run_ids {
+                tx.execute(
+                    "UPDATE runs SET state = 'queued', detail = NULL \
+                     WHERE experiment_id = ?1 AND run_id = ?2",
+                    params![id, r],
+                )
+                .map_err(err.clone())?;
+            }
+        }
+        tx.commit().map_err(err)?;
+        ids.into_iter()
+            .map(|job_id| {
+                self.job(job_id)?
+                    .ok_or_else(|| self.bad("jobs.id", &job_id.to_string()))
+            })
+            .collect()
+    }
+
+    /// The scheduler accepted job `job_id` as `scheduler_job_id`.
+    pub fn job_submitted(&mut self, job_id: i64, scheduler_job_id: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE jobs SET state = 'submitted', scheduler_job_id = ?2, detail = NULL, \
+                 updated_at = ?3 WHERE id = ?1",
+                params![job_id, scheduler_job_id, now()],
+            )
+            .map_err(self.err("record a submitted job"))?;
+        Ok(())
+    }
+
+    /// Notes why a submission has not gone through yet (the job stays `submitting`).
+    pub fn job_note(&mut self, job_id: i64, detail: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE jobs SET detail = ?2, updated_at = ?3 WHERE id = ?1",
+                params![job_id, detail, now()],
+            )
+            .map_err(self.err("note a job's problem"))?;
+        Ok(())
+    }
+
+    /// A job ended: records its runs' outcomes and the job's end in one transaction.
+    /// `final_state` is `finished` or `cancelled`.
+    pub fn finish_job(
+        &mut self,
+        job: &JobRow,
+        final_state: JobRecordState,
+        detail: Option<&str>,
+        updates: &[RunUpdate],
+    ) -> Result<(), StoreError> {
+        let op = "record a finished job";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        apply_run_updates(&tx, &job.experiment_id, updates).map_err(err.clone())?;
+        tx.execute(
+            "UPDATE jobs SET state = ?2, detail = ?3, updated_at = ?4 WHERE id = ?1",
+            params![job.id, final_state.as_str(), detail, now()],
+        )
+        .map_err(err.clone())?;
+        tx.commit().map_err(err)
+    }
+
+    pub fn job(&self, job_id: i64) -> Result<Option<JobRow>, StoreError> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
+        let raw = self
+            .conn
+            .query_row(&sql, [job_id], raw_job)
+            .optional()
+            .map_err(self.err("read a job"))?;
+        raw.map(|r| self.job_from_raw(r)).transpose()
+    }
+
+    /// Every job of an experiment, in the order they were recorded.
+    pub fn jobs(&self, id: &str) -> Result<Vec<JobRow>, StoreError> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE experiment_id = ?1 ORDER BY id");
+        self.query_jobs(&sql, [id])
+    }
+
+    /// Jobs of every experiment that are `submitting` or `submitted`.
+    pub fn live_jobs(&self) -> Result<Vec<JobRow>, StoreError> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ('submitting', 'submitted') ORDER BY id"
+        );
+        self.query_jobs(&sql, [])
+    }
+
+    fn query_jobs<P: rusqlite::Params>(&self, sql: &str, p: P) -> Result<Vec<JobRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(self.err("list jobs"))?;
+        let raws = stmt
+            .query_map(p, raw_job)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err("list jobs"))?;
+        raws.into_iter().map(|r| self.job_from_raw(r)).collect()
+    }
+
+    fn job_from_raw(&self, r: RawJob) -> Result<JobRow, StoreError> {
+        Ok(JobRow {
+            state: JobRecordState::parse(&r.state)
+                .ok_or_else(|| self.bad("jobs.state", &r.state))?,
+            run_ids: serde_json::from_str(&r.run_ids)
+                .map_err(|_| self.bad("jobs.run_ids", &r.run_ids))?,
+            id: r.id,
+            experiment_id: r.experiment_id,
+            block: r.block,
+            name: r.name,
+            attempt: r.attempt,
+            scheduler_job_id: r.scheduler_job_id,
+            detail: r.detail,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+
+    // ----- looks -------------------------------------------------------------------------
+
+    /// Records a look and what follows it (more blocks, or the end) in one transaction,
+    /// so a look is never recorded without its consequence, nor the reverse.
+    pub fn record_look(
+        &mut self,
+        id: &str,
+        look: &LookRow,
+        report_json: &str,
+        after: &AfterLook,
+    ) -> Result<(), StoreError> {
+        let op = "record a look";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let t = now();
+        tx.execute(
+            "INSERT INTO looks (experiment_id, look, blocks, nominal_alpha, decisions, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                look.look,
+                look.blocks,
+                look.nominal_alpha,
+                look.decisions,
+                t
+            ],
+        )
+        .map_err(err.clone())?;
+        tx.execute(
+            "UPDATE experiments SET report_json = ?2 WHERE id = ?1",
+            params![id, report_json],
+        )
+        .map_err(err.clone())?;
+        let (state, reason) = match after {
+            AfterLook::Extend { blocks, runs } => {
+                insert_blocks(&tx, id, blocks, runs).map_err(err.clone())?;
+                (ExperimentState::Running, None)
+            }
+            AfterLook::Finish { state, reason } => (*state, reason.as_deref()),
+        };
+        tx.execute(
+            "UPDATE experiments SET state = ?2, state_reason = ?3, updated_at = ?4 WHERE id = ?1",
+            params![id, state.as_str(), reason, t],
+        )
+        .map_err(err.clone())?;
+        tx.commit().map_err(err)
+    }
+
+    pub fn looks(&self, id: &str) -> Result<Vec<LookRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT look, blocks, nominal_alpha, decisions, created_at FROM looks \
+                 WHERE experiment_id = ?1 ORDER BY look",
+            )
+            .map_err(self.err("list looks"))?;
+        stmt.query_map([id], |r| {
+            Ok(LookRow {
+                look: r.get(0)?,
+                blocks: r.get(1)?,
+                nominal_alpha: r.get(2)?,
+                decisions: r.get(3)?,
+                created_at: r.get(4)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(self.err("list looks"))
+    }
+
+    /// The latest look of every experiment that has one (for `optgate status`).
+    pub fn latest_looks(&self) -> Result<BTreeMap<String, LookRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT l.experiment_id, l.look, l.blocks, l.nominal_alpha, l.decisions, l.created_at \
+                 FROM looks l JOIN (SELECT experiment_id, MAX(look) AS look FROM looks \
+                 GROUP BY experiment_id) m ON l.experiment_id = m.experiment_id AND l.look = m.look",
+            )
+            .map_err(self.err("list looks"))?;
+        stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                LookRow {
+                    look: r.get(1)?,
+                    blocks: r.get(2)?,
+                    nominal_alpha: r.get(3)?,
+                    decisions: r.get(4)?,
+                    created_at: r.get(5)?,
+                },
+            ))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(self.err("list looks"))
+    }
+}
+
+fn insert_blocks(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    blocks: &[BlockRow],
+    runs: &[NewRun],
+) -> rusqlite::Result<()> {
+    let mut b = tx
+        .prepare_cached("INSERT INTO blocks (experiment_id, idx, arm_order) VALUES (?1, ?2, ?3)")?;
+    for block in blocks {
+        b.execute(params![
+            id,
+            block.index,
+            serde_json::to_string(&block.order).expect("strings serialise")
+        ])?;
+    }
+    let mut r = tx.prepare_cached(
+        "INSERT INTO runs (experiment_id, run_id, block, arm, position, state) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending')",
+    )?;
+    for run in runs {
+        r.execute(params![id, run.run_id, run.block, run.arm, run.position])?;
+    }
+    Ok(())
+}
+
+fn apply_run_updates(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    updates: &[RunUpdate],
+) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "UPDATE runs SET state = ?3, detail = ?4 WHERE experiment_id = ?1 AND run_id = ?2",
+    )?;
+    for u in updates {
+        stmt.execute(params![id, u.run_id, u.state.as_str(), u.detail])?;
+    }
+    Ok(())
+}
+
+struct RawExperiment {
+    id: String,
+    name: String,
+    source_path: String,
+    source_sha256: String,
+    root: String,
+    scheduler: String,
+    state: String,
+    state_reason: Option<String>,
+    replicates: u32,
+    max_replicates: u32,
+    created_at: String,
+    updated_at: String,
+}
+
+fn raw_experiment(r: &Row<'_>) -> rusqlite::Result<RawExperiment> {
+    Ok(RawExperiment {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        source_path: r.get(2)?,
+        source_sha256: r.get(3)?,
+        root: r.get(4)?,
+        scheduler: r.get(5)?,
+        state: r.get(6)?,
+        state_reason: r.get(7)?,
+        replicates: r.get(8)?,
+        max_replicates: r.get(9)?,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
+    })
+}
+
+struct RawJob {
+    id: i64,
+    experiment_id: String,
+    block: u32,
+    name: String,
+    attempt: u32,
+    run_ids: String,
+    scheduler_job_id: Option<String>,
+    state: String,
+    detail: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+fn raw_job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
+    Ok(RawJob {
+        id: r.get(0)?,
+        experiment_id: r.get(1)?,
+        block: r.get(2)?,
+        name: r.get(3)?,
+        attempt: r.get(4)?,
+        run_ids: r.get(5)?,
+        scheduler_job_id: r.get(6)?,
+        state: r.get(7)?,
+        detail: r.get(8)?,
+        created_at: r.get(9)?,
+        updated_at: r.get(10)?,
+    })
+}

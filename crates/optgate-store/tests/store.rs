@@ -1,0 +1,270 @@
+//! The store at its boundaries: a round trip of an experiment's life, the checked-in
+//! version-1 database that must keep opening, a newer database refused untouched, a
+//! corrupt file, and a full disk in the middle of a write.
+
+use std::path::{Path, PathBuf};
+
+use optgate_store::*;
+
+fn new_experiment(id: &str) -> NewExperiment {
+    NewExperiment {
+        id: id.to_string(),
+        name: "demo".into(),
+        source_path: "/home/me/exp.yaml".into(),
+        source_text: "name: demo\n".into(),
+        source_sha256: "ab".repeat(32),
+        root: format!("/scratch/optgate-runs/demo/{id}"),
+        scheduler: "local".into(),
+        replicates: 2,
+        max_replicates: 3,
+    }
+}
+
+fn plan(blocks: std::ops::RangeInclusive<u32>) -> (Vec<BlockRow>, Vec<NewRun>) {
+    let mut b = Vec::new();
+    let mut r = Vec::new();
+    for i in blocks {
+        let order = vec!["v1".to_string(), "baseline".to_string()];
+        for (pos, arm) in order.iter().enumerate() {
+            r.push(NewRun {
+                run_id: format!("b{i:03}-{arm}"),
+                block: i,
+                arm: arm.clone(),
+                position: pos as u32,
+            });
+        }
+        b.push(BlockRow { index: i, order });
+    }
+    (b, r)
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1.db")
+}
+
+#[test]
+fn an_experiment_life_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(&dir.path().join("state/optgate.db")).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let (blocks, runs) = plan(1..=2);
+    s.insert_experiment(&new_experiment("e1"), &blocks, &runs)
+        .unwrap();
+    let e = s.experiment("e1").unwrap().unwrap();
+    assert_eq!(e.state, ExperimentState::Planned);
+    assert_eq!(s.blocks("e1").unwrap(), blocks);
+    assert_eq!(s.source_text("e1").unwrap().unwrap(), "name: demo\n");
+    assert!(s.experiment("nope").unwrap().is_none());
+
+    s.set_state("e1", ExperimentState::Running, None).unwrap();
+    let jobs = s
+        .create_jobs(
+            "e1",
+            &[NewJob {
+                block: 1,
+                name: "og-e1-b001".into(),
+                attempt: 1,
+                run_ids: vec!["b001-v1".into(), "b001-baseline".into()],
+            }],
+        )
+        .unwrap();
+    assert_eq!(jobs[0].state, JobRecordState::Submitting);
+    assert_eq!(s.live_jobs().unwrap().len(), 1);
+    let counts = s.run_counts().unwrap()["e1"];
+    assert_eq!((counts.total, counts.queued, counts.pending), (4, 2, 2));
+
+    s.job_submitted(jobs[0].id, "local-1").unwrap();
+    let job = s.job(jobs[0].id).unwrap().unwrap();
+    assert_eq!(job.scheduler_job_id.as_deref(), Some("local-1"));
+    s.finish_job(
+        &job,
+        JobRecordState::Finished,
+        None,
+        &[
+            RunUpdate {
+                run_id: "b001-v1".into(),
+                state: RunState::Completed,
+                detail: None,
+            },
+            RunUpdate {
+                run_id: "b001-baseline".into(),
+                state: RunState::Failed,
+                detail: Some("exit 1".into()),
+            },
+        ],
+    )
+    .unwrap();
+    assert!(s.live_jobs().unwrap().is_empty());
+    let counts = s.run_counts().unwrap()["e1"];
+    assert_eq!((counts.completed, counts.failed, counts.done()), (1, 1, 2));
+
+    let (more, more_runs) = plan(3..=3);
+    s.record_look(
+        "e1",
+        &LookRow {
+            look: 1,
+            blocks: 2,
+            nominal_alpha: 0.01,
+            decisions: r#"{"v1":"inconclusive"}"#.into(),
+            created_at: String::new(),
+        },
+        "{}",
+        &AfterLook::Extend {
+            blocks: more,
+            runs: more_runs,
+        },
+    )
+    .unwrap();
+    assert_eq!(s.blocks("e1").unwrap().len(), 3);
+    assert_eq!(s.runs("e1").unwrap().len(), 6);
+    assert_eq!(s.latest_looks().unwrap()["e1"].look, 1);
+    assert_eq!(s.report("e1").unwrap().as_deref(), Some("{}"));
+
+    assert_eq!(
+        s.cancel_experiment("e1", "cancelled by the user").unwrap(),
+        Some(ExperimentState::Running)
+    );
+    let e = s.experiment("e1").unwrap().unwrap();
+    assert_eq!(e.state, ExperimentState::Cancelled);
+    // Pending runs are cancelled with it; finished ones keep their outcome.
+    let counts = s.run_counts().unwrap()["e1"];
+    assert_eq!((counts.cancelled, counts.completed), (4, 1));
+    assert!(s.active_experiments().unwrap().is_empty());
+    assert_eq!(s.cancel_experiment("missing", "x").unwrap(), None);
+}
+
+#[test]
+fn the_checked_in_version_1_database_still_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("optgate.db");
+    std::fs::copy(fixture(), &copy).unwrap();
+    let s = Store::open(&copy).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let all = s.experiments().unwrap();
+    assert_eq!(all.len(), 1);
+    let e = &all[0];
+    assert_eq!(e.id, "20260101-120000-0001");
+    assert_eq!(e.state, ExperimentState::Running);
+    assert_eq!(s.blocks(&e.id).unwrap().len(), 5);
+    assert_eq!(s.runs(&e.id).unwrap().len(), 10);
+    assert_eq!(s.jobs(&e.id).unwrap().len(), 1);
+    assert_eq!(s.looks(&e.id).unwrap().len(), 0);
+    // The column migration 2 added is there and empty.
+    assert_eq!(s.report(&e.id).unwrap(), None);
+}
+
+#[test]
+fn a_database_from_a_newer_optgate_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("optgate.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 99;")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = Store::open(&path).err().expect("refused");
+    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("newer optgate") && msg.contains("untouched"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!dir.path().join("optgate.db-wal").exists());
+}
+
+#[test]
+fn a_corrupt_file_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("optgate.db");
+    std::fs::write(
+        &path,
+        b"this is not a database, it is a text file\n".repeat(200),
+    )
+    .unwrap();
+    let err = Store::open(&path).err().expect("refused");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("not an optgate database or is corrupt")
+    );
+}
+
+#[test]
+fn a_full_disk_rolls_the_whole_write_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("optgate.db");
+    let mut s = Store::open(&path).unwrap();
+    let (blocks, runs) = plan(1..=2);
+    s.insert_experiment(&new_experiment("small"), &blocks, &runs)
+        .unwrap();
+    // Cap the file near its current size, then try a write far bigger than the room left.
+    let pages: u64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    s.set_max_page_count(pages + 2).unwrap();
+    let mut big = new_experiment("big");
+    big.source_text = "x".repeat(1 << 20);
+    let (blocks, runs) = plan(1..=2000);
+    let err = s
+        .insert_experiment(&big, &blocks, &runs)
+        .err()
+        .expect("full");
+    assert!(matches!(err, StoreError::Full { .. }), "{err:?}");
+    assert!(err.to_string().contains("rolled back"), "{err}");
+    // Nothing of the failed write is visible, the earlier data is intact, and the file
+    // passes SQLite's integrity check after a reopen.
+    assert!(s.experiment("big").unwrap().is_none());
+    assert_eq!(s.runs("small").unwrap().len(), 4);
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.experiments().unwrap().len(), 1);
+    assert!(!s.run_counts().unwrap().contains_key("big"));
+}
+
+/// Regenerates `tests/fixtures/v1.db` with migration 1 only (run by hand with
+/// `cargo test -p optgate-store -- --ignored write_v1_fixture`). The file is committed;
+/// regenerate it only if the fixture's content must change, never to match a new schema.
+#[test]
+#[ignore]
+fn write_v1_fixture() {
+    let path = fixture();
+    let _ = std::fs::remove_file(&path);
+    let mut c = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(migrations::migrate_to(&mut c, 1).unwrap(), 1);
+    let id = "20260101-120000-0001";
+    let t = "2026-01-01T12:00:00.000Z";
+    c.execute(
+        "INSERT INTO experiments VALUES (?1, 'demo', '/home/me/exp.yaml', 'name: demo\n', ?2, \
+         '/scratch/optgate-runs/demo/20260101-120000-0001', 'local', 'running', NULL, 5, 5, ?3, ?3)",
+        rusqlite::params![id, "ab".repeat(32), t],
+    )
+    .unwrap();
+    for b in 1..=5u32 {
+        c.execute(
+            "INSERT INTO blocks VALUES (?1, ?2, '[\"baseline\",\"v1\"]')",
+            rusqlite::params![id, b],
+        )
+        .unwrap();
+        for (pos, arm) in ["baseline", "v1"].iter().enumerate() {
+            let state = if b == 1 { "completed" } else { "pending" };
+            c.execute(
+                "INSERT INTO runs VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
+                rusqlite::params![id, format!("b{b:03}-{arm}"), b, arm, pos as u32, state],
+            )
+            .unwrap();
+        }
+    }
+    c.execute(
+        "INSERT INTO jobs (experiment_id, block, name, attempt, run_ids, scheduler_job_id, state, \
+         detail, created_at, updated_at) VALUES (?1, 1, 'og-20260101-120000-0001-b001', 1, \
+         '[\"b001-baseline\",\"b001-v1\"]', 'og-20260101-120000-0001-b001', 'finished', NULL, ?2, ?2)",
+        rusqlite::params![id, t],
+    )
+    .unwrap();
+    // A single file: no WAL beside it.
+    c.execute_batch("PRAGMA journal_mode = DELETE; VACUUM;")
+        .unwrap();
+}
