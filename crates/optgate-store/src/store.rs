@@ -17,6 +17,7 @@ use crate::model::*;
 /// matters for tools such as `sqlite3` reading the file).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+#[derive(Debug)]
 pub struct Store {
     conn: Connection,
     path: PathBuf,

@@ -163,7 +163,7 @@ fn a_database_from_a_newer_optgate_is_refused_and_left_untouched() {
             .unwrap();
     }
     let before = std::fs::read(&path).unwrap();
-    let err = Store::open(&path).err().expect("refused");
+    let err = Store::open(&path).expect_err("refused");
     assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
     let msg = err.to_string();
     assert!(
@@ -183,7 +183,7 @@ fn a_corrupt_file_is_named_as_such() {
         b"this is not a database, it is a text file\n".repeat(200),
     )
     .unwrap();
-    let err = Store::open(&path).err().expect("refused");
+    let err = Store::open(&path).expect_err("refused");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     assert!(
         err.to_string()
@@ -208,10 +208,7 @@ fn a_full_disk_rolls_the_whole_write_back() {
     let mut big = new_experiment("big");
     big.source_text = "x".repeat(1 << 20);
     let (blocks, runs) = plan(1..=2000);
-    let err = s
-        .insert_experiment(&big, &blocks, &runs)
-        .err()
-        .expect("full");
+    let err = s.insert_experiment(&big, &blocks, &runs).expect_err("full");
     assert!(matches!(err, StoreError::Full { .. }), "{err:?}");
     assert!(err.to_string().contains("rolled back"), "{err}");
     // Nothing of the failed write is visible, the earlier data is intact, and the file
