@@ -1,1 +1,95 @@
-fn main() {}
+//! Benchmark of the size: 20 variants × 30 replicates × 100 epochs (plus the
+//! baseline), paired. Measures the statistics alone, the whole `optgate analyze` path
+//! (CSV text → report) and the table rendering.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use optgate_report::{AnalyzeOptions, analyze_csv, render_table};
+use optgate_stats::{AnalysisConfig, ArmData, RunSamples, analyze};
+
+const VARIANTS: usize = 20;
+const REPLICATES: u32 = 30;
+const EPOCHS: u32 = 100;
+
+/// Deterministic noise in [-1, 1].
+fn wobble(i: u64) -> f64 {
+    let x = i
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    ((x >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+}
+
+fn arms() -> (ArmData, Vec<ArmData>) {
+    let mut i = 0u64;
+    let mut arm = |name: String, speedup: f64| {
+        let runs = (1..=REPLICATES)
+            .map(|r| {
+                let epochs: BTreeMap<u32, f64> = (1..=EPOCHS)
+                    .map(|e| {
+                        i += 1;
+                        let level = if e == 1 { 20.0 } else { 10.0 / speedup };
+                        (e, level * (1.0 + 0.02 * wobble(i)))
+                    })
+                    .collect();
+                RunSamples {
+                    replicate: r,
+                    block: Some(r),
+                    epochs,
+                }
+            })
+            .collect();
+        ArmData {
+            name,
+            runs,
+            ..ArmData::default()
+        }
+    };
+    let base = arm("base".into(), 1.0);
+    let variants = (0..VARIANTS)
+        .map(|v| arm(format!("v{v:02}"), 1.0 + 0.005 * v as f64))
+        .collect();
+    (base, variants)
+}
+
+fn csv_text(base: &ArmData, variants: &[ArmData]) -> String {
+    let mut out = String::from("variant,block,replicate,epoch,seconds\n");
+    for arm in std::iter::once(base).chain(variants) {
+        for run in &arm.runs {
+            for (e, s) in &run.epochs {
+                out.push_str(&format!(
+                    "{},{},{},{e},{s}\n",
+                    arm.name,
+                    run.block.unwrap_or(run.replicate),
+                    run.replicate
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let (base, variants) = arms();
+    let cfg = AnalysisConfig::default();
+    c.bench_function("analyze 20 variants x 30 replicates x 100 epochs", |b| {
+        b.iter(|| analyze(black_box(&base), black_box(&variants), &cfg).unwrap())
+    });
+    let text = csv_text(&base, &variants);
+    let opts = AnalyzeOptions::new("base");
+    c.bench_function("analyze_csv (parse + analyze + report), same size", |b| {
+        b.iter(|| analyze_csv(black_box(&text), "bench.csv", &opts).unwrap())
+    });
+    let report = analyze_csv(&text, "bench.csv", &opts).unwrap();
+    c.bench_function("render_table, same size", |b| {
+        b.iter(|| render_table(black_box(&report)))
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = bench
+}
+criterion_main!(benches);

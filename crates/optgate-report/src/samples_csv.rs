@@ -297,6 +297,10 @@ pub struct Samples {
 /// Splits one line into fields: commas separate, double quotes may enclose a field and
 /// `""` inside quotes is a quote. Whitespace around unquoted fields is trimmed.
 fn split_fields(line: &str) -> Option<Vec<String>> {
+    // Fast path: machine-written files rarely quote anything.
+    if !line.contains('"') {
+        return Some(line.split(',').map(|f| f.trim().to_string()).collect());
+    }
     let mut fields = Vec::new();
     let mut cur = String::new();
     let mut chars = line.chars().peekable();
@@ -456,12 +460,12 @@ pub fn parse_samples(
         }
         if !arms.contains_key(&variant) {
             order.push(variant.clone());
+            arms.insert(variant.clone(), BTreeMap::new());
         }
-        let run = arms
-            .entry(variant.clone())
-            .or_default()
-            .entry(replicate)
-            .or_default();
+        let Some(runs) = arms.get_mut(&variant) else {
+            continue;
+        };
+        let run = runs.entry(replicate).or_default();
         if let Some(&(_, first_line)) = run.epochs.get(&epoch) {
             problems.push(Problem::Duplicate {
                 line,

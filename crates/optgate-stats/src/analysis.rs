@@ -15,7 +15,7 @@ use crate::model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamp
 use crate::normal;
 use crate::sequential::SequentialPlan;
 use crate::signed_rank::{hodges_lehmann_paired, min_p_paired, wilcoxon_signed_rank};
-use crate::trend::{OUTLIER_Z, mann_kendall, median, modified_z_scores};
+use crate::trend::{OUTLIER_Z, mann_kendall, median, modified_z_scores, sen_slope};
 
 /// Replicates per arm below which no decision other than inconclusive is made.
 pub const MIN_REPLICATES: usize = 5;
@@ -316,7 +316,8 @@ pub fn analyze(
     let mut top_warnings = Vec::new();
     // Baseline findings are reported once, at the top, over the baseline's own window.
     let base_window = window_epochs(&[&base], &window);
-    arm_warnings(&base, &base_window, cfg, &mut top_warnings);
+    let base_trend = arm_warnings(&base, &base_window, cfg, &mut top_warnings);
+    let base_trend = (base_window, base_trend);
 
     let mut partial: Vec<Partial> = Vec::with_capacity(vars.len());
     for var in &vars {
@@ -325,6 +326,7 @@ pub fn analyze(
             var,
             cfg,
             &window,
+            &base_trend,
             delta,
             production_epochs,
         )?);
@@ -492,22 +494,20 @@ fn prepare_run<'a>(arm: &str, run: &'a RunSamples, better: Better) -> Result<Run
 
 /// Epochs in `window` that every run of every given arm has.
 fn window_epochs(arms: &[&Arm], window: &EpochWindow) -> Vec<u32> {
-    let mut common: Option<BTreeSet<u32>> = None;
-    for arm in arms {
-        for run in &arm.runs {
-            let keys: BTreeSet<u32> = run
-                .t
-                .keys()
-                .copied()
-                .filter(|e| window.contains(*e))
-                .collect();
-            common = Some(match common {
-                None => keys,
-                Some(c) => c.intersection(&keys).copied().collect(),
-            });
-        }
+    let mut runs = arms.iter().flat_map(|a| a.runs.iter());
+    let Some(first) = runs.next() else {
+        return Vec::new();
+    };
+    let mut common: Vec<u32> = first
+        .t
+        .keys()
+        .copied()
+        .filter(|e| window.contains(*e))
+        .collect();
+    for run in runs {
+        common.retain(|e| run.t.contains_key(e));
     }
-    common.unwrap_or_default().into_iter().collect()
+    common
 }
 
 /// Compact text of an epoch list: "2..5,7".
@@ -540,6 +540,7 @@ fn steady_value(run: &Run, epochs: &[u32]) -> f64 {
 }
 
 /// A trend finding for one arm over a window.
+#[derive(Clone)]
 struct TrendFinding {
     message: String,
     material: bool,
@@ -555,8 +556,9 @@ fn trend_finding(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig) -> Option<Tren
         return None;
     }
     let level = median(&series);
-    let drift_pct = 100.0 * mk.sen_slope.abs() * (series.len() - 1) as f64 / level;
-    let direction = match (mk.sen_slope > 0.0, cfg.better) {
+    let slope = sen_slope(&series).unwrap_or(0.0);
+    let drift_pct = 100.0 * slope.abs() * (series.len() - 1) as f64 / level;
+    let direction = match (slope > 0.0, cfg.better) {
         (true, Better::Lower) | (false, Better::Higher) => "upward (slowing down)",
         _ => "downward (speeding up)",
     };
@@ -585,13 +587,19 @@ fn arm_window_end(epochs: &[u32]) -> String {
     epochs.last().map(|e| e.to_string()).unwrap_or_default()
 }
 
-/// Outlier and trend warnings about one arm.
-fn arm_warnings(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig, out: &mut Vec<String>) {
+/// Outlier and trend warnings about one arm; returns the trend finding, if any.
+fn arm_warnings(
+    arm: &Arm,
+    epochs: &[u32],
+    cfg: &AnalysisConfig,
+    out: &mut Vec<String>,
+) -> Option<TrendFinding> {
     if arm.runs.is_empty() {
-        return;
+        return None;
     }
-    if let Some(t) = trend_finding(arm, epochs, cfg) {
-        out.push(t.message);
+    let trend = trend_finding(arm, epochs, cfg);
+    if let Some(t) = &trend {
+        out.push(t.message.clone());
     }
     let first_replicate = arm.runs.iter().map(|r| r.replicate).min();
     let unit = match cfg.better {
@@ -640,6 +648,7 @@ fn arm_warnings(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig, out: &mut Vec<S
                 .collect(),
         );
     }
+    trend
 }
 
 /// Results of the comparison before Holm's adjustment and the decision.
@@ -806,6 +815,7 @@ fn compare_arms(
     var: &Arm,
     cfg: &AnalysisConfig,
     window: &EpochWindow,
+    base_trend: &(Vec<u32>, Option<TrendFinding>),
     delta: f64,
     production_epochs: u32,
 ) -> Result<Partial, StatsError> {
@@ -951,11 +961,15 @@ fn compare_arms(
     }
 
     // Stability: the variant's own findings, and trends of either arm that gate.
-    arm_warnings(var, &steady, cfg, &mut warnings);
-    for arm in [base, var] {
-        if let Some(t) = trend_finding(arm, &steady, cfg)
-            && t.material
-        {
+    let var_trend = arm_warnings(var, &steady, cfg, &mut warnings);
+    // The baseline's finding over its own window is reused when the windows agree.
+    let base_finding = if base_trend.0 == steady {
+        base_trend.1.clone()
+    } else {
+        trend_finding(base, &steady, cfg)
+    };
+    for t in [base_finding, var_trend].into_iter().flatten() {
+        if t.material {
             partial.trend_blocks.push(t.message);
         }
     }
