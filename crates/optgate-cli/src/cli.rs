@@ -76,6 +76,40 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Analyse per-epoch samples measured elsewhere: matched epoch-N comparison, exact rank
+    /// tests, Hodges–Lehmann speed-ups with intervals, Holm over the variants, decisions.
+    ///
+    /// SAMPLES.csv has a header and the columns variant,replicate,epoch,seconds (an
+    /// optional block column pairs runs; without it the paired design pairs by replicate).
+    Analyze {
+        samples: PathBuf,
+        /// Name of the baseline arm in the variant column.
+        #[arg(long)]
+        baseline: String,
+        /// paired (blocked runs) or independent.
+        #[arg(long, default_value = "paired")]
+        design: String,
+        /// One-sided level of each test; intervals are at 1 − 2α.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Smallest steady-state speed-up worth having, in percent.
+        #[arg(long, default_value_t = 1.0)]
+        min_effect_pct: f64,
+        /// Matched steady window, e.g. `2..`, `2..5`, `3` (default: every epoch but the first).
+        #[arg(long)]
+        steady_epochs: Option<String>,
+        /// Epochs of the production job, to amortise one-time costs (default: epochs measured).
+        #[arg(long)]
+        production_epochs: Option<u32>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Short for --format json.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// Write SVG plots into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
     /// Print the facts of this node: CPU, cores, ISA flags, NUMA, cpufreq and governors,
     /// memory, GPUs, the scheduler allocation. `--json` is the stable, documented form
     /// (crates/optgate-probe/PROBE_JSON.md).

@@ -1,5 +1,6 @@
 //! One module per command; `dispatch` is the single match from command to handler.
 
+mod analyze;
 mod exec_run;
 mod plan;
 pub mod probe;
@@ -35,6 +36,32 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         ),
         Command::Validate { experiment, strict } => validate::validate(&experiment, strict),
         Command::Plan { experiment, out } => plan::plan(&experiment, &out),
+        Command::Analyze {
+            samples,
+            baseline,
+            design,
+            alpha,
+            min_effect_pct,
+            steady_epochs,
+            production_epochs,
+            format,
+            json,
+            plot,
+        } => analyze::analyze(analyze::AnalyzeArgs {
+            samples,
+            baseline,
+            design,
+            alpha,
+            min_effect_pct,
+            steady_epochs,
+            production_epochs,
+            format: if json {
+                crate::cli::Format::Json
+            } else {
+                format
+            },
+            plot,
+        }),
         Command::Probe { json } => probe::probe(json),
         Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
         Command::Completions { shell } => {

@@ -1,57 +1,177 @@
-//! Building the report of an execution (analysis + what was run) and rendering it.
+//! The report of an execution: the analysis of the collected runs plus what the experiment
+//! declared (variants, checklist) and the provenance of every run, rendered by
+//! `optgate-report`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde_json::json;
 
-use optgate_experiment::{Experiment, Plan};
-use optgate_runner::{Collected, Layout};
-use optgate_stats::Analysis;
+use optgate_experiment::{Experiment, Plan, Verdict as FileVerdict};
+use optgate_report::{DeclaredVerdict, ExperimentMeta, Report, VariantMeta, Verdict};
+use optgate_runner::{Collected, Layout, RunStatus};
 
 use crate::cli::Format;
 
-#[derive(Debug, Serialize)]
-pub struct RunReport {
-    #[serde(flatten)]
-    pub analysis: Analysis,
-    pub experiment: String,
-    pub root: String,
-    pub failures: Vec<(String, String)>,
-}
-
 pub fn build_run_report(
     exp: &Experiment,
-    _plan: &Plan,
+    plan: &Plan,
     layout: &Layout,
     collected: &Collected,
     not_applicable: &BTreeMap<String, String>,
-) -> Result<RunReport> {
+) -> Result<Report> {
     let (base, others) = optgate_runner::analysis::arm_data(exp, collected, not_applicable);
     let cfg = optgate_runner::analysis::analysis_config(exp);
     let analysis = optgate_stats::analyze(&base, &others, &cfg).context("analysis failed")?;
-    Ok(RunReport {
-        analysis,
-        experiment: exp.name().to_string(),
-        root: layout.root.display().to_string(),
-        failures: optgate_runner::analysis::failures(collected),
+    let mut report = Report::new(analysis, &base, &others);
+    report.experiment = Some(ExperimentMeta {
+        name: exp.name().to_string(),
+        description: exp.file.description.clone(),
+        variants: exp
+            .arms
+            .iter()
+            .map(|a| VariantMeta {
+                name: a.name.clone(),
+                dimension: a.dimension.clone(),
+                description: a.description.clone(),
+            })
+            .collect(),
+    });
+    let dimensions: BTreeMap<String, String> = exp
+        .arms
+        .iter()
+        .filter_map(|a| Some((a.name.clone(), a.dimension.clone()?)))
+        .collect();
+    let declared: BTreeMap<String, DeclaredVerdict> = exp
+        .file
+        .checklist
+        .iter()
+        .map(|(k, v)| {
+            let verdict = match v.verdict {
+                FileVerdict::ApplicableNotMeasured => Verdict::ApplicableNotMeasured,
+                FileVerdict::NotApplicable => Verdict::NotApplicable,
+            };
+            (
+                k.clone(),
+                DeclaredVerdict {
+                    verdict,
+                    reason: v.reason.clone(),
+                },
+            )
+        })
+        .collect();
+    report.checklist = Some(optgate_report::build_checklist(
+        &report.analysis,
+        &dimensions,
+        &declared,
+    ));
+    report.provenance = Some(provenance(exp, plan, layout, collected, not_applicable));
+    Ok(report)
+}
+
+/// Everything needed to tell later how the numbers were made.
+fn provenance(
+    exp: &Experiment,
+    plan: &Plan,
+    layout: &Layout,
+    collected: &Collected,
+    not_applicable: &BTreeMap<String, String>,
+) -> serde_json::Value {
+    let probe = super::probe::node_probe();
+    let arms: Vec<_> = exp
+        .arms
+        .iter()
+        .map(|a| {
+            let build = a.build.map(|i| &exp.builds[i]);
+            json!({
+                "name": a.name,
+                "env": a.env,
+                "unset": a.unset,
+                "resources": a.resources,
+                "args": a.args,
+                "command": optgate_sched::script::app_command_line(&exp.file.app.command, &a.args),
+                "build": build.map(|b| json!({
+                    "id": b.id,
+                    "command": optgate_sched::script::app_command_line(b.command(), &[]),
+                })),
+                "governor": a.governor,
+                "requires": a.requires,
+                "not_applicable": not_applicable.get(&a.name),
+            })
+        })
+        .collect();
+    let runs: Vec<_> = collected
+        .runs
+        .iter()
+        .map(|r| {
+            let manifest = optgate_sched::RunManifest::read(&layout.run_dir(&r.id))
+                .ok()
+                .flatten();
+            let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+            json!({
+                "id": r.id,
+                "arm": r.arm,
+                "block": r.block,
+                "status": r.status,
+                "host": r.host,
+                "elapsed_s": r.elapsed_s,
+                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
+                "ended_at": manifest.as_ref().map(|m| m.ended_at.clone()),
+                "exit_code": manifest.as_ref().and_then(|m| m.exit_code),
+                "scheduler_job_id": manifest.as_ref().and_then(|m| m.scheduler_job_id.clone()),
+                "governor_changes": governor,
+            })
+        })
+        .collect();
+    let correctness = match &collected.correctness {
+        None => json!("not checked: the experiment declares no correctness files or values"),
+        Some(c) => json!(c),
+    };
+    json!({
+        "optgate_version": env!("CARGO_PKG_VERSION"),
+        "experiment_file": exp.source.display().to_string(),
+        "experiment_sha256": exp.source_sha256,
+        "run_root": layout.root.display().to_string(),
+        "scheduler": exp.file.scheduler.kind.to_string(),
+        "design": exp.file.design,
+        "seed": plan.seed,
+        "recorded_order": plan.blocks,
+        "node": {
+            "hostname": probe.hostname,
+            "cpu_model": probe.cpu_model,
+            "physical_cores": probe.physical_cores,
+            "hardware_threads": probe.hardware_threads,
+            "numa_nodes": probe.numa_nodes,
+            "isa": probe.isa,
+            "governors": probe.cpufreq.governors,
+            "kernel": probe.kernel,
+        },
+        "arms": arms,
+        "correctness": correctness,
+        "runs": runs,
+        "failed_runs": collected.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count(),
     })
 }
 
-pub fn render(report: &RunReport, format: Format) -> Result<String> {
+pub fn render(report: &Report, format: Format) -> Result<String> {
     Ok(match format {
-        Format::Json => serde_json::to_string_pretty(report)? + "\n",
-        _ => {
-            let mut s = String::new();
-            for v in &report.analysis.variants {
-                s.push_str(&format!("{}: {:?} — {}\n", v.name, v.decision, v.reason));
-            }
-            s
-        }
+        Format::Json => optgate_report::render_json(report),
+        Format::Table => optgate_report::render_table(report),
+        Format::Markdown => optgate_report::render_markdown(report),
+        Format::Csv => optgate_report::render_csv(report),
     })
 }
 
-pub fn plots(_report: &RunReport, _dir: &Path) -> Result<()> {
-    anyhow::bail!("--plot is not available yet")
+pub fn plots(report: &Report, dir: &Path) -> Result<()> {
+    let files = optgate_report::write_plots(report, dir)
+        .with_context(|| format!("cannot write plots into {}", dir.display()))?;
+    eprintln!(
+        "optgate: wrote {} plot(s) to {}",
+        files.len(),
+        dir.display()
+    );
+    Ok(())
 }
