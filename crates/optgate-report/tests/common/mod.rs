@@ -3,10 +3,13 @@
 
 /// Deterministic pseudo-noise in [-1, 1] (no RNG dependency needed for fixtures).
 pub fn wobble(i: u64) -> f64 {
-    let x = i
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    ((x >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    // SplitMix64's finaliser: neighbouring inputs give unrelated outputs (a plain LCG step
+    // would make the differences between arms constant and hide the noise).
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    ((z >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
 }
 
 /// A samples CSV: `arms` = (name, epoch-1 level, steady level), `reps` replicates,
