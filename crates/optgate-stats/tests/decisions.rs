@@ -111,7 +111,7 @@ fn rule3_fewer_than_five_replicates_is_inconclusive() {
 fn rule3_one_epoch_means_no_steady_window() {
     let b = arm("base", 6, 1, 10.0, 10.0, 0.005, 1);
     let v = arm("v", 6, 1, 9.0, 9.0, 0.005, 2);
-    let a = analyze(&b, &[v.clone()], &AnalysisConfig::default()).unwrap();
+    let a = analyze(&b, std::slice::from_ref(&v), &AnalysisConfig::default()).unwrap();
     assert_eq!(a.variants[0].decision, Decision::Inconclusive);
     assert!(
         a.variants[0].reason.contains("no steady window"),
