@@ -64,10 +64,14 @@ pub struct EpochStat {
 
 /// Counts and durations of the counted (complete) events of a file or a run.
 ///
-/// An event without a category or name is filed under the empty string.
+/// An event without a category or name is filed under the empty string. Durations are
+/// summed as traced: nested regions (an epoch around its steps) each count in full, so
+/// compare sums within one category, not across nesting levels.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Aggregate {
+    /// Number of counted events.
     pub events: u64,
+    /// Sum of their `dur`, in seconds.
     pub dur_s: f64,
     pub by_category: BTreeMap<String, Stat>,
     pub by_name: BTreeMap<String, Stat>,
