@@ -8,6 +8,7 @@ pub mod drive;
 pub mod jobs;
 pub mod layout;
 pub mod preflight;
+pub mod report;
 
 pub use collect::{Collected, RunResult, RunStatus, collect};
 pub use drive::{DriveError, Event};

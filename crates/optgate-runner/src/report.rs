@@ -1,0 +1,173 @@
+//! The report of an execution: the analysis of the collected runs plus what the experiment
+//! declared (variants, checklist) and the provenance of every run, as an
+//! `optgate_report::Report`. One function for `optgate run` and the daemon, so their
+//! reports are the same object.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use optgate_experiment::{Experiment, Plan, Verdict as FileVerdict};
+use optgate_probe::Probe;
+use optgate_report::{DeclaredVerdict, ExperimentMeta, Report, VariantMeta, Verdict};
+use optgate_stats::{SequentialPlan, StatsError};
+
+use crate::{Collected, Layout, RunStatus};
+
+/// The report of an execution: the analysis of `collected` (at look `look` of
+/// `sequential` when the daemon adds replicates, else a single analysis), what the
+/// experiment declared, and the provenance of every run. `node` is the probe of the
+/// machine that builds the report. `optgate run` and the daemon both call this.
+pub fn build_report(
+    exp: &Experiment,
+    plan: &Plan,
+    layout: &Layout,
+    collected: &Collected,
+    not_applicable: &BTreeMap<String, String>,
+    sequential: Option<(&SequentialPlan, u32)>,
+    node: &Probe,
+) -> Result<Report, StatsError> {
+    let (base, others) = crate::analysis::arm_data(exp, collected, not_applicable);
+    let cfg = crate::analysis::analysis_config(exp);
+    let analysis = match sequential {
+        Some((seq, look)) => optgate_stats::analyze_sequential(&base, &others, &cfg, seq, look)?,
+        None => optgate_stats::analyze(&base, &others, &cfg)?,
+    };
+    let mut report = Report::new(analysis, &base, &others);
+    report.experiment = Some(ExperimentMeta {
+        name: exp.name().to_string(),
+        description: exp.file.description.clone(),
+        variants: exp
+            .arms
+            .iter()
+            .map(|a| VariantMeta {
+                name: a.name.clone(),
+                dimension: a.dimension.clone(),
+                description: a.description.clone(),
+            })
+            .collect(),
+    });
+    let dimensions: BTreeMap<String, String> = exp
+        .arms
+        .iter()
+        .filter_map(|a| Some((a.name.clone(), a.dimension.clone()?)))
+        .collect();
+    let declared: BTreeMap<String, DeclaredVerdict> = exp
+        .file
+        .checklist
+        .iter()
+        .map(|(k, v)| {
+            let verdict = match v.verdict {
+                FileVerdict::ApplicableNotMeasured => Verdict::ApplicableNotMeasured,
+                FileVerdict::NotApplicable => Verdict::NotApplicable,
+            };
+            (
+                k.clone(),
+                DeclaredVerdict {
+                    verdict,
+                    reason: v.reason.clone(),
+                },
+            )
+        })
+        .collect();
+    report.checklist = Some(optgate_report::build_checklist(
+        &report.analysis,
+        &dimensions,
+        &declared,
+    ));
+    report.provenance = Some(provenance(
+        exp,
+        plan,
+        layout,
+        collected,
+        not_applicable,
+        node,
+    ));
+    Ok(report)
+}
+
+/// Everything needed to tell later how the numbers were made.
+fn provenance(
+    exp: &Experiment,
+    plan: &Plan,
+    layout: &Layout,
+    collected: &Collected,
+    not_applicable: &BTreeMap<String, String>,
+    probe: &Probe,
+) -> serde_json::Value {
+    let arms: Vec<_> = exp
+        .arms
+        .iter()
+        .map(|a| {
+            let build = a.build.map(|i| &exp.builds[i]);
+            json!({
+                "name": a.name,
+                "env": a.env,
+                "unset": a.unset,
+                "resources": a.resources,
+                "args": a.args,
+                "command": optgate_sched::script::app_command_line(&exp.file.app.command, &a.args),
+                "build": build.map(|b| json!({
+                    "id": b.id,
+                    "command": optgate_sched::script::app_command_line(b.command(), &[]),
+                })),
+                "governor": a.governor,
+                "requires": a.requires,
+                "not_applicable": not_applicable.get(&a.name),
+            })
+        })
+        .collect();
+    let runs: Vec<_> = collected
+        .runs
+        .iter()
+        .map(|r| {
+            let manifest = optgate_sched::RunManifest::read(&layout.run_dir(&r.id))
+                .ok()
+                .flatten();
+            let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+            json!({
+                "id": r.id,
+                "arm": r.arm,
+                "block": r.block,
+                "status": r.status,
+                "host": r.host,
+                "elapsed_s": r.elapsed_s,
+                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
+                "ended_at": manifest.as_ref().map(|m| m.ended_at.clone()),
+                "exit_code": manifest.as_ref().and_then(|m| m.exit_code),
+                "scheduler_job_id": manifest.as_ref().and_then(|m| m.scheduler_job_id.clone()),
+                "governor_changes": governor,
+            })
+        })
+        .collect();
+    let correctness = match &collected.correctness {
+        None => json!("not checked: the experiment declares no correctness files or values"),
+        Some(c) => json!(c),
+    };
+    json!({
+        "optgate_version": env!("CARGO_PKG_VERSION"),
+        "experiment_file": exp.source.display().to_string(),
+        "experiment_sha256": exp.source_sha256,
+        "run_root": layout.root.display().to_string(),
+        "scheduler": exp.file.scheduler.kind.to_string(),
+        "design": exp.file.design,
+        "seed": plan.seed,
+        "recorded_order": plan.blocks,
+        "node": {
+            "hostname": probe.hostname,
+            "cpu_model": probe.cpu_model,
+            "physical_cores": probe.physical_cores,
+            "hardware_threads": probe.hardware_threads,
+            "numa_nodes": probe.numa_nodes,
+            "isa": probe.isa,
+            "governors": probe.cpufreq.governors,
+            "kernel": probe.kernel,
+        },
+        "arms": arms,
+        "correctness": correctness,
+        "runs": runs,
+        "failed_runs": collected.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count(),
+    })
+}
