@@ -122,6 +122,14 @@ pub enum SchedError {
     },
     #[error("cannot parse {what} from `{text}`")]
     Parse { what: &'static str, text: String },
+    /// A value the job script cannot carry faithfully (directive lines are read by the
+    /// scheduler, not a shell, so they cannot be quoted): refused rather than mangled.
+    #[error("cannot write {field} `{value}` into a job script: {reason}")]
+    Unrepresentable {
+        field: String,
+        value: String,
+        reason: String,
+    },
 }
 
 impl SchedError {
@@ -129,9 +137,11 @@ impl SchedError {
     /// rejected submission.
     pub fn is_transient(&self) -> bool {
         match self {
-            SchedError::Command { stderr, .. } => {
+            SchedError::Command { stderr, status, .. } => {
                 let s = stderr.to_ascii_lowercase();
-                s.contains("timed out")
+                // A command optgate itself stopped after its deadline (see `command.rs`).
+                status.contains("timed out")
+                    || s.contains("timed out")
                     || s.contains("timeout")
                     || s.contains("try again")
                     || s.contains("temporarily")
@@ -139,9 +149,13 @@ impl SchedError {
                     || s.contains("rate limit")
                     || s.contains("resource temporarily unavailable")
                     || s.contains("socket")
+                    // Slurm clients when slurmctld is restarting or unreachable.
+                    || s.contains("unable to contact slurm controller")
+                    || s.contains("connect failure")
+                    || s.contains("connection reset")
             }
             SchedError::Spawn { .. } | SchedError::Io { .. } => false,
-            SchedError::Parse { .. } => false,
+            SchedError::Parse { .. } | SchedError::Unrepresentable { .. } => false,
         }
     }
 }

@@ -6,11 +6,17 @@
 //! through return values and the run manifests on disk.
 
 pub mod backend;
+pub mod batch;
+pub mod command;
+pub mod flux;
 pub mod local;
 pub mod manifest;
+pub mod poll;
 pub mod process;
+pub mod replan;
 pub mod script;
 pub mod shell;
+pub mod slurm;
 
 pub use backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 pub use manifest::{Outcome, RunManifest};

@@ -1,0 +1,265 @@
+//! What the Slurm and Flux job scripts share: the checks on values that go into directive
+//! lines (which no shell ever parses, so quoting cannot protect them), the time-limit
+//! arithmetic, and the script body — the probe, then one `exec-run` line per run in the
+//! job's recorded order. Pure functions; each backend supplies its directives and launcher.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::backend::{JobRun, JobSpec, SchedError};
+use crate::shell::quote;
+
+/// The job script's file name inside the job's directory.
+pub const JOB_SCRIPT: &str = "job.sh";
+/// Where the job writes `optgate probe --json` (the compute node's facts).
+pub const PROBE_FILE: &str = "probe.json";
+/// Written after a successful submission: the scheduler's job id, one line.
+pub const JOB_ID_FILE: &str = "job-id";
+
+/// Exit status `optgate exec-run` uses when its run was interrupted (the job is being
+/// stopped): the script must not start the next run on a dying allocation.
+const EXEC_RUN_INTERRUPTED: i32 = 130;
+
+fn unrepresentable(field: &str, value: &str, reason: &str) -> SchedError {
+    SchedError::Unrepresentable {
+        field: field.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Checks a value that goes into a directive line. Directives are read by `sbatch` or
+/// `flux batch`, not by a shell: a quote, a space, a `#` or a backslash would be taken
+/// by their own little parsers, so such values are rejected instead of mangled.
+/// `also_forbidden` adds characters a backend gives a meaning of its own.
+pub fn check_directive_value(
+    field: &str,
+    value: &str,
+    also_forbidden: &[char],
+) -> Result<(), SchedError> {
+    if value.is_empty() {
+        return Err(unrepresentable(field, value, "it is empty"));
+    }
+    if let Some(c) = value.chars().find(|c| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\'' | '"' | '`' | '\\' | '#' | '$')
+            || also_forbidden.contains(c)
+    }) {
+        return Err(unrepresentable(
+            field,
+            value,
+            &format!(
+                "`{}` cannot be written into a scheduler directive line (no shell quotes those)",
+                c.escape_debug()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the job's directory. It never goes into a directive (output paths there are
+/// relative to it: the backends submit from it), only into quoted script lines, so any
+/// characters are fine; it must be absolute and valid UTF-8 for those lines to be exact.
+pub fn check_job_dir(dir: &Path) -> Result<(), SchedError> {
+    let Some(text) = dir.to_str() else {
+        return Err(unrepresentable(
+            "job directory",
+            &dir.display().to_string(),
+            "it is not valid UTF-8",
+        ));
+    };
+    if !dir.is_absolute() {
+        return Err(unrepresentable(
+            "job directory",
+            text,
+            "it must be absolute (the job may start in another directory)",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one `extra_directives` entry: a single option starting with `-`.
+pub fn check_extra_directive(value: &str, also_forbidden: &[char]) -> Result<(), SchedError> {
+    check_directive_value("extra directive", value, also_forbidden)?;
+    if !value.starts_with('-') {
+        return Err(unrepresentable(
+            "extra directive",
+            value,
+            "it must be one option starting with `-`, e.g. `--constraint=cpu`",
+        ));
+    }
+    Ok(())
+}
+
+/// Whole seconds, rounded up: a limit is never shortened. Zero is refused because both
+/// schedulers read a zero limit as "no limit".
+pub fn limit_seconds(limit: Duration) -> Result<u64, SchedError> {
+    let secs = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
+    if secs == 0 {
+        return Err(unrepresentable(
+            "time limit",
+            "0",
+            "a zero time limit means \"unlimited\" to the scheduler",
+        ));
+    }
+    Ok(secs)
+}
+
+/// Checks the parts of a job that every backend writes into directives.
+pub fn check_common(job: &JobSpec, also_forbidden: &[char]) -> Result<(), SchedError> {
+    check_directive_value("job name", &job.name, also_forbidden)?;
+    for (field, v) in [("queue", &job.queue), ("account", &job.account)] {
+        if let Some(v) = v {
+            check_directive_value(field, v, also_forbidden)?;
+        }
+    }
+    for d in &job.extra_directives {
+        check_extra_directive(d, also_forbidden)?;
+    }
+    for (field, n) in [
+        ("nodes", job.nodes),
+        ("tasks per node", job.tasks_per_node),
+        ("cpus per task", job.cpus_per_task),
+    ] {
+        if n == 0 {
+            return Err(unrepresentable(field, "0", "it must be at least 1"));
+        }
+    }
+    if job.runs.is_empty() {
+        return Err(unrepresentable("runs", "[]", "a job must run something"));
+    }
+    limit_seconds(job.time_limit)?;
+    Ok(())
+}
+
+/// The script body after the directives: the optgate binary, the probe, one line per run
+/// with its own launcher, and an exit status that says whether every run completed.
+/// `launcher` renders a run's launcher words (already quoted), e.g.
+/// `srun -N 1 -n 4 -c 6 --export=ALL`.
+pub fn render_body(job: &JobSpec, backend: &str, launcher: &dyn Fn(&JobRun) -> String) -> String {
+    let mut s = String::new();
+    let n = job.runs.len();
+    s.push_str(&format!(
+        "# optgate {backend} job {}: {n} run(s), back to back, in the recorded order.\n",
+        job.name
+    ));
+    s.push_str("# Generated by optgate; every value from the experiment file is quoted.\n");
+    s.push_str(&format!(
+        "OPTGATE_BIN={}\n",
+        quote(&job.optgate_bin.display().to_string())
+    ));
+    s.push_str(
+        "# The facts of the node this job landed on; a failed probe must not stop the runs.\n",
+    );
+    s.push_str(&format!(
+        "\"$OPTGATE_BIN\" probe --json > {} || true\n",
+        quote(&job.dir.join(PROBE_FILE).display().to_string())
+    ));
+    s.push_str(&format!(
+        "# Each run writes its own outputs and manifest. A failed run is recorded and the\n\
+         # others still run; an interrupted one (exit {EXEC_RUN_INTERRUPTED}: time limit, cancel) ends the job.\n\
+         og_status=0\n\
+         og_after() {{\n\
+         \x20   case \"$1\" in\n\
+         \x20       0) ;;\n\
+         \x20       {EXEC_RUN_INTERRUPTED}) exit {EXEC_RUN_INTERRUPTED} ;;\n\
+         \x20       *) og_status=1 ;;\n\
+         \x20   esac\n\
+         }}\n"
+    ));
+    for (i, run) in job.runs.iter().enumerate() {
+        s.push_str(&format!(
+            "# Run {} of {n}: {} (arm {}).\n",
+            i + 1,
+            run.run_id,
+            run.arm
+        ));
+        s.push_str(&format!(
+            "\"$OPTGATE_BIN\" exec-run {} -- {}; og_after $?\n",
+            quote(&run.run_dir.display().to_string()),
+            launcher(run)
+        ));
+    }
+    s.push_str("exit \"$og_status\"\n");
+    s
+}
+
+/// A VPIC-style block shared by the backends' snapshot tests: the 1-thread baseline and
+/// the 6-thread variant with its own launcher shape, under a directory whose name needs
+/// quoting.
+#[cfg(test)]
+pub(crate) fn sample_job() -> JobSpec {
+    let root = std::path::PathBuf::from("/p/lustre/me/vpic's run");
+    let run = |arm: &str, cpus: u32, args: &[&str]| JobRun {
+        run_id: format!("b003-{arm}"),
+        arm: arm.into(),
+        block: 3,
+        replicate: 3,
+        run_dir: root.join("runs").join(format!("b003-{arm}")),
+        nodes: 1,
+        tasks_per_node: 16,
+        cpus_per_task: cpus,
+        gpus_per_task: 0,
+        launcher_args: args.iter().map(|s| s.to_string()).collect(),
+        time_limit: Some(Duration::from_secs(600)),
+    };
+    JobSpec {
+        name: "og-e1-b003".into(),
+        dir: root.join("jobs/og-e1-b003"),
+        runs: vec![
+            run("omp6", 6, &["--cpu-bind=cores"]),
+            run("baseline", 1, &[]),
+        ],
+        nodes: 1,
+        tasks_per_node: 16,
+        cpus_per_task: 6,
+        gpus_per_task: 0,
+        time_limit: Duration::from_secs(35 * 60),
+        queue: Some("pdebug".into()),
+        account: Some("myproj".into()),
+        exclusive: true,
+        extra_directives: vec!["--constraint=cpu".into()],
+        optgate_bin: "/opt/optgate/bin/optgate".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directive_values_with_shell_or_parser_syntax_are_refused() {
+        for bad in [
+            "a b", "a'b", "a\"b", "a#b", "a\\b", "a\nb", "a$b", "a`b`", "", "a\tb",
+        ] {
+            assert!(
+                check_directive_value("queue", bad, &[]).is_err(),
+                "{bad:?} was accepted"
+            );
+        }
+        for good in ["debug", "pbatch.2", "my-proj_1", "--constraint=cpu&big"] {
+            check_directive_value("queue", good, &[]).unwrap();
+        }
+        assert!(check_directive_value("x", "a{b", &['{']).is_err());
+    }
+
+    #[test]
+    fn extra_directives_must_be_options() {
+        assert!(check_extra_directive("constraint=cpu", &[]).is_err());
+        check_extra_directive("--constraint=cpu", &[]).unwrap();
+    }
+
+    #[test]
+    fn time_limits_round_up_and_zero_is_refused() {
+        assert_eq!(limit_seconds(Duration::from_millis(60_001)).unwrap(), 61);
+        assert_eq!(limit_seconds(Duration::from_secs(90)).unwrap(), 90);
+        assert!(limit_seconds(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn job_directory_must_be_absolute() {
+        assert!(check_job_dir(Path::new("jobs/x")).is_err());
+        check_job_dir(Path::new("/my jobs/it's here")).unwrap();
+    }
+}
