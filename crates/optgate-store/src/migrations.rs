@@ -67,10 +67,12 @@ pub const MIGRATIONS: &[&str] = &[
     );
     "#,
     // 2: the latest report of each experiment is kept in the database (so `optgate report`
-    // works when the run directories are on a file system that is down), and indexes for
-    // `optgate status` over many runs and the engine's scan of live jobs.
+    // works when the run directories are on a file system that is down), the arms found
+    // not applicable on the node (JSON `{arm: reason}`), and indexes for `optgate status`
+    // over many runs and the engine's scan of live jobs.
     r#"
     ALTER TABLE experiments ADD COLUMN report_json TEXT;
+    ALTER TABLE experiments ADD COLUMN not_applicable TEXT;
     CREATE INDEX runs_by_experiment_state ON runs (experiment_id, state);
     CREATE INDEX jobs_by_state ON jobs (state);
     "#,

@@ -289,6 +289,79 @@ impl Store {
         Ok(Some(before))
     }
 
+    /// Moves an experiment from `from` to `to` only if it is still in `from` (a build that
+    /// ends after a cancellation must not revive the experiment). Returns whether it moved.
+    pub fn transition(
+        &mut self,
+        id: &str,
+        from: ExperimentState,
+        to: ExperimentState,
+        reason: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE experiments SET state = ?3, state_reason = ?4, updated_at = ?5 \
+                 WHERE id = ?1 AND state = ?2",
+                params![id, from.as_str(), to.as_str(), reason, now()],
+            )
+            .map_err(self.err("change an experiment's state"))?;
+        Ok(n == 1)
+    }
+
+    /// Starts the build phase: records the arms that cannot run on this node (their runs
+    /// are cancelled with the reason, so they are never submitted) and moves the
+    /// experiment from `planned` to `building`, in one transaction.
+    pub fn begin_building(
+        &mut self,
+        id: &str,
+        not_applicable: &BTreeMap<String, String>,
+    ) -> Result<(), StoreError> {
+        let op = "start building";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        tx.execute(
+            "UPDATE experiments SET not_applicable = ?2, state = 'building', state_reason = NULL, \
+             updated_at = ?3 WHERE id = ?1 AND state = 'planned'",
+            params![
+                id,
+                serde_json::to_string(not_applicable).expect("strings serialise"),
+                now()
+            ],
+        )
+        .map_err(err.clone())?;
+        for (arm, reason) in not_applicable {
+            tx.execute(
+                "UPDATE runs SET state = 'cancelled', detail = ?3 \
+                 WHERE experiment_id = ?1 AND arm = ?2 AND state = 'pending'",
+                params![id, arm, format!("not applicable: {reason}")],
+            )
+            .map_err(err.clone())?;
+        }
+        tx.commit().map_err(err)
+    }
+
+    /// The arms recorded as not applicable (empty before the build phase).
+    pub fn not_applicable(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT not_applicable FROM experiments WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("read not-applicable arms"))?
+            .flatten();
+        match text {
+            None => Ok(BTreeMap::new()),
+            Some(t) => {
+                serde_json::from_str(&t).map_err(|_| self.bad("experiments.not_applicable", &t))
+            }
+        }
+    }
+
     pub fn set_report(&mut self, id: &str, report_json: &str) -> Result<(), StoreError> {
         self.conn
             .execute(
@@ -577,6 +650,15 @@ impl Store {
             params![id, report_json],
         )
         .map_err(err.clone())?;
+        // A look may only be taken while analysing: a cancellation that raced with it wins.
+        let state_now: String = tx
+            .query_row("SELECT state FROM experiments WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .map_err(err.clone())?;
+        if state_now != ExperimentState::Analysing.as_str() {
+            return Ok(());
+        }
         let (state, reason) = match after {
             AfterLook::Extend { blocks, runs } => {
                 insert_blocks(&tx, id, blocks, runs).map_err(err.clone())?;

@@ -56,6 +56,18 @@ fn an_experiment_life_round_trips() {
     assert_eq!(s.source_text("e1").unwrap().unwrap(), "name: demo\n");
     assert!(s.experiment("nope").unwrap().is_none());
 
+    let na = std::collections::BTreeMap::from([("v1".to_string(), "no avx512".to_string())]);
+    s.insert_experiment(&new_experiment("e2"), &blocks, &runs)
+        .unwrap();
+    s.begin_building("e2", &na).unwrap();
+    assert_eq!(s.not_applicable("e2").unwrap(), na);
+    assert_eq!(s.not_applicable("e1").unwrap(), Default::default());
+    assert_eq!(s.run_counts().unwrap()["e2"].cancelled, 2);
+    assert_eq!(
+        s.experiment("e2").unwrap().unwrap().state,
+        ExperimentState::Building
+    );
+
     s.set_state("e1", ExperimentState::Running, None).unwrap();
     let jobs = s
         .create_jobs(
@@ -98,6 +110,24 @@ fn an_experiment_life_round_trips() {
     let counts = s.run_counts().unwrap()["e1"];
     assert_eq!((counts.completed, counts.failed, counts.done()), (1, 1, 2));
 
+    assert!(
+        s.transition(
+            "e1",
+            ExperimentState::Running,
+            ExperimentState::Analysing,
+            None
+        )
+        .unwrap()
+    );
+    assert!(
+        !s.transition(
+            "e1",
+            ExperimentState::Running,
+            ExperimentState::Analysing,
+            None
+        )
+        .unwrap()
+    );
     let (more, more_runs) = plan(3..=3);
     s.record_look(
         "e1",
@@ -115,6 +145,10 @@ fn an_experiment_life_round_trips() {
         },
     )
     .unwrap();
+    assert_eq!(
+        s.experiment("e1").unwrap().unwrap().state,
+        ExperimentState::Running
+    );
     assert_eq!(s.blocks("e1").unwrap().len(), 3);
     assert_eq!(s.runs("e1").unwrap().len(), 6);
     assert_eq!(s.latest_looks().unwrap()["e1"].look, 1);
@@ -129,7 +163,7 @@ fn an_experiment_life_round_trips() {
     // Pending runs are cancelled with it; finished ones keep their outcome.
     let counts = s.run_counts().unwrap()["e1"];
     assert_eq!((counts.cancelled, counts.completed), (4, 1));
-    assert!(s.active_experiments().unwrap().is_empty());
+    assert_eq!(s.active_experiments().unwrap().len(), 1);
     assert_eq!(s.cancel_experiment("missing", "x").unwrap(), None);
 }
 
