@@ -110,6 +110,11 @@ pub enum Command {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Work with DFTracer traces (.pfw / .pfw.gz, every format generation).
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
     /// Print the facts of this node: CPU, cores, ISA flags, NUMA, cpufreq and governors,
     /// memory, GPUs, the scheduler allocation. `--json` is the stable, documented form
     /// (crates/optgate-probe/PROBE_JSON.md).
@@ -127,4 +132,23 @@ pub enum Command {
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Event count and summed duration per category, per name and per epoch, over every
+    /// file given (folders expand to their trace files); damaged lines are reported and
+    /// skipped, never fatal.
+    Summary {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Event name whose intervals delimit epochs, when events carry no `args.epoch`.
+        #[arg(long)]
+        epoch_marker: Option<String>,
+        /// Only events of this category.
+        #[arg(long)]
+        category: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }

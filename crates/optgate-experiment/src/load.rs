@@ -211,13 +211,10 @@ impl Checker {
             self.duration(file.scheduler.time_limit.as_deref(), "scheduler.time_limit");
         let steady_epochs = match &file.compare.steady_epochs {
             None => None,
-            Some(s) => match s.parse::<EpochRange>() {
+            Some(s) => match s.parse::<optgate_stats::EpochWindow>() {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    self.error(
-                        "compare.steady_epochs",
-                        format!("steady_epochs `{s}`: {e}; write e.g. `2..`, `2..5` or `3`"),
-                    );
+                    self.error("compare.steady_epochs", e.to_string());
                     None
                 }
             },

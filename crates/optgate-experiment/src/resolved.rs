@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use optgate_stats::EpochWindow;
 use serde::Serialize;
 
 use crate::model::{BuildSpec, CommandSpec, ExperimentFile};
@@ -31,7 +32,8 @@ pub struct Experiment {
     pub builds: Vec<Build>,
     pub run_time_limit: Option<Duration>,
     pub allocation_time_limit: Option<Duration>,
-    pub steady_epochs: Option<EpochRange>,
+    /// The matched steady window (`compare.steady_epochs`), parsed by the statistics crate.
+    pub steady_epochs: Option<EpochWindow>,
 }
 
 impl Experiment {
@@ -94,86 +96,5 @@ pub struct Build {
 impl Build {
     pub fn command(&self) -> &CommandSpec {
         &self.spec.command
-    }
-}
-
-/// An epoch window such as `2..`, `2..5` or `3` (1-based, inclusive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct EpochRange {
-    pub start: u32,
-    pub end: Option<u32>,
-}
-
-impl std::str::FromStr for EpochRange {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let num = |t: &str| -> Result<u32, String> {
-            t.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("`{t}` is not an epoch number"))
-        };
-        let (start, end) = match s.split_once("..") {
-            Some((a, b)) => {
-                let start = if a.trim().is_empty() { 1 } else { num(a)? };
-                let end = if b.trim().is_empty() {
-                    None
-                } else {
-                    Some(num(b.trim_start_matches('='))?)
-                };
-                (start, end)
-            }
-            None => {
-                let n = num(s)?;
-                (n, Some(n))
-            }
-        };
-        if start == 0 {
-            return Err("epochs are numbered from 1".into());
-        }
-        if let Some(e) = end
-            && e < start
-        {
-            return Err(format!("the window ends ({e}) before it starts ({start})"));
-        }
-        Ok(EpochRange { start, end })
-    }
-}
-
-impl std::fmt::Display for EpochRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.end {
-            Some(e) if e == self.start => write!(f, "{e}"),
-            Some(e) => write!(f, "{}..{e}", self.start),
-            None => write!(f, "{}..", self.start),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn epoch_ranges_parse() {
-        assert_eq!(
-            "2..".parse::<EpochRange>().unwrap(),
-            EpochRange {
-                start: 2,
-                end: None
-            }
-        );
-        assert_eq!(
-            "2..5".parse::<EpochRange>().unwrap(),
-            EpochRange {
-                start: 2,
-                end: Some(5)
-            }
-        );
-        assert_eq!("3".parse::<EpochRange>().unwrap().to_string(), "3");
-        assert!("0..".parse::<EpochRange>().is_err());
-        assert!("5..2".parse::<EpochRange>().is_err());
-        assert!("x..".parse::<EpochRange>().is_err());
     }
 }

@@ -7,51 +7,41 @@ use std::collections::BTreeMap;
 use optgate_stats::{Analysis, Decision};
 use serde::{Deserialize, Serialize};
 
-/// The 10 dimensions in the checklist's canonical order, I/O → communication → memory →
-/// compute (the recommended application order). Ids are snake_case with the reference's
-/// L1/L2/L3 level; the 10th dimension has no level in the reference, so none here.
-pub const DIMENSIONS: [(&str, &str); 10] = [
-    // I/O
-    (
-        "l1_compute_io_overlap",
-        "L1 compute/I-O or compute/comm overlap",
-    ),
-    // Communication
-    ("compute_comm_overlap", "Compute/communication overlap"),
-    // Memory
-    ("l3_numa_affinity", "L3 NUMA/affinity binding"),
-    // Compute
-    ("l1_vectorization", "L1 algorithmic/vectorization"),
-    ("l1_kernel_library", "L1 kernel/library selection"),
-    ("l2_compiler_runtime_flags", "L2 compiler/runtime flags"),
-    ("l2_threading_model", "L2 threading model"),
-    ("l2_auto_tuning", "L2 auto-tuning"),
-    ("l3_frequency_power", "L3 CPU/GPU frequency & power"),
-    ("l3_hardware_capability", "L3 hardware capability check"),
-];
+/// The 10 dimensions as `(id, title)` in the checklist's canonical order, I/O →
+/// communication → memory → compute (the recommended application order). The list itself
+/// lives in `optgate_experiment::checklist`, so the ids a report shows are the ids an
+/// experiment file accepts.
+pub static DIMENSIONS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
+    std::sync::LazyLock::new(|| {
+        optgate_experiment::checklist::report_order()
+            .into_iter()
+            .map(|d| (d.id, d.title))
+            .collect()
+    });
 
 /// The recommended application order, printed with the checklist.
 pub const APPLICATION_ORDER: &str = "I/O → communication → memory → compute";
 
 /// Which part of the application order a dimension belongs to.
 pub fn dimension_group(id: &str) -> &'static str {
-    match id {
-        "l1_compute_io_overlap" => "I/O",
-        "compute_comm_overlap" => "communication",
-        "l3_numa_affinity" => "memory",
-        _ if is_dimension(id) => "compute",
-        _ => "unknown",
+    use optgate_experiment::checklist::{Area, dimension};
+    match dimension(id).map(|d| d.area) {
+        Some(Area::Io) => "I/O",
+        Some(Area::Communication) => "communication",
+        Some(Area::Memory) => "memory",
+        Some(Area::Compute) => "compute",
+        None => "unknown",
     }
 }
 
 /// Whether `id` is one of the 10 dimensions.
 pub fn is_dimension(id: &str) -> bool {
-    DIMENSIONS.iter().any(|(d, _)| *d == id)
+    optgate_experiment::checklist::dimension(id).is_some()
 }
 
 /// Title of a dimension id, if it is one.
 pub fn dimension_title(id: &str) -> Option<&'static str> {
-    DIMENSIONS.iter().find(|(d, _)| *d == id).map(|(_, t)| *t)
+    optgate_experiment::checklist::dimension(id).map(|d| d.title)
 }
 
 /// The verdict of one dimension.

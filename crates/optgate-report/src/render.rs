@@ -376,6 +376,8 @@ fn collect_warnings(report: &Report) -> Vec<String> {
     w
 }
 
+/// Provenance as `key: value` lines for a terminal: scalars as they are, lists and objects
+/// summarised (the JSON and Markdown forms carry them in full).
 fn provenance_entries(p: &serde_json::Value) -> Vec<(String, String)> {
     match p {
         serde_json::Value::Object(map) => map
@@ -383,6 +385,23 @@ fn provenance_entries(p: &serde_json::Value) -> Vec<(String, String)> {
             .map(|(k, v)| {
                 let text = match v {
                     serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Array(a) => {
+                        format!("{} entries (see --format json)", a.len())
+                    }
+                    serde_json::Value::Object(o) => {
+                        let short = o.iter().all(|(_, x)| !x.is_array() && !x.is_object());
+                        if short && o.len() <= 8 {
+                            o.iter()
+                                .map(|(k, x)| match x {
+                                    serde_json::Value::String(s) => format!("{k}={s}"),
+                                    other => format!("{k}={other}"),
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        } else {
+                            format!("{} fields (see --format json)", o.len())
+                        }
+                    }
                     other => other.to_string(),
                 };
                 (k.clone(), text)
@@ -609,7 +628,7 @@ pub fn render_csv(report: &Report) -> String {
             opt(v.first_epoch.variant_s),
             opt(v.first_epoch.change_pct),
             v.breakeven_epoch.map_or(String::new(), |b| b.to_string()),
-            csv_field(v.steady_epochs.as_deref().unwrap_or("")),
+            csv_field(&optgate_stats::analysis::epochs_text(&v.steady_epochs).unwrap_or_default()),
             csv_field(&v.reason),
         ];
         out.push_str(&cells.join(","));

@@ -172,7 +172,7 @@ fn checklist_covers_all_ten_dimensions_in_canonical_order() {
     let rows = build_checklist(&r.analysis, &dims, &declared);
     assert_eq!(rows.len(), 10);
     let ids: Vec<&str> = rows.iter().map(|r| r.dimension.as_str()).collect();
-    assert_eq!(ids, DIMENSIONS.map(|d| d.0).to_vec());
+    assert_eq!(ids, DIMENSIONS.iter().map(|d| d.0).collect::<Vec<_>>());
     assert_eq!(rows[0].group, "I/O");
     assert_eq!(rows[1].group, "communication");
     assert_eq!(rows[2].group, "memory");

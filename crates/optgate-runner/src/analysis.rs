@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use optgate_experiment::{BASELINE, Better, Design, Experiment};
-use optgate_stats::{AnalysisConfig, ArmData, EpochWindow, RunSamples};
+use optgate_stats::{AnalysisConfig, ArmData, RunSamples};
 
 use crate::collect::{Collected, RunStatus};
 
@@ -23,10 +23,7 @@ pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
         },
         alpha: f.compare.alpha,
         min_effect_pct: f.compare.min_effect_pct,
-        steady_epochs: exp.steady_epochs.map(|r| EpochWindow {
-            start: r.start,
-            end: r.end,
-        }),
+        steady_epochs: exp.steady_epochs,
         production_epochs: f.compare.production_epochs,
         better: better(f.metric.better),
         system_better: f

@@ -221,11 +221,43 @@ pub fn metric_epochs(exp: &Experiment, run_dir: &Path) -> Result<EpochSeconds, S
             let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
             extract_epochs(&re, &text, &name).map_err(|e| e.to_string())
         }
-        MetricSource::Dftracer => Err(
-            "metric source `dftracer` is read by the trace reader; this build of optgate does not link it"
-                .to_string(),
-        ),
+        MetricSource::Dftracer => {
+            let dir = run_dir.join(m.dir.as_deref().unwrap_or("."));
+            let summary = trace_summary(exp, &dir)?;
+            let epochs = optgate_dftracer::epoch_seconds(&summary, m.category.as_deref());
+            if epochs.is_empty() {
+                return Err(format!(
+                    "{}: the traces hold no per-epoch {} events (events need `args.epoch` — run with DFTRACER_INC_METADATA=1 — or set `metric.epoch_marker`)",
+                    dir.display(),
+                    m.category
+                        .as_deref()
+                        .map(|c| format!("`{c}`"))
+                        .unwrap_or_else(|| "traced".into())
+                ));
+            }
+            optgate_metrics::check_contiguous(&epochs, &dir.display().to_string())
+                .map_err(|e| e.to_string())?;
+            Ok(epochs)
+        }
     }
+}
+
+/// The DFTracer summary of one run's trace folder, aggregated the way the metric asks.
+pub fn trace_summary(
+    exp: &Experiment,
+    dir: &Path,
+) -> Result<optgate_dftracer::TraceSummary, String> {
+    let m = &exp.file.metric;
+    let opts = optgate_dftracer::AggregateOptions {
+        epoch_marker: m.epoch_marker.clone(),
+        ..Default::default()
+    };
+    let summary = optgate_dftracer::summarize_paths(&[dir.to_path_buf()], &opts)
+        .map_err(|e| e.to_string())?;
+    for d in &summary.diagnostics {
+        tracing::warn!("{}:{}: {}", d.file.display(), d.line, d.message);
+    }
+    Ok(summary)
 }
 
 /// Every complete run must have the same epochs as the others: a run that stopped early

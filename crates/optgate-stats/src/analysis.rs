@@ -96,8 +96,9 @@ pub struct VariantAnalysis {
     /// Complete runs of the baseline used in this comparison (paired: the pairs).
     pub n_baseline: usize,
     pub n_variant: usize,
-    /// Epochs of the steady window actually used, e.g. "2..100"; null when none.
-    pub steady_epochs: Option<String>,
+    /// The epoch numbers of the steady window actually used (matched in both arms);
+    /// empty when there is no steady window.
+    pub steady_epochs: Vec<u32>,
     pub speedup: SpeedUp,
     pub p_improvement: Option<f64>,
     pub p_improvement_adjusted: Option<f64>,
@@ -511,7 +512,7 @@ fn window_epochs(arms: &[&Arm], window: &EpochWindow) -> Vec<u32> {
 }
 
 /// Compact text of an epoch list: "2..5,7".
-fn epochs_text(epochs: &[u32]) -> Option<String> {
+pub fn epochs_text(epochs: &[u32]) -> Option<String> {
     if epochs.is_empty() {
         return None;
     }
@@ -1101,7 +1102,7 @@ fn finish_variant(
         reason,
         n_baseline: p.n_baseline,
         n_variant: p.n_variant,
-        steady_epochs: epochs_text(&p.steady),
+        steady_epochs: p.steady.clone(),
         speedup,
         p_improvement: p.p_imp.map(|t| t.p_value),
         p_improvement_adjusted: adj_imp,

@@ -361,7 +361,7 @@ fn production_epochs_default_to_epochs_measured() {
     let a = analyze(&base(6), &[faster(6)], &AnalysisConfig::default()).unwrap();
     assert_eq!(a.production_epochs, 4);
     assert_eq!(a.epochs_measured, 4);
-    assert_eq!(a.variants[0].steady_epochs.as_deref(), Some("2..4"));
+    assert_eq!(a.variants[0].steady_epochs, vec![2, 3, 4]);
     assert_eq!(a.variants[0].per_epoch.len(), 4);
 }
 

@@ -6,6 +6,7 @@ mod plan;
 pub mod probe;
 mod report;
 mod run;
+mod trace;
 mod validate;
 
 use anyhow::Result;
@@ -63,6 +64,15 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             plot,
         }),
         Command::Probe { json } => probe::probe(json),
+        Command::Trace {
+            command:
+                crate::cli::TraceCommand::Summary {
+                    paths,
+                    epoch_marker,
+                    category,
+                    json,
+                },
+        } => trace::summary(&paths, epoch_marker, category, json),
         Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

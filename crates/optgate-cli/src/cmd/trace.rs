@@ -1,0 +1,34 @@
+//! `optgate trace summary PATH... [--json]`: DFTracer traces summed per category, name and
+//! epoch — the same aggregation a `source: dftracer` metric uses.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use optgate_dftracer::AggregateOptions;
+
+use crate::exit;
+
+pub fn summary(
+    paths: &[PathBuf],
+    epoch_marker: Option<String>,
+    category: Option<String>,
+    json: bool,
+) -> Result<i32> {
+    let opts = AggregateOptions {
+        epoch_marker,
+        category,
+        ..Default::default()
+    };
+    let summary = optgate_dftracer::summarize_paths(paths, &opts)
+        .map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", optgate_dftracer::render_table(&summary));
+    }
+    for d in &summary.diagnostics {
+        eprintln!("{}:{}: {}", d.file.display(), d.line, d.message);
+    }
+    Ok(exit::OK)
+}
