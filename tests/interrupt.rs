@@ -1,0 +1,67 @@
+//! Ctrl-C during `optgate run` stops the current run, keeps the finished ones, says so,
+//! and `--out` of the same directory resumes without running a finished run again.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+#[test]
+fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each run appends its id to a shared log, so re-runs would show up as duplicates.
+    let log = dir.path().join("ran.log");
+    let yaml = format!(
+        "name: intr\napp:\n  command: 'echo \"$OPTGATE_RUN_ID\" >> {}; sleep 0.3; for e in 1 2 3; do echo \"epoch $e took 0.0$e s\"; done'\n\
+         metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\nreplicates: 5\n\
+         variants:\n  - {{ name: v, dimension: l2_threading_model, env: {{ X: 1 }} }}\n",
+        log.display()
+    );
+    let p = write_experiment(dir.path(), &yaml);
+    let out = dir.path().join("exec");
+    let mut child = optgate()
+        .args(["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until at least three runs have started, then interrupt like a terminal would.
+    let mut waited = 0;
+    while std::fs::read_to_string(&log).map(|t| t.lines().count()).unwrap_or(0) < 3 {
+        std::thread::sleep(Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 1500, "runs never started");
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted. Kept 2 finished run(s)"), "{err}");
+    assert!(err.contains(&format!("--out {}", out.display())), "{err}");
+    assert!(!out.join("samples.csv").exists(), "an interrupted execution wrote samples");
+    // The interrupted run left a manifest saying so; it is not data.
+    let interrupted: Vec<_> = std::fs::read_dir(out.join("runs"))
+        .unwrap()
+        .filter_map(|e| {
+            let m = std::fs::read_to_string(e.unwrap().path().join("manifest.json")).ok()?;
+            m.contains("\"interrupted\"").then_some(())
+        })
+        .collect();
+    assert_eq!(interrupted.len(), 1);
+
+    let o = run(&["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ran = std::fs::read_to_string(&log).unwrap();
+    let mut ids: Vec<&str> = ran.lines().collect();
+    // 10 planned runs; the interrupted one ran twice, every other exactly once.
+    assert_eq!(ids.len(), 11, "{ran}");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 10, "{ran}");
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["variants"][0]["n_variant"], 5);
+}
