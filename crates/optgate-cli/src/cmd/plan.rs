@@ -1,12 +1,15 @@
-//! `optgate plan`: render the plan and every script into a directory, run nothing.
+//! `optgate plan`: render the plan and every script into a directory, run nothing. For a
+//! Slurm or Flux experiment that includes each job's batch script (one per block, or per
+//! run in an independent design), exactly as the backend would submit it.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use optgate_experiment::Plan;
+use optgate_experiment::{Experiment, Plan, SchedulerKind};
 use optgate_runner::Layout;
 use optgate_sched::script::{RunContext, render_build, render_local_run};
+use optgate_sched::{batch, flux, slurm};
 
 use crate::exit;
 
@@ -62,14 +65,50 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
             render_local_run(&ctx),
         )?;
     }
+    let jobs = write_job_scripts(exp, &plan, &layout)?;
     println!(
-        "wrote {} build script(s), {} run scripts and plan.json to {}",
+        "wrote {} build script(s), {} run scripts{} and plan.json to {}",
         exp.builds.len(),
         runs.len(),
+        match jobs {
+            Some(n) => format!(
+                ", {n} {} job script(s) (jobs/*/{})",
+                exp.file.scheduler.kind,
+                batch::JOB_SCRIPT
+            ),
+            None => String::new(),
+        },
         out.display()
     );
     for b in &plan.blocks {
         println!("  block {:>3}: {}", b.index, b.order.join(" → "));
     }
     Ok(exit::OK)
+}
+
+/// Renders every job's batch script into its job directory; `None` for the local scheduler
+/// (it has no batch scripts). Job names carry the experiment's name where the daemon would
+/// put its experiment id, and the scripts call this optgate binary.
+fn write_job_scripts(exp: &Experiment, plan: &Plan, layout: &Layout) -> Result<Option<usize>> {
+    let render: fn(&optgate_sched::JobSpec) -> Result<String, optgate_sched::SchedError> =
+        match exp.file.scheduler.kind {
+            SchedulerKind::Local => return Ok(None),
+            SchedulerKind::Slurm => slurm::render_script,
+            SchedulerKind::Flux => flux::render_script,
+        };
+    let bin = std::env::current_exe().context("cannot find the optgate binary's path")?;
+    let mut count = 0;
+    for block in &plan.blocks {
+        let jobs = optgate_runner::jobs::jobs_for_block(exp, block, layout, exp.name(), &bin)?;
+        for job in jobs {
+            let script = render(&job).map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
+            let path = job.dir.join(batch::JOB_SCRIPT);
+            std::fs::create_dir_all(&job.dir)
+                .with_context(|| format!("cannot create {}", job.dir.display()))?;
+            std::fs::write(&path, script)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            count += 1;
+        }
+    }
+    Ok(Some(count))
 }
