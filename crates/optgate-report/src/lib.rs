@@ -120,6 +120,32 @@ pub struct Report {
     pub provenance: Option<serde_json::Value>,
     /// Baseline first, then the variants in analysis order.
     pub arms: Vec<ArmSummary>,
+    /// The A/A control's measured "speed-up": the noise floor, shown next to
+    /// `min_effect_pct` (experiments with `aa_control: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_floor: Option<NoiseFloor>,
+    /// Traced time per category beside the wall time, per arm (DFTracer metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<Vec<ArmBreakdown>>,
+}
+
+/// The A/A control arm against the baseline: identical arms, so any "effect" is noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseFloor {
+    pub arm: String,
+    pub speedup: optgate_stats::SpeedUp,
+    /// 100 · (estimate − 1): the apparent effect of changing nothing.
+    pub apparent_effect_pct: Option<f64>,
+    pub min_effect_pct: f64,
+}
+
+/// One arm's median time per run: wall clock and each traced category.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmBreakdown {
+    pub arm: String,
+    pub runs: usize,
+    pub wall_s: Option<f64>,
+    pub categories: std::collections::BTreeMap<String, f64>,
 }
 
 impl Report {
@@ -135,6 +161,8 @@ impl Report {
             checklist: None,
             provenance: None,
             arms,
+            noise_floor: None,
+            breakdown: None,
         }
     }
 

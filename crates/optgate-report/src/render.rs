@@ -278,6 +278,10 @@ pub fn render_table(report: &Report) -> String {
         );
     }
 
+    if let Some(line) = noise_floor_line(report) {
+        let _ = writeln!(out, "\n{line}");
+    }
+
     let _ = writeln!(
         out,
         "\nSteady-state statistics (speed-up > 1 = variant faster; p raw (Holm-adjusted))"
@@ -330,6 +334,15 @@ pub fn render_table(report: &Report) -> String {
         }
     }
 
+    if let Some(b) = &report.breakdown {
+        let _ = writeln!(
+            out,
+            "\nTraced time per category beside wall time (median per run, seconds)"
+        );
+        let (header, rows) = breakdown_rows(b);
+        out.push_str(&text_table(&header, &rows));
+    }
+
     if let Some(p) = &report.provenance {
         let _ = writeln!(out, "\nProvenance");
         for (k, v) in provenance_entries(p) {
@@ -355,6 +368,57 @@ fn checklist_detail(r: &crate::ChecklistRow) -> String {
         parts.push("no verdict".into());
     }
     parts.join(" — ")
+}
+
+/// The A/A control's apparent effect next to the smallest effect worth having.
+fn noise_floor_line(report: &Report) -> Option<String> {
+    let n = report.noise_floor.as_ref()?;
+    let est = n
+        .speedup
+        .estimate
+        .map(|e| format!("{e:.3}×"))
+        .unwrap_or_else(|| "n/a".into());
+    let ci = match (n.speedup.ci_low, n.speedup.ci_high) {
+        (Some(l), Some(h)) => format!(" (CI {l:.3}–{h:.3})"),
+        _ => String::new(),
+    };
+    let eff = n
+        .apparent_effect_pct
+        .map(|e| format!("{e:+.2}%"))
+        .unwrap_or_else(|| "n/a".into());
+    Some(format!(
+        "A/A noise floor: `{}`, identical to the baseline, measures {est}{ci}, an apparent effect of {eff}, against the {}% worth having",
+        n.arm, n.min_effect_pct
+    ))
+}
+
+/// Rows of the traced-time breakdown: arm, runs, wall, then one column per category.
+fn breakdown_rows(b: &[crate::ArmBreakdown]) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut cats: Vec<&String> = b.iter().flat_map(|a| a.categories.keys()).collect();
+    cats.sort();
+    cats.dedup();
+    let mut header = strings(["Arm", "Runs", "Wall s"]);
+    header.extend(cats.iter().map(|c| format!("{c} s")));
+    let rows = b
+        .iter()
+        .map(|a| {
+            let mut row = vec![
+                a.arm.clone(),
+                a.runs.to_string(),
+                a.wall_s
+                    .map(|w| format!("{w:.4}"))
+                    .unwrap_or_else(|| "—".into()),
+            ];
+            row.extend(cats.iter().map(|c| {
+                a.categories
+                    .get(*c)
+                    .map(|v| format!("{v:.4}"))
+                    .unwrap_or_else(|| "—".into())
+            }));
+            row
+        })
+        .collect();
+    (header, rows)
 }
 
 /// Top-level warnings, then each variant's, prefixed with the variant.
@@ -548,6 +612,22 @@ pub fn render_markdown(report: &Report) -> String {
                 &strings(["#", "Group", "Dimension", "Verdict", "Variants / reason"]),
                 &table,
             ));
+        }
+    }
+
+    if let Some(line) = noise_floor_line(report) {
+        let _ = writeln!(out, "\n{line}");
+    }
+    if let Some(b) = &report.breakdown {
+        let _ = writeln!(
+            out,
+            "\n## Traced time per category beside wall time\n\nMedian per run, seconds.\n"
+        );
+        let (header, rows) = breakdown_rows(b);
+        let _ = writeln!(out, "| {} |", header.join(" | "));
+        let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
+        for r in rows {
+            let _ = writeln!(out, "| {} |", r.join(" | "));
         }
     }
 

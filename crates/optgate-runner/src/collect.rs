@@ -37,6 +37,8 @@ pub struct RunResult {
     pub system_value: Option<f64>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
+    /// DFTracer metrics only: the run's traced seconds per category.
+    pub trace_categories: Option<BTreeMap<String, f64>>,
     #[serde(skip)]
     pub evidence: Option<Evidence>,
 }
@@ -115,6 +117,7 @@ fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
         system_value: None,
         host: None,
         elapsed_s: None,
+        trace_categories: None,
         evidence: None,
     }
 }
@@ -170,8 +173,11 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
         result.status = RunStatus::Failed { reason };
         return result;
     }
-    match metric_epochs(exp, run_dir) {
-        Ok(e) => result.epochs = e,
+    match run_metric(exp, run_dir) {
+        Ok(m) => {
+            result.epochs = m.epochs;
+            result.trace_categories = m.trace_categories;
+        }
         Err(reason) => {
             result.status = RunStatus::Failed { reason };
             return result;
@@ -212,14 +218,26 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result
 }
 
-/// The per-epoch metric of one finished run.
-pub fn metric_epochs(exp: &Experiment, run_dir: &Path) -> Result<EpochSeconds, String> {
+/// What the metric source yields for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunMetric {
+    pub epochs: EpochSeconds,
+    /// For DFTracer metrics: the whole run's traced seconds per category.
+    pub trace_categories: Option<BTreeMap<String, f64>>,
+}
+
+/// The per-epoch metric of one finished run (and, from traces, the time per category).
+pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, String> {
     let m = &exp.file.metric;
     match m.source {
         MetricSource::Stdout | MetricSource::File => {
             let re = Regex::new(m.pattern.as_deref().unwrap_or_default()).expect("validated");
             let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
-            extract_epochs(&re, &text, &name).map_err(|e| e.to_string())
+            let epochs = extract_epochs(&re, &text, &name).map_err(|e| e.to_string())?;
+            Ok(RunMetric {
+                epochs,
+                trace_categories: None,
+            })
         }
         MetricSource::Dftracer => {
             let dir = run_dir.join(m.dir.as_deref().unwrap_or("."));
@@ -237,7 +255,16 @@ pub fn metric_epochs(exp: &Experiment, run_dir: &Path) -> Result<EpochSeconds, S
             }
             optgate_metrics::check_contiguous(&epochs, &dir.display().to_string())
                 .map_err(|e| e.to_string())?;
-            Ok(epochs)
+            let categories = summary
+                .total
+                .by_category
+                .iter()
+                .map(|(c, st)| (c.clone(), st.dur_s))
+                .collect();
+            Ok(RunMetric {
+                epochs,
+                trace_categories: Some(categories),
+            })
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The report of an execution: the analysis of the collected runs plus what the experiment
-//! declared (variants, checklist) and the provenance of every run, as an
+//! declared (variants, checklist), the A/A noise floor, the traced time per category beside
+//! the wall time, and the provenance of every run, as an
 //! `optgate_report::Report`. One function for `optgate run` and the daemon, so their
 //! reports are the same object.
 
@@ -7,9 +8,11 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use optgate_experiment::{Experiment, Plan, Verdict as FileVerdict};
+use optgate_experiment::{AA_CONTROL, Experiment, MetricSource, Plan, Verdict as FileVerdict};
 use optgate_probe::Probe;
-use optgate_report::{DeclaredVerdict, ExperimentMeta, Report, VariantMeta, Verdict};
+use optgate_report::{
+    ArmBreakdown, DeclaredVerdict, ExperimentMeta, NoiseFloor, Report, VariantMeta, Verdict,
+};
 use optgate_stats::{SequentialPlan, StatsError};
 
 use crate::{Collected, Layout, RunStatus};
@@ -27,13 +30,30 @@ pub fn build_report(
     sequential: Option<(&SequentialPlan, u32)>,
     node: &Probe,
 ) -> Result<Report, StatsError> {
-    let (base, others) = crate::analysis::arm_data(exp, collected, not_applicable);
+    let (base, mut others) = crate::analysis::arm_data(exp, collected, not_applicable);
     let cfg = crate::analysis::analysis_config(exp);
+    // The A/A control is not a proposal: it is analysed on its own (so it neither joins
+    // Holm's family nor gets a decision) and reported as the noise floor.
+    let aa = others
+        .iter()
+        .position(|a| a.name == AA_CONTROL)
+        .map(|i| others.remove(i));
     let analysis = match sequential {
         Some((seq, look)) => optgate_stats::analyze_sequential(&base, &others, &cfg, seq, look)?,
         None => optgate_stats::analyze(&base, &others, &cfg)?,
     };
     let mut report = Report::new(analysis, &base, &others);
+    if let Some(aa) = aa {
+        let a = optgate_stats::analyze(&base, std::slice::from_ref(&aa), &cfg)?;
+        let v = &a.variants[0];
+        report.noise_floor = Some(NoiseFloor {
+            arm: aa.name.clone(),
+            speedup: v.speedup,
+            apparent_effect_pct: v.speedup.estimate.map(|e| 100.0 * (e - 1.0)),
+            min_effect_pct: cfg.min_effect_pct,
+        });
+    }
+    report.breakdown = breakdown(exp, collected);
     report.experiment = Some(ExperimentMeta {
         name: exp.name().to_string(),
         description: exp.file.description.clone(),
@@ -170,4 +190,47 @@ fn provenance(
         "runs": runs,
         "failed_runs": collected.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count(),
     })
+}
+
+/// Per arm, the median over complete runs of the wall time and of each traced category
+/// (DFTracer metrics only).
+fn breakdown(exp: &Experiment, collected: &Collected) -> Option<Vec<ArmBreakdown>> {
+    if exp.file.metric.source != MetricSource::Dftracer {
+        return None;
+    }
+    let median = |mut v: Vec<f64>| -> Option<f64> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        Some(if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            0.5 * (v[n / 2 - 1] + v[n / 2])
+        })
+    };
+    Some(
+        exp.arms
+            .iter()
+            .map(|arm| {
+                let runs: Vec<_> = collected.complete_runs(&arm.name).collect();
+                let mut per_cat: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+                for r in &runs {
+                    for (c, secs) in r.trace_categories.iter().flatten() {
+                        per_cat.entry(c.clone()).or_default().push(*secs);
+                    }
+                }
+                ArmBreakdown {
+                    arm: arm.name.clone(),
+                    runs: runs.len(),
+                    wall_s: median(runs.iter().filter_map(|r| r.elapsed_s).collect()),
+                    categories: per_cat
+                        .into_iter()
+                        .filter_map(|(c, v)| Some((c, median(v)?)))
+                        .collect(),
+                }
+            })
+            .collect(),
+    )
 }

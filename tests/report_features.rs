@@ -1,0 +1,191 @@
+//! Report features through the real binary: the A/A noise floor, a DFTracer trace as the
+//! metric (with traced time per category beside wall time), the other output formats,
+//! SVG plots, and `optgate analyze` on a samples file with its bad-input exit code.
+
+mod support;
+
+use support::*;
+
+fn run_json(
+    dir: &std::path::Path,
+    yaml: &str,
+    extra: &[&str],
+) -> (Option<i32>, serde_json::Value, String, String) {
+    let p = write_experiment(dir, yaml);
+    let root = dir.join("exec");
+    let mut args = vec![
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    let out = stdout(&o);
+    let json = serde_json::from_str(&out).unwrap_or(serde_json::Value::Null);
+    (o.status.code(), json, out, stderr(&o))
+}
+
+#[test]
+fn aa_control_is_the_noise_floor_not_a_proposal() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml =
+        fake_app_experiment("aa", "").replace("replicates: 5", "replicates: 5\naa_control: true");
+    let (code, report, _, err) = run_json(dir.path(), &yaml, &["--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let names: Vec<&str> = report["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["v1"]);
+    assert_eq!(report["noise_floor"]["arm"], "aa-control");
+    // The fake app prints identical times in every run: the A/A speed-up is exactly 1.
+    assert_eq!(report["noise_floor"]["speedup"]["estimate"], 1.0);
+    assert_eq!(report["noise_floor"]["min_effect_pct"], 1.0);
+    assert!(
+        dir.path()
+            .join("exec/runs/b001-aa-control/manifest.json")
+            .exists()
+    );
+}
+
+/// An app that writes a DFTracer 2.x trace: per epoch e, `e` compute events of 1000·e µs
+/// and one POSIX read of 500 µs, plus wall-clock lines that disagree with the trace.
+const TRACING_APP: &str = r#"app:
+  command: |
+    mkdir -p traces
+    {
+      echo '{"name":"CM","cat":"dftracer","pid":1,"tid":1,"ph":4,"args":{"name":"time_metric","value":"us"}}'
+      ts=1000
+      for e in 1 2 3; do
+        for i in $(seq 1 $e); do
+          echo "{\"id\":$ts,\"name\":\"forward\",\"cat\":\"compute\",\"pid\":1,\"tid\":1,\"ts\":$ts,\"dur\":$((1000 * e * ${SCALE:-1})),\"ph\":1,\"args\":{\"epoch\":$e}}"
+          ts=$((ts + 10000))
+        done
+        echo "{\"id\":$ts,\"name\":\"read\",\"cat\":\"POSIX\",\"pid\":1,\"tid\":1,\"ts\":$ts,\"dur\":500,\"ph\":1,\"args\":{\"epoch\":$e}}"
+        ts=$((ts + 10000))
+      done
+    } > traces/app-1.pfw
+"#;
+
+#[test]
+fn dftracer_trace_is_the_metric_and_categories_sit_beside_wall_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: traced\n{TRACING_APP}metric: {{ source: dftracer, dir: traces, category: compute }}\nreplicates: 5\n\
+         variants:\n  - {{ name: half, dimension: l1_vectorization, env: {{ SCALE: 2 }} }}\n"
+    );
+    let (code, report, _, err) = run_json(dir.path(), &yaml, &["--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    // Epoch e holds e compute events of e ms: 1, 4, 9 ms; the variant doubles them.
+    let samples = std::fs::read_to_string(dir.path().join("exec/samples.csv")).unwrap();
+    assert!(samples.contains("\nbaseline,1,1,1,0.001\n"), "{samples}");
+    assert!(samples.contains("\nbaseline,1,1,2,0.004\n"), "{samples}");
+    assert!(samples.contains("\nbaseline,1,1,3,0.009\n"), "{samples}");
+    assert!(samples.contains("\nhalf,1,1,3,0.018\n"), "{samples}");
+    let v = &report["variants"][0];
+    assert!(
+        (v["speedup"]["estimate"].as_f64().unwrap() - 0.5).abs() < 1e-12,
+        "{v}"
+    );
+    assert_eq!(v["decision"], "reject");
+    let b = report["breakdown"].as_array().unwrap();
+    assert_eq!(b[0]["arm"], "baseline");
+    assert!((b[0]["categories"]["compute"].as_f64().unwrap() - 0.014).abs() < 1e-12);
+    assert!((b[0]["categories"]["POSIX"].as_f64().unwrap() - 0.0015).abs() < 1e-12);
+    assert!((b[1]["categories"]["compute"].as_f64().unwrap() - 0.028).abs() < 1e-12);
+    assert!(b[0]["wall_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn trace_without_epochs_fails_the_run_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: traced\n{}metric: {{ source: dftracer, dir: traces, category: compute }}\nreplicates: 5\n\
+         variants:\n  - {{ name: v, dimension: l1_vectorization, env: {{ X: 1 }} }}\n",
+        TRACING_APP.replace(r#",\"args\":{\"epoch\":$e}"#, "")
+    );
+    let (code, _, _, err) = run_json(dir.path(), &yaml, &[]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("the traces hold no per-epoch `compute` events"),
+        "{err}"
+    );
+    assert!(err.contains("DFTRACER_INC_METADATA=1"), "{err}");
+}
+
+#[test]
+fn markdown_csv_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("fmt", "");
+    let plots = dir.path().join("plots");
+    let (code, _, md, err) = run_json(
+        dir.path(),
+        &yaml,
+        &["--format", "markdown", "--plot", plots.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(md.contains("| # | Strategy | Description of Optimization | App Impact | System Impact | Weighted Score |"), "{md}");
+    let svgs: Vec<_> = std::fs::read_dir(&plots)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!svgs.is_empty());
+    let all: String = svgs
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(all.contains("<svg"), "not SVG");
+    assert!(
+        all.contains("baseline") && all.contains("v1"),
+        "plots do not name the arms"
+    );
+
+    let o = run(&[
+        "analyze",
+        dir.path().join("exec/samples.csv").to_str().unwrap(),
+        "--baseline",
+        "baseline",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let csv = stdout(&o);
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .starts_with("rank,variant,decision,app_impact_pct"),
+        "{csv}"
+    );
+    assert!(
+        csv.lines().nth(1).unwrap().starts_with("1,v1,reject,"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn analyze_bad_samples_exit_2_naming_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.csv");
+    std::fs::write(
+        &p,
+        "variant,replicate,epoch,seconds\nbase,1,1,1.0\nbase,1,1,1.1\nv,1,1,-3\n",
+    )
+    .unwrap();
+    let o = run(&["analyze", p.to_str().unwrap(), "--baseline", "base"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("line 3") || err.contains("lines 2, 3") || err.contains("rows"),
+        "{err}"
+    );
+    assert!(err.contains("-3"), "{err}");
+
+    let o = run(&["analyze", p.to_str().unwrap(), "--baseline", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nope"), "{}", stderr(&o));
+}
