@@ -8,8 +8,10 @@
 pub mod backend;
 pub mod batch;
 pub mod command;
+pub mod factory;
 pub mod flux;
 pub mod local;
+pub mod local_backend;
 pub mod manifest;
 pub mod poll;
 pub mod process;

@@ -1,0 +1,40 @@
+//! The one place a scheduler backend is chosen from an experiment's `scheduler.kind`. The
+//! daemon calls nothing else to get a backend, so a new backend plugs in here and nowhere
+//! in the daemon.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use optgate_experiment::SchedulerKind;
+
+use crate::backend::Scheduler;
+use crate::flux::FluxBackend;
+use crate::local_backend::LocalBackend;
+use crate::slurm::SlurmBackend;
+
+/// The backend for `kind`. `state_dir` is the daemon's state directory, where the local
+/// backend keeps its job registry and the machine-wide run lock.
+pub fn backend_for(kind: SchedulerKind, state_dir: &Path) -> Arc<dyn Scheduler> {
+    match kind {
+        SchedulerKind::Local => Arc::new(LocalBackend::new(state_dir)),
+        SchedulerKind::Slurm => Arc::new(SlurmBackend::new()),
+        SchedulerKind::Flux => Arc::new(FluxBackend::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_gets_its_backend() {
+        let dir = Path::new("/tmp/state");
+        for (kind, name) in [
+            (SchedulerKind::Local, "local"),
+            (SchedulerKind::Slurm, "slurm"),
+            (SchedulerKind::Flux, "flux"),
+        ] {
+            assert_eq!(backend_for(kind, dir).kind(), name);
+        }
+    }
+}
