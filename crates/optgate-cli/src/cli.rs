@@ -122,6 +122,60 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Start the daemon in the background (`--foreground` for systemd or tmux), or stop it
+    /// with `optgate daemon stop`. State lives in $OPTGATE_HOME, else
+    /// $XDG_STATE_HOME/optgate, else ~/.local/state/optgate.
+    Daemon {
+        /// Run in this process until SIGTERM or `optgate daemon stop`; logs go to stderr
+        /// (set OPTGATE_LOG=info to see progress).
+        #[arg(long)]
+        foreground: bool,
+        #[command(subcommand)]
+        action: Option<DaemonCommand>,
+    },
+    /// Hand an experiment to the daemon (started if none is running) and print its id.
+    ///
+    /// The file is validated here first, with the same messages and pre-flight checks as
+    /// `optgate validate`. Only the experiment id is printed on stdout.
+    Submit {
+        experiment: PathBuf,
+        /// Fail with exit code 4 instead of starting the daemon when none is running.
+        #[arg(long)]
+        no_start: bool,
+    },
+    /// Where every experiment of the daemon stands: state, runs done/total, looks,
+    /// decisions so far. With an ID: that experiment, with its jobs.
+    Status {
+        id: Option<String>,
+        /// Refresh until the experiments shown have ended.
+        #[arg(long)]
+        watch: bool,
+        /// The documented JSON form (one object per refresh with --watch).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The report of a daemon experiment (its latest look).
+    Report {
+        id: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Short for --format json.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// Write SVG plots into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// The decision as an exit status: 0 accepted, 1 rejected, 2 inconclusive or still
+    /// running, 3 or more an error (failed or cancelled experiment, unknown id, no daemon).
+    /// Without --variant: 1 if any variant was rejected, else 2 if any is not accepted.
+    Gate {
+        id: String,
+        #[arg(long)]
+        variant: Option<String>,
+    },
+    /// Cancel a daemon experiment: no new work, its live jobs are cancelled.
+    Cancel { id: String },
     /// Execute one rendered run and write its manifest (used inside job scripts).
     #[command(hide = true)]
     ExecRun {
@@ -132,6 +186,13 @@ pub enum Command {
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonCommand {
+    /// Stop the daemon: it finishes its database writes; jobs keep running and a restarted
+    /// daemon picks them up.
+    Stop,
 }
 
 #[derive(Debug, Subcommand)]

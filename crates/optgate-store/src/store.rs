@@ -462,6 +462,34 @@ impl Store {
         Ok(out)
     }
 
+    /// Blocks per experiment id, in one grouped query.
+    pub fn block_counts(&self) -> Result<BTreeMap<String, u32>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT experiment_id, COUNT(*) FROM blocks GROUP BY experiment_id")
+            .map_err(self.err("count blocks"))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("count blocks"))
+    }
+
+    /// Run counts of one experiment.
+    pub fn run_counts_of(&self, id: &str) -> Result<RunCounts, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, COUNT(*) FROM runs WHERE experiment_id = ?1 GROUP BY state")
+            .map_err(self.err("count runs"))?;
+        let raws: Vec<(String, u32)> = stmt
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("count runs"))?;
+        let mut c = RunCounts::default();
+        for (state, n) in raws {
+            c.add(RunState::parse(&state).ok_or_else(|| self.bad("runs.state", &state))?, n);
+        }
+        Ok(c)
+    }
+
     /// Records run outcomes read while their job is still running (live progress).
     pub fn update_runs(&mut self, id: &str, updates: &[RunUpdate]) -> Result<(), StoreError> {
         let op = "record run outcomes";
@@ -482,6 +510,17 @@ impl Store {
         let path = self.path.clone();
         let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
         let tx = self.conn.transaction().map_err(err.clone())?;
+        // New work only for a running experiment: a cancellation that raced with the
+        // engine's decision to submit wins, and nothing is recorded.
+        let state: Option<String> = tx
+            .query_row("SELECT state FROM experiments WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(err.clone())?;
+        if state.as_deref() != Some(ExperimentState::Running.as_str()) {
+            return Ok(Vec::new());
+        }
         let t = now();
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {

@@ -1,11 +1,16 @@
 //! One module per command; `dispatch` is the single match from command to handler.
 
 mod analyze;
+mod cancel;
+mod daemon;
 mod exec_run;
+mod gate;
 mod plan;
 pub mod probe;
 mod report;
 mod run;
+mod status;
+mod submit;
 mod trace;
 mod validate;
 
@@ -73,6 +78,31 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     json,
                 },
         } => trace::summary(&paths, epoch_marker, category, json),
+        Command::Daemon { foreground, action } => daemon::daemon(
+            foreground,
+            matches!(action, Some(crate::cli::DaemonCommand::Stop)),
+        ),
+        Command::Submit {
+            experiment,
+            no_start,
+        } => submit::submit(&experiment, no_start),
+        Command::Status { id, watch, json } => status::status(id.as_deref(), watch, json),
+        Command::Report {
+            id,
+            format,
+            json,
+            plot,
+        } => report::report_experiment(
+            &id,
+            if json {
+                crate::cli::Format::Json
+            } else {
+                format
+            },
+            plot.as_deref(),
+        ),
+        Command::Gate { id, variant } => gate::gate(&id, variant.as_deref()),
+        Command::Cancel { id } => cancel::cancel(&id),
         Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

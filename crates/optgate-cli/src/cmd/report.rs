@@ -50,3 +50,34 @@ pub fn plots(report: &Report, dir: &Path) -> Result<()> {
     );
     Ok(())
 }
+
+/// `optgate report ID`: the latest report of a daemon experiment (stored with its latest
+/// look), rendered like `optgate run`'s.
+pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Result<i32> {
+    use optgate_daemon::protocol::{ReportRequest, Request, Response};
+    let paths = super::daemon::state_paths()?;
+    let request = Request::Report(ReportRequest { id: id.to_string() });
+    let reply = match optgate_daemon::client::call(&paths, &request)
+        .map_err(super::daemon::client_error)?
+    {
+        Response::Report(r) => r,
+        other => anyhow::bail!("the daemon answered {other:?} to a report request"),
+    };
+    let report: Report = serde_json::from_value(reply.report).with_context(|| {
+        format!("the daemon's report of {id} is not a report this optgate reads")
+    })?;
+    if let Some(dir) = plot {
+        plots(&report, dir)?;
+    }
+    print!("{}", render(&report, format)?);
+    if !matches!(
+        reply.state.as_str(),
+        "decided" | "budget_exhausted" | "failed" | "cancelled"
+    ) {
+        eprintln!(
+            "optgate: experiment {id} is still {}; this is the report of its latest look",
+            reply.state
+        );
+    }
+    Ok(crate::exit::OK)
+}

@@ -1,0 +1,104 @@
+//! `optgate daemon [--foreground]` and `optgate daemon stop`, plus the mapping from the
+//! daemon client's errors to exit codes that every daemon command uses.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use optgate_daemon::protocol::{ErrorKind, Request, Response, ShutdownRequest, Welcome};
+use optgate_daemon::{ClientError, DaemonError, StatePaths, client};
+
+use crate::exit;
+
+/// How long `daemon stop` waits for the daemon to finish its database writes and exit.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+pub fn daemon(foreground: bool, stop: bool) -> Result<i32> {
+    let paths = state_paths()?;
+    if stop {
+        return stop_daemon(&paths);
+    }
+    if foreground {
+        return match optgate_daemon::lifecycle::run_foreground(&paths) {
+            Ok(()) => Ok(exit::OK),
+            Err(e @ DaemonError::AlreadyRunning { .. }) => Err(exit::with_code(exit::FAILED, e)),
+            Err(e) => Err(e.into()),
+        };
+    }
+    match client::ping(&paths) {
+        Ok(w) => {
+            eprintln!(
+                "optgate: the daemon is already running (pid {}, state in {})",
+                w.pid,
+                w.state_dir.display()
+            );
+            Ok(exit::OK)
+        }
+        Err(ClientError::NotRunning { .. }) => {
+            let w = start(&paths)?;
+            eprintln!(
+                "optgate: daemon started (pid {}); state in {}, log {}",
+                w.pid,
+                w.state_dir.display(),
+                paths.log().display()
+            );
+            Ok(exit::OK)
+        }
+        Err(e) => Err(client_error(e)),
+    }
+}
+
+fn stop_daemon(paths: &StatePaths) -> Result<i32> {
+    match client::call(paths, &Request::Shutdown(ShutdownRequest {})) {
+        Ok(Response::ShuttingDown) => {}
+        Ok(other) => {
+            return Err(anyhow::anyhow!(
+                "the daemon answered {other:?} to a stop request"
+            ));
+        }
+        Err(e) => return Err(client_error(e)),
+    }
+    if client::wait_until_stopped(paths, STOP_WAIT) {
+        eprintln!(
+            "optgate: daemon stopped; running jobs carry on and are picked up at the next start"
+        );
+        Ok(exit::OK)
+    } else {
+        Err(exit::with_code(
+            exit::FAILED,
+            anyhow::anyhow!(
+                "the daemon was asked to stop but is still running after {} s; see {}",
+                STOP_WAIT.as_secs(),
+                paths.log().display()
+            ),
+        ))
+    }
+}
+
+/// Starts the daemon in the background with this very binary.
+pub fn start(paths: &StatePaths) -> Result<Welcome> {
+    let me = std::env::current_exe()?;
+    client::start_background(paths, &me).map_err(client_error)
+}
+
+pub fn state_paths() -> Result<StatePaths> {
+    StatePaths::from_env().map_err(|e| exit::with_code(exit::FAILED, e))
+}
+
+/// The exit code a daemon client error means: unreachable → 4, unknown experiment → 3,
+/// an invalid experiment or a report that is not ready yet → 2.
+pub fn client_error(e: ClientError) -> anyhow::Error {
+    let code = match &e {
+        e if e.is_unreachable() => exit::NO_DAEMON,
+        ClientError::VersionMismatch { .. } => exit::NO_DAEMON,
+        ClientError::Refused { kind, .. } => match kind {
+            ErrorKind::InvalidExperiment | ErrorKind::NoReport | ErrorKind::BadRequest => {
+                exit::INVALID_INPUT
+            }
+            ErrorKind::ShuttingDown | ErrorKind::Refused => exit::NO_DAEMON,
+            ErrorKind::UnknownExperiment | ErrorKind::Internal => exit::FAILED,
+        },
+        _ => exit::FAILED,
+    };
+    exit::with_code(code, e)
+}

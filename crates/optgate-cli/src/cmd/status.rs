@@ -1,0 +1,171 @@
+//! `optgate status [ID] [--watch] [--json]`: where every experiment (or one) stands. The
+//! JSON is the daemon's `StatusReply`, a documented, stable interface. `--watch` redraws
+//! until the experiments shown have ended (JSON: one object per line per refresh).
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use optgate_daemon::client;
+use optgate_daemon::protocol::{ExperimentStatus, Request, Response, StatusReply, StatusRequest};
+
+use super::daemon::{client_error, state_paths};
+use crate::exit;
+
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+const ENDED: [&str; 4] = ["decided", "budget_exhausted", "failed", "cancelled"];
+
+pub fn is_ended(state: &str) -> bool {
+    ENDED.contains(&state)
+}
+
+/// One status request.
+pub fn fetch(id: Option<&str>) -> Result<StatusReply> {
+    let paths = state_paths()?;
+    let request = Request::Status(StatusRequest {
+        id: id.map(str::to_string),
+    });
+    match client::call(&paths, &request).map_err(client_error)? {
+        Response::Status(s) => Ok(s),
+        other => Err(anyhow::anyhow!(
+            "the daemon answered {other:?} to a status request"
+        )),
+    }
+}
+
+pub fn status(id: Option<&str>, watch: bool, json: bool) -> Result<i32> {
+    let tty = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let reply = fetch(id)?;
+        let text = if json {
+            if watch {
+                serde_json::to_string(&reply)? + "\n"
+            } else {
+                serde_json::to_string_pretty(&reply)? + "\n"
+            }
+        } else {
+            render(&reply, id.is_some())
+        };
+        let mut out = std::io::stdout().lock();
+        if !watch {
+            out.write_all(text.as_bytes())?;
+            return Ok(exit::OK);
+        }
+        if text != last {
+            if tty && !json {
+                // Redraw in place: clear the screen, cursor home.
+                out.write_all(b"\x1b[2J\x1b[H")?;
+            }
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            last = text;
+        }
+        drop(out);
+        if reply.experiments.iter().all(|e| is_ended(&e.state)) {
+            return Ok(exit::OK);
+        }
+        std::thread::sleep(WATCH_INTERVAL);
+    }
+}
+
+fn runs_text(e: &ExperimentStatus) -> String {
+    let mut s = format!("{}/{}", e.runs.done, e.runs.total);
+    if e.runs.failed > 0 {
+        s.push_str(&format!(" ({} failed)", e.runs.failed));
+    }
+    s
+}
+
+fn decisions_text(e: &ExperimentStatus) -> String {
+    if e.decisions.is_empty() {
+        return "-".to_string();
+    }
+    e.decisions
+        .iter()
+        .map(|d| format!("{}: {}", d.variant, d.decision))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The table `optgate status` prints (and the details of one experiment).
+pub fn render(reply: &StatusReply, detailed: bool) -> String {
+    if reply.experiments.is_empty() {
+        return "no experiments; submit one with `optgate submit EXP.yaml`\n".to_string();
+    }
+    let rows: Vec<[String; 6]> = reply
+        .experiments
+        .iter()
+        .map(|e| {
+            [
+                e.id.clone(),
+                e.name.clone(),
+                e.state.clone(),
+                runs_text(e),
+                format!("{}/{}", e.looks, e.planned_looks),
+                decisions_text(e),
+            ]
+        })
+        .collect();
+    let header = ["ID", "NAME", "STATE", "RUNS", "LOOKS", "DECISIONS"];
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&header.map(String::from));
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    if detailed {
+        for e in &reply.experiments {
+            out.push('\n');
+            if let Some(r) = &e.reason {
+                out.push_str(&format!("reason:  {r}\n"));
+            }
+            out.push_str(&format!("file:    {}\n", e.experiment_file));
+            out.push_str(&format!("runs in: {}\n", e.root));
+            out.push_str(&format!(
+                "blocks:  {} of at most {} ({} queued, {} pending runs)\n",
+                e.blocks, e.max_blocks, e.runs.queued, e.runs.pending
+            ));
+            for d in &e.decisions {
+                out.push_str(&format!("  {}: {} — {}\n", d.variant, d.decision, d.reason));
+            }
+            if let Some(jobs) = &e.jobs {
+                for j in jobs {
+                    out.push_str(&format!(
+                        "  job {} (block {}, attempt {}): {}{}{}\n",
+                        j.name,
+                        j.block,
+                        j.attempt,
+                        j.state,
+                        j.scheduler_job_id
+                            .as_ref()
+                            .map(|i| format!(", id {i}"))
+                            .unwrap_or_default(),
+                        j.detail
+                            .as_ref()
+                            .map(|d| format!(" — {d}"))
+                            .unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}

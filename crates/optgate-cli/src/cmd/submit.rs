@@ -1,0 +1,57 @@
+//! `optgate submit EXP.yaml`: validate here (the same messages and pre-flight checks as
+//! `validate`, so nothing invalid reaches the daemon), start the daemon if none is running
+//! (unless `--no-start`), hand the experiment over, print its id — and only its id — on
+//! stdout.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use optgate_daemon::ClientError;
+use optgate_daemon::client;
+use optgate_daemon::protocol::{Request, Response, SubmitRequest};
+use optgate_runner::preflight::Level;
+
+use super::daemon::{client_error, start, state_paths};
+use crate::exit;
+
+pub fn submit(path: &Path, no_start: bool) -> Result<i32> {
+    let loaded = super::load_experiment(path)?;
+    let exp = loaded.experiment;
+    let findings = super::validate::preflight_findings(&exp);
+    for f in &findings {
+        eprintln!("{}", super::validate::show_finding(path, f));
+    }
+    if findings.iter().any(|f| f.level == Level::Error) {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!("pre-flight errors: nothing was submitted"),
+        ));
+    }
+    let paths = state_paths()?;
+    match client::ping(&paths) {
+        Ok(_) => {}
+        Err(ClientError::NotRunning { .. }) if !no_start => {
+            let w = start(&paths)?;
+            eprintln!(
+                "optgate: started the daemon (pid {}; log {})",
+                w.pid,
+                paths.log().display()
+            );
+        }
+        Err(e) => return Err(client_error(e)),
+    }
+    let request = Request::Submit(SubmitRequest {
+        source_path: exp.source.clone(),
+        source_text: exp.source_text.clone(),
+    });
+    match client::call(&paths, &request).map_err(client_error)? {
+        Response::Submitted(reply) => {
+            println!("{}", reply.id);
+            Ok(exit::OK)
+        }
+        other => Err(anyhow::anyhow!(
+            "the daemon answered {other:?} to a submission"
+        )),
+    }
+}

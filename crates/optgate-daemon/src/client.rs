@@ -1,0 +1,208 @@
+//! The client side, for the CLI: connect, handshake, one request, one response — plain
+//! blocking I/O, no runtime needed — and starting the daemon in the background.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::ClientError;
+use crate::paths::StatePaths;
+use crate::protocol::{
+    Hello, HelloReply, MAX_REPLY_BYTES, PROTOCOL_VERSION, Request, Response, Welcome,
+};
+
+/// How long the client waits for the daemon's answer.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a background start may take before the daemon must answer.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn io_err(op: &'static str, paths: &StatePaths) -> impl FnOnce(std::io::Error) -> ClientError {
+    let socket = paths.socket();
+    move |source| ClientError::Io { op, socket, source }
+}
+
+fn send<T: Serialize>(w: &mut UnixStream, msg: &T, paths: &StatePaths) -> Result<(), ClientError> {
+    let mut line = serde_json::to_vec(msg).expect("protocol messages serialise");
+    line.push(b'\n');
+    w.write_all(&line).map_err(io_err("write to", paths))
+}
+
+fn receive<T: DeserializeOwned>(
+    r: &mut BufReader<UnixStream>,
+    paths: &StatePaths,
+) -> Result<T, ClientError> {
+    let mut buf = Vec::new();
+    let n = r
+        .by_ref()
+        .take(MAX_REPLY_BYTES as u64 + 1)
+        .read_until(b'\n', &mut buf)
+        .map_err(io_err("read from", paths))?;
+    if n == 0 {
+        return Err(ClientError::Protocol(
+            "the daemon closed the connection without answering".into(),
+        ));
+    }
+    if buf.len() > MAX_REPLY_BYTES {
+        return Err(ClientError::Protocol(format!(
+            "the answer is longer than {MAX_REPLY_BYTES} bytes"
+        )));
+    }
+    serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(e.to_string()))
+}
+
+/// Connects and does the handshake.
+fn connect(
+    paths: &StatePaths,
+) -> Result<(UnixStream, BufReader<UnixStream>, Welcome), ClientError> {
+    let socket = paths.socket();
+    let mut stream = match UnixStream::connect(&socket) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            // No socket, or one left by a daemon that died: nobody is serving.
+            return Err(ClientError::NotRunning { socket });
+        }
+        Err(source) => {
+            return Err(ClientError::Io {
+                op: "connect to",
+                socket,
+                source,
+            });
+        }
+    };
+    stream
+        .set_read_timeout(Some(REPLY_TIMEOUT))
+        .map_err(io_err("configure", paths))?;
+    let reader = BufReader::new(stream.try_clone().map_err(io_err("use", paths))?);
+    let mut reader = reader;
+    send(
+        &mut stream,
+        &Hello {
+            protocol: PROTOCOL_VERSION,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        paths,
+    )?;
+    match receive::<HelloReply>(&mut reader, paths)? {
+        HelloReply::Welcome(w) if w.protocol == PROTOCOL_VERSION => Ok((stream, reader, w)),
+        HelloReply::Welcome(w) => Err(ClientError::VersionMismatch {
+            daemon: w.protocol,
+            daemon_version: w.version,
+            client: PROTOCOL_VERSION,
+        }),
+        HelloReply::Error(e) => Err(ClientError::Refused {
+            kind: e.kind,
+            message: e.message,
+        }),
+    }
+}
+
+/// Whether a daemon answers, and who it is.
+pub fn ping(paths: &StatePaths) -> Result<Welcome, ClientError> {
+    connect(paths).map(|(_, _, w)| w)
+}
+
+/// Sends one request. A refusal by the daemon (`Response::Error`) is returned as
+/// [`ClientError::Refused`].
+pub fn call(paths: &StatePaths, request: &Request) -> Result<Response, ClientError> {
+    let (mut stream, mut reader, _) = connect(paths)?;
+    send(&mut stream, request, paths)?;
+    match receive::<Response>(&mut reader, paths)? {
+        Response::Error(e) => Err(ClientError::Refused {
+            kind: e.kind,
+            message: e.message,
+        }),
+        other => Ok(other),
+    }
+}
+
+/// Starts `optgate daemon --foreground` detached (own session, output appended to the
+/// daemon's log) and waits until it answers. `optgate` is the binary to run.
+pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, ClientError> {
+    let start_err = |what: String| ClientError::Start(what);
+    paths.prepare().map_err(|e| start_err(e.to_string()))?;
+    let log_path = paths.log();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| start_err(format!("cannot open {}: {e}", log_path.display())))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| start_err(format!("cannot open {}: {e}", log_path.display())))?;
+    let mut cmd = Command::new(optgate);
+    cmd.args(["daemon", "--foreground"])
+        .env("OPTGATE_HOME", &paths.dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2);
+    if std::env::var_os("OPTGATE_LOG").is_none() && std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("OPTGATE_LOG", "info");
+    }
+    // SAFETY: setsid is async-signal-safe. Its own session keeps the daemon alive when the
+    // terminal that started it closes.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| start_err(format!("cannot run {}: {e}", optgate.display())))?;
+    let t0 = Instant::now();
+    loop {
+        match ping(paths) {
+            Ok(w) => return Ok(w),
+            Err(ClientError::NotRunning { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            // It may have lost a race with another start: then that daemon answers.
+            if let Ok(w) = ping(paths) {
+                return Ok(w);
+            }
+            return Err(start_err(format!(
+                "it exited ({status}); the end of {}:\n{}",
+                log_path.display(),
+                log_tail(&log_path, 10)
+            )));
+        }
+        if t0.elapsed() > START_TIMEOUT {
+            return Err(start_err(format!(
+                "it did not answer within {} s; see {}",
+                START_TIMEOUT.as_secs(),
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the daemon on `paths` has exited (its lock is free), up to `limit`.
+pub fn wait_until_stopped(paths: &StatePaths, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if !crate::lifecycle::is_locked(paths) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<&str> = text.lines().rev().take(lines).collect();
+    v.into_iter().rev().collect::<Vec<_>>().join("\n")
+}

@@ -1,0 +1,101 @@
+//! What the server's handlers and the engine share: the database (behind a mutex, used
+//! from blocking tasks), the state paths, the engine's wake-up, the backends, and facts
+//! about this daemon.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use optgate_experiment::SchedulerKind;
+use optgate_sched::Scheduler;
+use optgate_store::{Store, StoreError};
+
+use crate::error::DaemonError;
+use crate::paths::StatePaths;
+use crate::protocol::{DaemonInfo, PROTOCOL_VERSION};
+
+/// The database, shared. Calls run on tokio's blocking pool: SQLite calls block, and an
+/// fsync at commit must never stall the runtime's workers.
+#[derive(Clone)]
+pub struct Db(Arc<Mutex<Store>>);
+
+impl Db {
+    pub fn new(store: Store) -> Db {
+        Db(Arc::new(Mutex::new(store)))
+    }
+
+    pub async fn call<R, F>(&self, f: F) -> Result<R, DaemonError>
+    where
+        F: FnOnce(&mut Store) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let inner = self.0.clone();
+        tokio::task::spawn_blocking(move || {
+            // A panic while holding the lock cannot leave a transaction half-done (SQLite
+            // rolls back an unfinished one), so the store is still usable.
+            let mut store = inner.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut store)
+        })
+        .await
+        .map_err(|e| DaemonError::Join(e.to_string()))?
+        .map_err(DaemonError::from)
+    }
+}
+
+/// One backend per scheduler kind, made on first use by the factory.
+#[derive(Default)]
+pub struct Backends {
+    made: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
+}
+
+impl Backends {
+    pub fn get(&self, kind: SchedulerKind, state_dir: &std::path::Path) -> Arc<dyn Scheduler> {
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        made.entry(kind.to_string())
+            .or_insert_with(|| optgate_sched::factory::backend_for(kind, state_dir))
+            .clone()
+    }
+}
+
+/// Shared by every task of the daemon.
+pub struct Daemon {
+    pub paths: StatePaths,
+    pub db: Db,
+    /// Wakes the engine early (a submission, a cancellation).
+    pub wake: Notify,
+    pub backends: Backends,
+    /// The optgate binary jobs call (`exec-run`, `probe`): this daemon's own executable.
+    pub optgate_bin: PathBuf,
+    pub started_at: String,
+    /// Cancelled to stop the daemon (SIGTERM, SIGINT, `optgate daemon stop`).
+    pub shutdown: CancellationToken,
+}
+
+impl Daemon {
+    pub fn info(&self) -> DaemonInfo {
+        DaemonInfo {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: PROTOCOL_VERSION,
+            state_dir: self.paths.dir.clone(),
+            started_at: self.started_at.clone(),
+        }
+    }
+
+    pub fn backend(&self, kind: SchedulerKind) -> Arc<dyn Scheduler> {
+        self.backends.get(kind, &self.paths.dir)
+    }
+}
+
+/// A scheduler kind from its stored name.
+pub fn kind_of(name: &str) -> Option<SchedulerKind> {
+    match name {
+        "local" => Some(SchedulerKind::Local),
+        "slurm" => Some(SchedulerKind::Slurm),
+        "flux" => Some(SchedulerKind::Flux),
+        _ => None,
+    }
+}

@@ -1,0 +1,274 @@
+//! The pure part of the daemon's decision loop: which looks the sequential design plans,
+//! the analysis at a look, and what follows it (decided, more blocks, budget exhausted,
+//! failed). No I/O, so the rule can be simulated (see the A/A test below).
+//!
+//! Looks: the first when `replicates` blocks are complete, then one after each added block,
+//! up to `max_replicates` blocks. With `max_replicates` unset (or equal to `replicates`)
+//! there is exactly one look, analysed at the experiment's α. With more, the Lan–DeMets
+//! O'Brien–Fleming spending rule of `optgate-stats` sets each look's nominal level over
+//! the information fractions `n_k / max_replicates`, so the false-accept rate over all
+//! looks stays at α.
+
+use optgate_stats::{
+    Analysis, AnalysisConfig, ArmData, Decision, SequentialPlan, StatsError, analyze,
+    analyze_sequential,
+};
+
+/// The planned looks, in blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookSchedule {
+    /// Blocks at the first look (`replicates`).
+    pub first: u32,
+    /// Blocks at the last look (`max_replicates`, at least `first`).
+    pub max: u32,
+}
+
+impl LookSchedule {
+    pub fn new(replicates: u32, max_replicates: Option<u32>) -> LookSchedule {
+        let first = replicates.max(1);
+        LookSchedule {
+            first,
+            max: max_replicates.unwrap_or(first).max(first),
+        }
+    }
+
+    pub fn planned_looks(&self) -> u32 {
+        self.max - self.first + 1
+    }
+
+    /// The look taken when `blocks` blocks are complete (1-based), if one is planned then.
+    pub fn look_at(&self, blocks: u32) -> Option<u32> {
+        (self.first..=self.max)
+            .contains(&blocks)
+            .then(|| blocks - self.first + 1)
+    }
+
+    /// The spending plan, or `None` for a single look (then the plain analysis applies).
+    pub fn sequential_plan(&self, alpha: f64) -> Result<Option<SequentialPlan>, StatsError> {
+        if self.planned_looks() == 1 {
+            return Ok(None);
+        }
+        let fractions: Vec<f64> = (self.first..=self.max)
+            .map(|n| n as f64 / self.max as f64)
+            .collect();
+        SequentialPlan::obrien_fleming(&fractions, alpha).map(Some)
+    }
+}
+
+/// What follows a look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Every variant has a final decision.
+    Decided,
+    /// Add this many blocks and look again.
+    Extend(u32),
+    /// Some variant is inconclusive and the budget is spent.
+    BudgetExhausted,
+    /// No decision can ever come (no data for an arm that needs it).
+    Failed(String),
+}
+
+/// The analysis at look `look` of `schedule` (the engine builds its report the same way,
+/// through `optgate_runner::report::build_report` with the same plan and look).
+pub fn analyse_look(
+    baseline: &ArmData,
+    variants: &[ArmData],
+    cfg: &AnalysisConfig,
+    schedule: &LookSchedule,
+    look: u32,
+) -> Result<Analysis, StatsError> {
+    match schedule.sequential_plan(cfg.alpha)? {
+        Some(plan) => analyze_sequential(baseline, variants, cfg, &plan, look),
+        None => analyze(baseline, variants, cfg),
+    }
+}
+
+/// What follows a look at `blocks` complete blocks. `complete_runs` gives, per arm that
+/// should have run (not-applicable arms excluded), how many of its runs completed.
+pub fn next_step(
+    analysis: &Analysis,
+    blocks: u32,
+    schedule: &LookSchedule,
+    complete_runs: &[(String, usize)],
+) -> Next {
+    let empty: Vec<&str> = complete_runs
+        .iter()
+        .filter(|(_, n)| *n == 0)
+        .map(|(a, _)| a.as_str())
+        .collect();
+    if !empty.is_empty() {
+        return Next::Failed(format!(
+            "no run of {} completed, so nothing can be compared; the failed runs' stderr says why",
+            empty
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let open = analysis
+        .variants
+        .iter()
+        .any(|v| v.decision == Decision::Inconclusive);
+    if !open {
+        Next::Decided
+    } else if blocks < schedule.max {
+        Next::Extend(1)
+    } else {
+        Next::BudgetExhausted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use optgate_stats::{Design, RunSamples};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn looks_run_from_replicates_to_the_budget() {
+        let s = LookSchedule::new(5, Some(8));
+        assert_eq!(s.planned_looks(), 4);
+        assert_eq!(s.look_at(5), Some(1));
+        assert_eq!(s.look_at(8), Some(4));
+        assert_eq!(s.look_at(4), None);
+        let plan = s.sequential_plan(0.05).unwrap().unwrap();
+        assert_eq!(plan.fractions, vec![5.0 / 8.0, 6.0 / 8.0, 7.0 / 8.0, 1.0]);
+        let one = LookSchedule::new(5, None);
+        assert_eq!(one.planned_looks(), 1);
+        assert!(one.sequential_plan(0.05).unwrap().is_none());
+        assert_eq!(LookSchedule::new(5, Some(3)).max, 5);
+    }
+
+    fn arm(name: &str, runs: &[Vec<f64>]) -> ArmData {
+        ArmData {
+            name: name.into(),
+            runs: runs
+                .iter()
+                .enumerate()
+                .map(|(i, epochs)| RunSamples {
+                    replicate: i as u32 + 1,
+                    block: Some(i as u32 + 1),
+                    epochs: epochs
+                        .iter()
+                        .enumerate()
+                        .map(|(e, v)| (e as u32 + 1, *v))
+                        .collect::<BTreeMap<_, _>>(),
+                })
+                .collect(),
+            not_applicable: None,
+            correctness_mismatch: None,
+            system_metric: vec![],
+        }
+    }
+
+    /// One run of 3 epochs: a block effect shared by the arms of the block, noise per run.
+    fn run(rng: &mut ChaCha8Rng, block_effect: f64, speed: f64) -> Vec<f64> {
+        let noise: f64 = (rng.random::<f64>() - 0.5) * 0.04;
+        let t = block_effect * (1.0 + noise) / speed;
+        vec![t * 3.0, t, t]
+    }
+
+    /// Runs the daemon's loop on simulated blocks until it stops; returns whether any
+    /// variant was accepted and how many looks were taken.
+    fn simulate(
+        rng: &mut ChaCha8Rng,
+        speed: f64,
+        schedule: &LookSchedule,
+        cfg: &AnalysisConfig,
+    ) -> (bool, u32) {
+        let mut base = Vec::new();
+        let mut var = Vec::new();
+        let mut blocks = 0;
+        loop {
+            while blocks < schedule.first || base.len() < blocks as usize {
+                let b = 1.0 + rng.random::<f64>() * 0.2;
+                base.push(run(rng, b, 1.0));
+                var.push(run(rng, b, speed));
+                blocks = blocks.max(base.len() as u32);
+            }
+            let look = schedule.look_at(blocks).unwrap();
+            let a = analyse_look(
+                &arm("baseline", &base),
+                &[arm("v", &var)],
+                cfg,
+                schedule,
+                look,
+            )
+            .unwrap();
+            if a.variants[0].decision == Decision::Accept {
+                return (true, look);
+            }
+            let counts = [
+                ("baseline".to_string(), base.len()),
+                ("v".to_string(), var.len()),
+            ];
+            match next_step(&a, blocks, schedule, &counts) {
+                Next::Extend(n) => blocks += n,
+                _ => return (false, look),
+            }
+        }
+    }
+
+    fn config() -> AnalysisConfig {
+        AnalysisConfig {
+            design: Design::Paired,
+            alpha: 0.05,
+            // The null's boundary: the hardest case for the false-accept rate.
+            min_effect_pct: 0.0,
+            ..AnalysisConfig::default()
+        }
+    }
+
+    /// A/A experiments through the daemon's loop, every look taken until it stops: the
+    /// false-accept rate stays at α or below (within Monte-Carlo error), where testing
+    /// each look at α would not.
+    #[test]
+    fn sequential_aa_experiments_keep_the_false_accept_rate_at_alpha() {
+        let schedule = LookSchedule::new(6, Some(14));
+        let cfg = config();
+        let mut rng = ChaCha8Rng::seed_from_u64(20260401);
+        let sims = 400;
+        let mut accepted = 0;
+        let mut looks_taken = 0;
+        for _ in 0..sims {
+            let (acc, looks) = simulate(&mut rng, 1.0, &schedule, &cfg);
+            accepted += acc as u32;
+            looks_taken += looks;
+        }
+        let rate = accepted as f64 / sims as f64;
+        let mc_sd = (0.05f64 * 0.95 / sims as f64).sqrt();
+        assert!(
+            rate <= 0.05 + 3.0 * mc_sd,
+            "false-accept rate {rate} over {sims} A/A experiments"
+        );
+        // Most experiments went through several looks: the rule was really exercised.
+        assert!(looks_taken as f64 / sims as f64 > 4.0, "{looks_taken}");
+    }
+
+    /// The same loop finds a real 5 % speed-up, so the rule above is not trivially quiet.
+    #[test]
+    fn a_real_speed_up_is_accepted_through_the_loop() {
+        let schedule = LookSchedule::new(6, Some(14));
+        let cfg = config();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let accepted = (0..40)
+            .filter(|_| simulate(&mut rng, 1.05, &schedule, &cfg).0)
+            .count();
+        assert!(accepted >= 36, "{accepted} of 40");
+    }
+
+    #[test]
+    fn an_arm_without_data_fails_the_experiment() {
+        let schedule = LookSchedule::new(5, None);
+        let a = analyze(&arm("baseline", &[]), &[arm("v", &[])], &config()).unwrap();
+        let next = next_step(&a, 5, &schedule, &[("baseline".into(), 0), ("v".into(), 5)]);
+        assert!(matches!(next, Next::Failed(m) if m.contains("`baseline`")));
+        assert_eq!(
+            next_step(&a, 5, &schedule, &[("baseline".into(), 5), ("v".into(), 5)]),
+            Next::BudgetExhausted
+        );
+    }
+}

@@ -1,0 +1,1047 @@
+//! The engine: one loop that moves every active experiment along its state machine
+//! (planned → building → running → analysing → decided | budget_exhausted | failed |
+//! cancelled), polling all live jobs in one query per backend, at an adaptive interval
+//! with jitter (`optgate_sched::poll`).
+//!
+//! Rule: every state change is committed before it is acted on. A job is recorded as
+//! `submitting` before `submit` is called and as `submitted` with its id after; a run's
+//! outcome is read from its manifest and recorded with its job's end in one transaction; a
+//! look is recorded with its consequence (more blocks, or the end) in one transaction.
+//! What a crash leaves in doubt is repaired by [`crate::reconcile::reconcile`], run before
+//! the first pass and after any pass that left a submission in doubt.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use optgate_experiment::{PlannedRun, SchedulerKind};
+use optgate_probe::Probe;
+use optgate_runner::RunStatus;
+use optgate_runner::collect::collect_run;
+use optgate_sched::local::{BUILD_RECORD, BuildRecord, execute_build};
+use optgate_sched::manifest::write_atomic;
+use optgate_sched::poll::{Activity, PollSchedule};
+use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest};
+use optgate_store::{
+    AfterLook, BlockRow, ExperimentRow, ExperimentState, JobRecordState, JobRow, LookRow, NewJob,
+    NewRun, RunRow, RunState, RunUpdate,
+};
+
+use crate::context::{Daemon, kind_of};
+use crate::decide::{Next, next_step};
+use crate::error::DaemonError;
+use crate::protocol::VariantDecision;
+use crate::reconcile::reconcile;
+use crate::work::Work;
+
+/// Poll intervals while local jobs are active: their state is a few files away.
+const LOCAL_POLL: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
+
+/// A build running on the login node for one experiment.
+struct BuildTask {
+    cancel: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+pub struct Engine {
+    pub(crate) ctx: Arc<Daemon>,
+    work: HashMap<String, Arc<Work>>,
+    builds: HashMap<String, BuildTask>,
+    build_tasks: TaskTracker,
+    /// This node's facts, probed once (reports, not-applicable arms of local experiments).
+    node: Option<Arc<Probe>>,
+    /// A submission ended with its outcome unknown: reconcile before the next pass.
+    pub(crate) in_doubt: bool,
+}
+
+/// Runs the engine until `shutdown` is cancelled: reconcile, then passes.
+pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
+    let mut engine = Engine::new(ctx.clone());
+    let mut kinds: BTreeSet<String> = BTreeSet::new();
+    let mut schedule = PollSchedule::default();
+    match reconcile(&mut engine).await {
+        Ok(r) => tracing::info!("reconciled after start: {r}"),
+        Err(e) => tracing::error!("reconciliation failed (retried next pass): {e}"),
+    }
+    loop {
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let activity = match engine.pass(&shutdown).await {
+            Ok((activity, active_kinds)) => {
+                if active_kinds != kinds {
+                    schedule = if active_kinds.contains("local") {
+                        PollSchedule::new(LOCAL_POLL.0, LOCAL_POLL.1)
+                    } else {
+                        PollSchedule::default()
+                    };
+                    kinds = active_kinds;
+                }
+                activity
+            }
+            Err(e) => {
+                tracing::error!("engine pass failed: {e}");
+                Activity::Throttled
+            }
+        };
+        let wait = schedule.next(activity, rand::random::<f64>());
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+            _ = ctx.wake.notified() => {}
+        }
+    }
+    engine.stop().await;
+}
+
+impl Engine {
+    pub fn new(ctx: Arc<Daemon>) -> Engine {
+        Engine {
+            ctx,
+            work: HashMap::new(),
+            builds: HashMap::new(),
+            build_tasks: TaskTracker::new(),
+            node: None,
+            in_doubt: false,
+        }
+    }
+
+    /// Stops builds (their experiments stay `building`; the next start rebuilds) and
+    /// waits for them.
+    async fn stop(&mut self) {
+        for b in self.builds.values() {
+            b.cancel.cancel();
+        }
+        self.build_tasks.close();
+        self.build_tasks.wait().await;
+    }
+
+    pub(crate) fn build_in_flight(&self, id: &str) -> bool {
+        self.builds.get(id).is_some_and(|b| !b.handle.is_finished())
+    }
+
+    fn node(&mut self) -> Arc<Probe> {
+        self.node
+            .get_or_insert_with(|| Arc::new(optgate_probe::probe_live()))
+            .clone()
+    }
+
+    /// The working set of an experiment, loaded on first use.
+    pub(crate) async fn work(&mut self, row: &ExperimentRow) -> Result<Arc<Work>, DaemonError> {
+        if let Some(w) = self.work.get(&row.id) {
+            return Ok(w.clone());
+        }
+        let id = row.id.clone();
+        let text = self
+            .ctx
+            .db
+            .call(move |s| s.source_text(&id))
+            .await?
+            .unwrap_or_default();
+        let kind = kind_of(&row.scheduler).unwrap_or(SchedulerKind::Local);
+        let work = Work::load(row, &text, self.ctx.backend(kind)).map_err(|message| {
+            DaemonError::Experiment {
+                id: row.id.clone(),
+                message,
+            }
+        })?;
+        let work = Arc::new(work);
+        self.work.insert(row.id.clone(), work.clone());
+        Ok(work)
+    }
+
+    /// One pass over every active experiment. Returns what happened (for the poll
+    /// interval) and the scheduler kinds in use.
+    async fn pass(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<(Activity, BTreeSet<String>), DaemonError> {
+        if self.in_doubt {
+            self.in_doubt = false;
+            let r = reconcile(self).await?;
+            tracing::info!("reconciled: {r}");
+        }
+        self.builds.retain(|_, b| !b.handle.is_finished());
+        let (active, live) = self
+            .ctx
+            .db
+            .call(|s| Ok((s.active_experiments()?, s.live_jobs()?)))
+            .await?;
+        let mut changed = false;
+        let states = self.poll_all(&active, &live).await?;
+        changed |= self.stop_ended(&active, &live, &states).await?;
+        let kinds = active.iter().map(|e| e.scheduler.clone()).collect();
+        let active_ids: BTreeSet<&str> = active.iter().map(|e| e.id.as_str()).collect();
+        self.work.retain(|id, _| active_ids.contains(id.as_str()));
+        for row in &active {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            match self.step(row, &live, &states).await {
+                Ok(c) => changed |= c,
+                Err(e) => tracing::error!("experiment {}: {e}", row.id),
+            }
+        }
+        let activity = if changed {
+            Activity::Changed
+        } else {
+            Activity::Quiet
+        };
+        Ok((activity, kinds))
+    }
+
+    /// The state of every submitted job, one `poll` per backend.
+    async fn poll_all(
+        &mut self,
+        active: &[ExperimentRow],
+        live: &[JobRow],
+    ) -> Result<HashMap<i64, JobState>, DaemonError> {
+        let mut kind_of_exp: HashMap<String, String> = active
+            .iter()
+            .map(|e| (e.id.clone(), e.scheduler.clone()))
+            .collect();
+        for job in live {
+            if !kind_of_exp.contains_key(&job.experiment_id) {
+                let id = job.experiment_id.clone();
+                if let Some(row) = self.ctx.db.call(move |s| s.experiment(&id)).await? {
+                    kind_of_exp.insert(row.id.clone(), row.scheduler);
+                }
+            }
+        }
+        let mut by_kind: BTreeMap<String, Vec<&JobRow>> = BTreeMap::new();
+        for job in live.iter().filter(|j| j.state == JobRecordState::Submitted) {
+            if let Some(kind) = kind_of_exp.get(&job.experiment_id) {
+                by_kind.entry(kind.clone()).or_default().push(job);
+            }
+        }
+        let mut out = HashMap::new();
+        for (kind, jobs) in by_kind {
+            let backend = self
+                .ctx
+                .backend(kind_of(&kind).unwrap_or(SchedulerKind::Local));
+            let ids: Vec<JobId> = jobs
+                .iter()
+                .filter_map(|j| j.scheduler_job_id.clone().map(JobId))
+                .collect();
+            let polled = tokio::task::spawn_blocking(move || backend.poll(&ids))
+                .await
+                .map_err(|e| DaemonError::Join(e.to_string()))?;
+            match polled {
+                Ok(states) => {
+                    for j in jobs {
+                        if let Some(s) = j
+                            .scheduler_job_id
+                            .as_ref()
+                            .and_then(|id| states.get(&JobId(id.clone())))
+                        {
+                            out.insert(j.id, s.clone());
+                        }
+                    }
+                }
+                // Transient trouble with the scheduler: the jobs keep their state until
+                // the next pass.
+                Err(e) => tracing::warn!("cannot poll {kind} jobs: {e}"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Live jobs and builds of experiments that ended (cancelled, or failed while other
+    /// jobs ran) are stopped, and their runs marked cancelled.
+    async fn stop_ended(
+        &mut self,
+        active: &[ExperimentRow],
+        live: &[JobRow],
+        states: &HashMap<i64, JobState>,
+    ) -> Result<bool, DaemonError> {
+        let active_ids: BTreeSet<&str> = active.iter().map(|e| e.id.as_str()).collect();
+        let ended: Vec<String> = self
+            .builds
+            .keys()
+            .filter(|id| !active_ids.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in ended {
+            if let Some(b) = self.builds.get(&id) {
+                b.cancel.cancel();
+            }
+        }
+        let mut changed = false;
+        for job in live
+            .iter()
+            .filter(|j| !active_ids.contains(j.experiment_id.as_str()))
+        {
+            if job.state == JobRecordState::Submitting {
+                // Whether the scheduler has it is unknown: reconciliation finds out.
+                self.in_doubt = true;
+                continue;
+            }
+            let id = job.experiment_id.clone();
+            let Some(row) = self.ctx.db.call(move |s| s.experiment(&id)).await? else {
+                continue;
+            };
+            let backend = self
+                .ctx
+                .backend(kind_of(&row.scheduler).unwrap_or(SchedulerKind::Local));
+            let finished = states.get(&job.id).is_some_and(|s| s.is_finished());
+            if let (Some(sid), false) = (&job.scheduler_job_id, finished) {
+                let ids = vec![JobId(sid.clone())];
+                let b = backend.clone();
+                let r = tokio::task::spawn_blocking(move || b.cancel(&ids))
+                    .await
+                    .map_err(|e| DaemonError::Join(e.to_string()))?;
+                if let Err(e) = r {
+                    tracing::warn!("cannot cancel job {} ({sid}): {e}; trying again", job.name);
+                    continue;
+                }
+            }
+            self.cancel_job_runs(job, &row).await?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Records the end of a job of an ended experiment: runs with a final manifest keep
+    /// their outcome, the others are cancelled.
+    pub(crate) async fn cancel_job_runs(
+        &mut self,
+        job: &JobRow,
+        row: &ExperimentRow,
+    ) -> Result<(), DaemonError> {
+        let layout = optgate_runner::Layout::new(&row.root);
+        let updates: Vec<RunUpdate> = job
+            .run_ids
+            .iter()
+            .map(
+                |r| match RunManifest::read(&layout.run_dir(r)).ok().flatten() {
+                    Some(m) if m.outcome == Outcome::Completed => RunUpdate {
+                        run_id: r.clone(),
+                        state: RunState::Completed,
+                        detail: None,
+                    },
+                    _ => RunUpdate {
+                        run_id: r.clone(),
+                        state: RunState::Cancelled,
+                        detail: Some(format!("the experiment ended ({})", row.state)),
+                    },
+                },
+            )
+            .collect();
+        let job = job.clone();
+        let detail = format!("stopped: the experiment is {}", row.state);
+        self.ctx
+            .db
+            .call(move |s| {
+                let runs = s.runs(&job.experiment_id)?;
+                let queued: BTreeSet<&str> = runs
+                    .iter()
+                    .filter(|r| r.state == RunState::Queued)
+                    .map(|r| r.run_id.as_str())
+                    .collect();
+                let updates: Vec<RunUpdate> = updates
+                    .into_iter()
+                    .filter(|u| queued.contains(u.run_id.as_str()))
+                    .collect();
+                s.finish_job(&job, JobRecordState::Cancelled, Some(&detail), &updates)
+            })
+            .await
+    }
+
+    /// Moves one experiment along. Returns whether anything changed.
+    async fn step(
+        &mut self,
+        row: &ExperimentRow,
+        live: &[JobRow],
+        states: &HashMap<i64, JobState>,
+    ) -> Result<bool, DaemonError> {
+        let work = match self.work(row).await {
+            Ok(w) => w,
+            Err(e) => {
+                let (id, msg) = (row.id.clone(), e.to_string());
+                self.ctx
+                    .db
+                    .call(move |s| s.set_state(&id, ExperimentState::Failed, Some(&msg)))
+                    .await?;
+                return Ok(true);
+            }
+        };
+        match row.state {
+            ExperimentState::Planned => {
+                self.start_build(row, work).await?;
+                Ok(true)
+            }
+            ExperimentState::Building => {
+                if !self.build_in_flight(&row.id) {
+                    // Only after a restart (reconcile moves such experiments back to
+                    // planned); kept as a guard so a build can never be forgotten.
+                    self.spawn_build(work);
+                }
+                Ok(false)
+            }
+            ExperimentState::Running => self.advance(row, work, live, states).await,
+            ExperimentState::Analysing => {
+                self.analyse(row, work).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// planned → building: records the arms this node cannot run, then builds.
+    async fn start_build(
+        &mut self,
+        row: &ExperimentRow,
+        work: Arc<Work>,
+    ) -> Result<(), DaemonError> {
+        let not_applicable = if row.scheduler == "local" {
+            let node = self.node();
+            optgate_runner::preflight::not_applicable(&work.exp, &node, std::path::Path::new("/"))
+        } else {
+            // On a cluster the compute nodes decide; the login node's facts do not apply.
+            BTreeMap::new()
+        };
+        for (arm, reason) in &not_applicable {
+            tracing::info!(
+                "experiment {}: `{arm}` is not applicable here: {reason}",
+                row.id
+            );
+        }
+        let id = row.id.clone();
+        self.ctx
+            .db
+            .call(move |s| s.begin_building(&id, &not_applicable))
+            .await?;
+        tracing::info!("experiment {}: building", row.id);
+        self.spawn_build(work);
+        Ok(())
+    }
+
+    fn spawn_build(&mut self, work: Arc<Work>) {
+        let cancel = CancellationToken::new();
+        let ctx = self.ctx.clone();
+        let c = cancel.clone();
+        let id = work.id.clone();
+        let handle = self
+            .build_tasks
+            .spawn(async move { build_task(ctx, work, c).await });
+        self.builds.insert(id, BuildTask { cancel, handle });
+    }
+
+    /// running: collect ended jobs, record progress of running ones, submit what is
+    /// pending, and analyse once every planned run is done.
+    async fn advance(
+        &mut self,
+        row: &ExperimentRow,
+        work: Arc<Work>,
+        live: &[JobRow],
+        states: &HashMap<i64, JobState>,
+    ) -> Result<bool, DaemonError> {
+        let mut changed = false;
+        let mine: Vec<&JobRow> = live
+            .iter()
+            .filter(|j| j.experiment_id == row.id && j.state == JobRecordState::Submitted)
+            .collect();
+        if !mine.is_empty() {
+            let id = row.id.clone();
+            let runs = self.ctx.db.call(move |s| s.runs(&id)).await?;
+            let runs: Arc<HashMap<String, RunRow>> =
+                Arc::new(runs.into_iter().map(|r| (r.run_id.clone(), r)).collect());
+            for job in mine {
+                let Some(state) = states.get(&job.id) else {
+                    continue;
+                };
+                let (w, job2, st, rs) = (work.clone(), job.clone(), state.clone(), runs.clone());
+                let updates = tokio::task::spawn_blocking(move || outcomes(&w, &job2, &st, &rs))
+                    .await
+                    .map_err(|e| DaemonError::Join(e.to_string()))?;
+                if state.is_finished() {
+                    tracing::info!(
+                        "experiment {}: job {} ended ({})",
+                        row.id,
+                        job.name,
+                        describe(state)
+                    );
+                    let (job, detail) = (job.clone(), describe(state));
+                    self.ctx
+                        .db
+                        .call(move |s| {
+                            s.finish_job(&job, JobRecordState::Finished, Some(&detail), &updates)
+                        })
+                        .await?;
+                    changed = true;
+                } else if !updates.is_empty() {
+                    let id = row.id.clone();
+                    self.ctx
+                        .db
+                        .call(move |s| s.update_runs(&id, &updates))
+                        .await?;
+                    changed = true;
+                }
+            }
+        }
+        changed |= self.submit_pending(row, &work).await?;
+        let id = row.id.clone();
+        let counts = self.ctx.db.call(move |s| s.run_counts_of(&id)).await?;
+        if counts.pending + counts.queued == 0 {
+            let id = row.id.clone();
+            let moved = self
+                .ctx
+                .db
+                .call(move |s| {
+                    s.transition(
+                        &id,
+                        ExperimentState::Running,
+                        ExperimentState::Analysing,
+                        None,
+                    )
+                })
+                .await?;
+            if moved {
+                self.analyse(row, work).await?;
+            }
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Records jobs for pending runs (intent first), then submits them.
+    async fn submit_pending(
+        &mut self,
+        row: &ExperimentRow,
+        work: &Arc<Work>,
+    ) -> Result<bool, DaemonError> {
+        let id = row.id.clone();
+        let (runs, blocks, jobs) = self
+            .ctx
+            .db
+            .call(move |s| Ok((s.runs(&id)?, s.blocks(&id)?, s.jobs(&id)?)))
+            .await?;
+        let pending: BTreeSet<String> = runs
+            .iter()
+            .filter(|r| r.state == RunState::Pending)
+            .map(|r| r.run_id.clone())
+            .collect();
+        if pending.is_empty() {
+            return Ok(false);
+        }
+        let w = work.clone();
+        let bin = self.ctx.optgate_bin.clone();
+        let planned =
+            tokio::task::spawn_blocking(move || plan_jobs(&w, &blocks, &jobs, &pending, &bin))
+                .await
+                .map_err(|e| DaemonError::Join(e.to_string()))?
+                .map_err(|message| DaemonError::Experiment {
+                    id: row.id.clone(),
+                    message,
+                })?;
+        let id = row.id.clone();
+        let (new_jobs, specs, already) = planned;
+        let created = self
+            .ctx
+            .db
+            .call(move |s| {
+                if !already.is_empty() {
+                    s.update_runs(&id, &already)?;
+                }
+                s.create_jobs(&id, &new_jobs)
+            })
+            .await?;
+        let changed = !created.is_empty();
+        for (job, spec) in created.iter().zip(specs) {
+            self.submit_one(work, job, spec).await?;
+        }
+        Ok(changed)
+    }
+
+    /// Submits a recorded job and records its id. A transient failure leaves the job
+    /// `submitting` for reconciliation (it may have gone through); a refusal fails the
+    /// experiment with the scheduler's message.
+    pub(crate) async fn submit_one(
+        &mut self,
+        work: &Arc<Work>,
+        job: &JobRow,
+        spec: JobSpec,
+    ) -> Result<(), DaemonError> {
+        let backend = work.backend.clone();
+        let submitted = tokio::task::spawn_blocking(move || backend.submit(&spec))
+            .await
+            .map_err(|e| DaemonError::Join(e.to_string()))?;
+        match submitted {
+            Ok(sid) => {
+                tracing::info!(
+                    "experiment {}: submitted {} as {sid}",
+                    job.experiment_id,
+                    job.name
+                );
+                let jid = job.id;
+                self.ctx
+                    .db
+                    .call(move |s| s.job_submitted(jid, &sid.0))
+                    .await
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!("submitting {} failed, will check and retry: {e}", job.name);
+                let (jid, msg) = (job.id, e.to_string());
+                self.in_doubt = true;
+                self.ctx.db.call(move |s| s.job_note(jid, &msg)).await
+            }
+            Err(e) => {
+                let msg = format!(
+                    "the {} scheduler refused job {}: {e}",
+                    work.backend.kind(),
+                    job.name
+                );
+                tracing::error!("experiment {}: {msg}", job.experiment_id);
+                let job = job.clone();
+                let updates: Vec<RunUpdate> = job
+                    .run_ids
+                    .iter()
+                    .map(|r| RunUpdate {
+                        run_id: r.clone(),
+                        state: RunState::Failed,
+                        detail: Some(msg.clone()),
+                    })
+                    .collect();
+                self.ctx
+                    .db
+                    .call(move |s| {
+                        s.finish_job(&job, JobRecordState::Finished, Some(&msg), &updates)?;
+                        s.set_state(&job.experiment_id, ExperimentState::Failed, Some(&msg))
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// analysing: a look at the complete blocks, then more blocks or the end.
+    async fn analyse(&mut self, row: &ExperimentRow, work: Arc<Work>) -> Result<(), DaemonError> {
+        let id = row.id.clone();
+        let (blocks, not_applicable, looks, jobs) = self
+            .ctx
+            .db
+            .call(move |s| {
+                Ok((
+                    s.blocks(&id)?,
+                    s.not_applicable(&id)?,
+                    s.looks(&id)?,
+                    s.jobs(&id)?,
+                ))
+            })
+            .await?;
+        let node = self.node();
+        let w = work.clone();
+        let look = tokio::task::spawn_blocking(move || {
+            take_look(&w, &blocks, &not_applicable, &looks, &jobs, &node)
+        })
+        .await
+        .map_err(|e| DaemonError::Join(e.to_string()))?
+        .map_err(|message| DaemonError::Experiment {
+            id: row.id.clone(),
+            message,
+        })?;
+        let (look_row, report_json, after) = look;
+        tracing::info!(
+            "experiment {}: look {} at {} blocks: {} → {}",
+            row.id,
+            look_row.look,
+            look_row.blocks,
+            look_row.decisions,
+            match &after {
+                AfterLook::Extend { blocks, .. } => format!("adding {} block(s)", blocks.len()),
+                AfterLook::Finish { state, .. } => state.to_string(),
+            }
+        );
+        let id = row.id.clone();
+        self.ctx
+            .db
+            .call(move |s| s.record_look(&id, &look_row, &report_json, &after))
+            .await
+    }
+}
+
+/// The build phase of one experiment, as a task: every build that has not already
+/// succeeded (a restart keeps finished builds), then building → running.
+async fn build_task(ctx: Arc<Daemon>, work: Arc<Work>, cancel: CancellationToken) {
+    let id = work.id.clone();
+    let end = |state: ExperimentState, reason: Option<String>| {
+        let ctx = ctx.clone();
+        let id = id.clone();
+        async move {
+            let i = id.clone();
+            let r = ctx
+                .db
+                .call(move |s| {
+                    s.transition(&i, ExperimentState::Building, state, reason.as_deref())
+                })
+                .await;
+            if let Err(e) = r {
+                tracing::error!("experiment {id}: cannot record the end of its builds: {e}");
+            }
+            ctx.wake.notify_one();
+        }
+    };
+    for build in &work.exp.builds {
+        let dir = work.layout.build_dir(&build.id);
+        let done = std::fs::read(dir.join(BUILD_RECORD))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<BuildRecord>(&b).ok())
+            .is_some_and(|r| r.succeeded);
+        if done {
+            continue;
+        }
+        tracing::info!("experiment {id}: build {} in {}", build.id, dir.display());
+        let result = execute_build(&work.exp, build, &dir, &cancel).await;
+        if cancel.is_cancelled() {
+            // Stopped (daemon stopping or experiment cancelled): left `building`, so a
+            // restart builds again; a cancelled experiment is already past it.
+            return;
+        }
+        match result {
+            Ok(r) if r.succeeded => {}
+            Ok(r) => {
+                let log = std::fs::read_to_string(&r.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(10).collect();
+                let reason = format!(
+                    "build {} failed (exit status {}); log {}:\n{}",
+                    build.id,
+                    r.exit_code.map_or("none".to_string(), |c| c.to_string()),
+                    r.log.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+                tracing::warn!("experiment {id}: {reason}");
+                end(ExperimentState::Failed, Some(reason)).await;
+                return;
+            }
+            Err(e) => {
+                end(
+                    ExperimentState::Failed,
+                    Some(format!("build {}: {e}", build.id)),
+                )
+                .await;
+                return;
+            }
+        }
+    }
+    tracing::info!("experiment {id}: running");
+    end(ExperimentState::Running, None).await;
+}
+
+/// What a job's runs say: for a job that ended, every queued run's outcome (a run with no
+/// final manifest goes back to pending for another attempt, or fails once attempts are
+/// spent); for a running job, only runs that already finished. Blocking (reads files).
+fn outcomes(
+    work: &Work,
+    job: &JobRow,
+    state: &JobState,
+    runs: &HashMap<String, RunRow>,
+) -> Vec<RunUpdate> {
+    let attempts = work.exp.file.scheduler.max_resubmits + 1;
+    let mut out = Vec::new();
+    for run_id in &job.run_ids {
+        let Some(run) = runs.get(run_id).filter(|r| r.state == RunState::Queued) else {
+            continue;
+        };
+        let dir = work.layout.run_dir(run_id);
+        let manifest = RunManifest::read(&dir);
+        let finished = match &manifest {
+            Ok(Some(m)) => m.outcome != Outcome::Interrupted,
+            Ok(None) => false,
+            Err(_) => true,
+        };
+        if finished {
+            out.push(final_outcome(work, run, &dir));
+        } else if state.is_finished() {
+            let why = format!(
+                "job {} ended ({}) before this run finished",
+                job.name,
+                describe(state)
+            );
+            out.push(if job.attempt < attempts {
+                RunUpdate {
+                    run_id: run_id.clone(),
+                    state: RunState::Pending,
+                    detail: Some(format!("{why}; it will run again")),
+                }
+            } else {
+                RunUpdate {
+                    run_id: run_id.clone(),
+                    state: RunState::Failed,
+                    detail: Some(format!("{why}, after {attempts} attempt(s); giving up")),
+                }
+            });
+        }
+    }
+    out
+}
+
+/// A finished run's outcome as `collect` will count it (metric extracted, epochs present).
+fn final_outcome(work: &Work, run: &RunRow, dir: &std::path::Path) -> RunUpdate {
+    let planned = PlannedRun {
+        id: run.run_id.clone(),
+        block: run.block,
+        replicate: run.block,
+        arm: run.arm.clone(),
+        position: run.position,
+    };
+    match collect_run(&work.exp, &planned, dir).status {
+        RunStatus::Complete => RunUpdate {
+            run_id: run.run_id.clone(),
+            state: RunState::Completed,
+            detail: None,
+        },
+        RunStatus::Failed { reason } => RunUpdate {
+            run_id: run.run_id.clone(),
+            state: RunState::Failed,
+            detail: Some(reason),
+        },
+        RunStatus::NotRun | RunStatus::NotApplicable { .. } => RunUpdate {
+            run_id: run.run_id.clone(),
+            state: RunState::Failed,
+            detail: Some("no outcome".into()),
+        },
+    }
+}
+
+pub(crate) fn describe(state: &JobState) -> String {
+    match state {
+        JobState::Pending => "pending".into(),
+        JobState::Running => "running".into(),
+        JobState::Completed => "completed".into(),
+        JobState::Failed(d) => format!("failed: {d}"),
+        JobState::Cancelled => "cancelled".into(),
+        JobState::Timeout => "time limit reached".into(),
+        JobState::Lost(d) => format!("lost: {d}"),
+        JobState::Unknown => "unknown to the scheduler".into(),
+    }
+}
+
+type PlannedJobs = (Vec<NewJob>, Vec<JobSpec>, Vec<RunUpdate>);
+
+/// The jobs for the pending runs, block by block: each block's original job reduced to
+/// its pending runs, named for its attempt. A pending run whose manifest already says it
+/// finished (a job given up for lost ran it after all) is recorded, not run again.
+fn plan_jobs(
+    work: &Work,
+    blocks: &[BlockRow],
+    jobs: &[JobRow],
+    pending: &BTreeSet<String>,
+    optgate_bin: &std::path::Path,
+) -> Result<PlannedJobs, String> {
+    let mut new_jobs = Vec::new();
+    let mut specs = Vec::new();
+    let mut already = Vec::new();
+    for block in blocks {
+        let prefix = format!("b{:03}-", block.index);
+        if !pending.iter().any(|r| r.starts_with(&prefix)) {
+            continue;
+        }
+        for mut spec in work.block_jobs(block, optgate_bin)? {
+            let all: BTreeSet<String> = spec.runs.iter().map(|r| r.run_id.clone()).collect();
+            let mut to_run = Vec::new();
+            for r in spec.runs.iter().filter(|r| pending.contains(&r.run_id)) {
+                match RunManifest::read(&r.run_dir) {
+                    Ok(Some(m)) if m.outcome != Outcome::Interrupted => {
+                        let row = RunRow {
+                            run_id: r.run_id.clone(),
+                            block: r.block,
+                            arm: r.arm.clone(),
+                            position: 0,
+                            state: RunState::Pending,
+                            detail: None,
+                        };
+                        already.push(final_outcome(work, &row, &r.run_dir));
+                    }
+                    _ => to_run.push(r.run_id.clone()),
+                }
+            }
+            if to_run.is_empty() {
+                continue;
+            }
+            let attempt = 1 + jobs
+                .iter()
+                .filter(|j| j.run_ids.iter().any(|r| all.contains(r)))
+                .map(|j| j.attempt)
+                .max()
+                .unwrap_or(0);
+            let name = Work::attempt_name(&spec.name, attempt);
+            if name != spec.name {
+                spec.dir = work.layout.job_dir(&name);
+                spec.name = name.clone();
+            }
+            spec.runs.retain(|r| to_run.contains(&r.run_id));
+            new_jobs.push(NewJob {
+                block: block.index,
+                name,
+                attempt,
+                run_ids: to_run,
+            });
+            specs.push(spec);
+        }
+    }
+    Ok((new_jobs, specs, already))
+}
+
+type Look = (LookRow, String, AfterLook);
+
+/// The look at the complete blocks: collect, analyse at this look's level, decide what
+/// follows, and write `samples.csv` and `report.json` into the run root. Blocking.
+fn take_look(
+    work: &Work,
+    blocks: &[BlockRow],
+    not_applicable: &BTreeMap<String, String>,
+    looks: &[LookRow],
+    jobs: &[JobRow],
+    node: &Probe,
+) -> Result<Look, String> {
+    let mut plan = work.plan(blocks);
+    let n_blocks = blocks.len() as u32;
+    let look = work
+        .schedule
+        .look_at(n_blocks)
+        .ok_or_else(|| format!("{n_blocks} blocks is not a planned look"))?;
+    let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
+    let cfg = optgate_runner::analysis::analysis_config(&work.exp);
+    let seq = work
+        .schedule
+        .sequential_plan(cfg.alpha)
+        .map_err(|e| e.to_string())?;
+    let mut report = optgate_runner::report::build_report(
+        &work.exp,
+        &plan,
+        &work.layout,
+        &collected,
+        not_applicable,
+        seq.as_ref().map(|p| (p, look)),
+        node,
+    )
+    .map_err(|e| format!("analysis failed: {e}"))?;
+    let counts: Vec<(String, usize)> = work
+        .exp
+        .arms
+        .iter()
+        .filter(|a| !not_applicable.contains_key(&a.name))
+        .map(|a| (a.name.clone(), collected.complete_runs(&a.name).count()))
+        .collect();
+    let next = next_step(&report.analysis, n_blocks, &work.schedule, &counts);
+    let decisions: Vec<VariantDecision> = report
+        .analysis
+        .variants
+        .iter()
+        .map(|v| VariantDecision {
+            variant: v.name.clone(),
+            decision: v.decision.to_string(),
+            reason: v.reason.clone(),
+        })
+        .collect();
+    let decisions_json = serde_json::to_string(&decisions).expect("serialises");
+    let nominal_alpha = report.analysis.alpha;
+    // The looks taken so far, this one included, and the jobs: provenance of the decision.
+    let mut taken: Vec<serde_json::Value> = looks
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "look": l.look, "blocks": l.blocks, "nominal_alpha": l.nominal_alpha,
+                "decisions": serde_json::from_str::<serde_json::Value>(&l.decisions).unwrap_or_default(),
+            })
+        })
+        .collect();
+    taken.push(serde_json::json!({
+        "look": look, "blocks": n_blocks, "nominal_alpha": nominal_alpha, "decisions": decisions,
+    }));
+    if let Some(serde_json::Value::Object(p)) = report.provenance.as_mut() {
+        p.insert("experiment_id".into(), work.id.clone().into());
+        p.insert(
+            "sequential".into(),
+            serde_json::json!({
+                "rule": seq.as_ref().map_or_else(
+                    || "a single look at the experiment's alpha (max_replicates not above replicates)".to_string(),
+                    |s| s.rule.clone()),
+                "overall_alpha": cfg.alpha,
+                "first_look_blocks": work.schedule.first,
+                "max_blocks": work.schedule.max,
+                "planned_looks": work.schedule.planned_looks(),
+                "looks": taken,
+            }),
+        );
+        p.insert(
+            "jobs".into(),
+            serde_json::json!(
+                jobs.iter()
+                    .map(|j| serde_json::json!({
+                        "name": j.name, "block": j.block, "attempt": j.attempt,
+                        "scheduler_job_id": j.scheduler_job_id, "state": j.state.as_str(),
+                    }))
+                    .collect::<Vec<_>>()
+            ),
+        );
+    }
+    let report_json = optgate_report::render_json(&report);
+    let write = |path: std::path::PathBuf, bytes: &[u8]| {
+        write_atomic(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    write(
+        work.layout.samples(),
+        optgate_runner::analysis::samples_csv(&collected).as_bytes(),
+    )?;
+    write(work.layout.report_json(), report_json.as_bytes())?;
+    let after = match next {
+        Next::Decided => AfterLook::Finish {
+            state: ExperimentState::Decided,
+            reason: None,
+        },
+        Next::BudgetExhausted => AfterLook::Finish {
+            state: ExperimentState::BudgetExhausted,
+            reason: Some(format!(
+                "still inconclusive after {n_blocks} blocks, the most max_replicates allows"
+            )),
+        },
+        Next::Failed(reason) => AfterLook::Finish {
+            state: ExperimentState::Failed,
+            reason: Some(reason),
+        },
+        Next::Extend(n) => {
+            plan.extend(n);
+            let new_blocks: Vec<BlockRow> = plan.blocks[blocks.len()..]
+                .iter()
+                .map(|b| BlockRow {
+                    index: b.index,
+                    order: b.order.clone(),
+                })
+                .collect();
+            let runs: Vec<NewRun> = plan
+                .runs()
+                .into_iter()
+                .filter(|r| r.block > n_blocks && !not_applicable.contains_key(&r.arm))
+                .map(|r| NewRun {
+                    run_id: r.id,
+                    block: r.block,
+                    arm: r.arm,
+                    position: r.position,
+                })
+                .collect();
+            write(
+                work.layout.plan(),
+                &serde_json::to_vec_pretty(&plan).expect("plan serialises"),
+            )?;
+            AfterLook::Extend {
+                blocks: new_blocks,
+                runs,
+            }
+        }
+    };
+    Ok((
+        LookRow {
+            look,
+            blocks: n_blocks,
+            nominal_alpha,
+            decisions: decisions_json,
+            created_at: String::new(),
+        },
+        report_json,
+        after,
+    ))
+}

@@ -1,0 +1,87 @@
+//! The daemon's errors (starting, serving, driving experiments) and the client's (reaching
+//! the daemon). Each names the path or the peer and the operation that failed.
+
+use std::path::{Path, PathBuf};
+
+use crate::protocol::ErrorKind;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(
+        "no state directory: set OPTGATE_HOME (or XDG_STATE_HOME or HOME) to where the daemon may keep its state"
+    )]
+    NoStateDir,
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} belongs to uid {owner}, not to you; refusing to put the daemon's socket there")]
+    NotOwner { path: PathBuf, owner: u32 },
+    #[error(
+        "the socket path {path} is too long for a Unix socket (at most 107 bytes); set OPTGATE_HOME to a shorter directory"
+    )]
+    SocketPathTooLong { path: PathBuf },
+    #[error(
+        "another optgate daemon{} is already running on {dir}; stop it with `optgate daemon stop` first",
+        .pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    AlreadyRunning { dir: PathBuf, pid: Option<u32> },
+    #[error(transparent)]
+    Store(#[from] optgate_store::StoreError),
+    #[error(transparent)]
+    Sched(#[from] optgate_sched::SchedError),
+    #[error("experiment {id}: {message}")]
+    Experiment { id: String, message: String },
+    #[error("a database task of the daemon panicked or was cancelled: {0}")]
+    Join(String),
+}
+
+impl DaemonError {
+    pub fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> DaemonError {
+        let path = path.to_path_buf();
+        move |source| DaemonError::Io { op, path, source }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "the optgate daemon is not running (no one answers on {socket}); start it with `optgate daemon`"
+    )]
+    NotRunning { socket: PathBuf },
+    #[error("cannot {op} the daemon's socket {socket}: {source}")]
+    Io {
+        op: &'static str,
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the daemon answered something that is not optgate's protocol: {0}")]
+    Protocol(String),
+    #[error(
+        "the running daemon speaks protocol version {daemon} (optgate {daemon_version}) and this optgate speaks {client}; restart it with `optgate daemon stop && optgate daemon`"
+    )]
+    VersionMismatch {
+        daemon: u32,
+        daemon_version: String,
+        client: u32,
+    },
+    /// The daemon understood the request and refused it.
+    #[error("{message}")]
+    Refused { kind: ErrorKind, message: String },
+    #[error("cannot start the daemon: {0}")]
+    Start(String),
+}
+
+impl ClientError {
+    /// The daemon cannot be reached at all (as opposed to refusing a request).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            ClientError::NotRunning { .. } | ClientError::Io { .. } | ClientError::Start(_)
+        )
+    }
+}

@@ -1,0 +1,35 @@
+//! One handler per request; [`dispatch`] is the single match from request to handler.
+
+mod cancel;
+mod report;
+mod shutdown;
+mod status;
+mod submit;
+
+use crate::context::Daemon;
+use crate::error::DaemonError;
+use crate::protocol::{ErrorKind, ErrorReply, Request, Response};
+
+pub async fn dispatch(ctx: &Daemon, request: Request) -> Response {
+    let result = match request {
+        Request::Submit(r) => submit::submit(ctx, r).await,
+        Request::Status(r) => status::status(ctx, r).await,
+        Request::Report(r) => report::report(ctx, r).await,
+        Request::Cancel(r) => cancel::cancel(ctx, r).await,
+        Request::Shutdown(r) => shutdown::shutdown(ctx, r).await,
+    };
+    result.unwrap_or_else(|e| {
+        tracing::error!("request failed: {e}");
+        Response::Error(ErrorReply::new(ErrorKind::Internal, e.to_string()))
+    })
+}
+
+/// The reply for an experiment id the daemon does not know.
+pub(crate) fn unknown(id: &str) -> Response {
+    Response::Error(ErrorReply::new(
+        ErrorKind::UnknownExperiment,
+        format!("no experiment `{id}`; `optgate status` lists them"),
+    ))
+}
+
+pub(crate) type HandlerResult = Result<Response, DaemonError>;

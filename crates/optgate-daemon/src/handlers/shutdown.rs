@@ -1,0 +1,13 @@
+//! `shutdown`: stop the daemon. The engine finishes the database writes of its current
+//! pass; jobs keep running under their scheduler (local jobs stay detached) and a
+//! restarted daemon picks them up through reconciliation.
+
+use super::HandlerResult;
+use crate::context::Daemon;
+use crate::protocol::{Response, ShutdownRequest};
+
+pub async fn shutdown(ctx: &Daemon, _req: ShutdownRequest) -> HandlerResult {
+    tracing::info!("stop requested over the socket");
+    ctx.shutdown.cancel();
+    Ok(Response::ShuttingDown)
+}

@@ -1,0 +1,80 @@
+//! `status`: every experiment (or one, with its jobs) with its state, run counts, blocks,
+//! looks and latest decisions — a handful of grouped queries whatever the number of runs.
+
+use super::{HandlerResult, unknown};
+use crate::context::Daemon;
+use crate::decide::LookSchedule;
+use crate::protocol::{
+    ExperimentStatus, JobStatus, Response, StatusReply, StatusRequest, VariantDecision,
+};
+
+pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
+    let one = req.id.clone();
+    let (rows, mut counts, mut looks, blocks, jobs) = ctx
+        .db
+        .call(move |s| {
+            let rows = match &one {
+                Some(id) => s.experiment(id)?.into_iter().collect(),
+                None => s.experiments()?,
+            };
+            // Grouped queries: the cost does not grow with the number of experiments.
+            let blocks = s.block_counts()?;
+            let jobs = match &one {
+                Some(id) => Some(s.jobs(id)?),
+                None => None,
+            };
+            Ok((rows, s.run_counts()?, s.latest_looks()?, blocks, jobs))
+        })
+        .await?;
+    if let Some(id) = &req.id
+        && rows.is_empty()
+    {
+        return Ok(unknown(id));
+    }
+    let experiments = rows
+        .into_iter()
+        .map(|row| {
+            let schedule = LookSchedule::new(row.replicates, Some(row.max_replicates));
+            let look = looks.remove(&row.id);
+            ExperimentStatus {
+                runs: counts.remove(&row.id).unwrap_or_default().into(),
+                blocks: blocks.get(&row.id).copied().unwrap_or(0),
+                max_blocks: schedule.max,
+                looks: look.as_ref().map_or(0, |l| l.look),
+                planned_looks: schedule.planned_looks(),
+                decisions: look
+                    .map(|l| {
+                        serde_json::from_str::<Vec<VariantDecision>>(&l.decisions)
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_default(),
+                jobs: jobs.as_ref().map(|jobs| {
+                    jobs.iter()
+                        .map(|j| JobStatus {
+                            name: j.name.clone(),
+                            block: j.block,
+                            attempt: j.attempt,
+                            run_ids: j.run_ids.clone(),
+                            scheduler_job_id: j.scheduler_job_id.clone(),
+                            state: j.state.to_string(),
+                            detail: j.detail.clone(),
+                        })
+                        .collect()
+                }),
+                id: row.id,
+                name: row.name,
+                state: row.state.to_string(),
+                reason: row.state_reason,
+                scheduler: row.scheduler,
+                experiment_file: row.source_path,
+                root: row.root,
+                created_at: row.created_at,
+                updated_at: row.updated_at,
+            }
+        })
+        .collect();
+    Ok(Response::Status(StatusReply {
+        daemon: ctx.info(),
+        experiments,
+    }))
+}

@@ -1,0 +1,106 @@
+//! `submit`: validate the experiment file's text again (the protocol is an interface of
+//! its own), give the experiment an id and a run-directory root, write the experiment copy
+//! and the plan there, record everything in one transaction, and wake the engine.
+
+use optgate_experiment::Plan;
+use optgate_runner::Layout;
+use optgate_store::{BlockRow, NewExperiment, NewRun};
+
+use super::HandlerResult;
+use crate::context::Daemon;
+use crate::error::DaemonError;
+use crate::protocol::{ErrorKind, ErrorReply, Response, SubmitReply, SubmitRequest};
+
+pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
+    if ctx.shutdown.is_cancelled() {
+        return Ok(Response::Error(ErrorReply::new(
+            ErrorKind::ShuttingDown,
+            "the daemon is stopping; submit again once it is restarted",
+        )));
+    }
+    let loaded = match optgate_experiment::load_str(&req.source_text, &req.source_path) {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(Response::Error(ErrorReply::new(
+                ErrorKind::InvalidExperiment,
+                e.to_string(),
+            )));
+        }
+    };
+    let exp = loaded.experiment;
+    let plan = Plan::for_experiment(&exp);
+    let (id, root) = loop {
+        let id = new_id();
+        let root = exp.workdir.join("optgate-runs").join(exp.name()).join(&id);
+        if !root.exists() {
+            break (id, root);
+        }
+    };
+    let layout = Layout::new(&root);
+    {
+        let (exp, plan, layout) = (exp.clone(), plan.clone(), layout.clone());
+        tokio::task::spawn_blocking(move || optgate_runner::drive::prepare(&exp, &plan, &layout))
+            .await
+            .map_err(|e| DaemonError::Join(e.to_string()))?
+            .map_err(|e| DaemonError::Experiment {
+                id: id.clone(),
+                message: e.to_string(),
+            })?;
+    }
+    let blocks: Vec<BlockRow> = plan
+        .blocks
+        .iter()
+        .map(|b| BlockRow {
+            index: b.index,
+            order: b.order.clone(),
+        })
+        .collect();
+    let runs: Vec<NewRun> = plan
+        .runs()
+        .into_iter()
+        .map(|r| NewRun {
+            run_id: r.id,
+            block: r.block,
+            arm: r.arm,
+            position: r.position,
+        })
+        .collect();
+    let new = NewExperiment {
+        id: id.clone(),
+        name: exp.name().to_string(),
+        source_path: req.source_path.display().to_string(),
+        source_text: req.source_text,
+        source_sha256: exp.source_sha256.clone(),
+        root: root.display().to_string(),
+        scheduler: exp.file.scheduler.kind.to_string(),
+        replicates: exp.file.replicates,
+        max_replicates: exp
+            .file
+            .max_replicates
+            .unwrap_or(exp.file.replicates)
+            .max(exp.file.replicates),
+    };
+    ctx.db
+        .call(move |s| s.insert_experiment(&new, &blocks, &runs))
+        .await?;
+    tracing::info!(
+        "experiment {id} (`{}`) submitted; runs under {}",
+        exp.name(),
+        root.display()
+    );
+    ctx.wake.notify_one();
+    Ok(Response::Submitted(SubmitReply {
+        id,
+        root,
+    }))
+}
+
+/// `YYYYMMDD-HHMMSS-xxxx`: sortable by submission time, unique with the random suffix,
+/// and only characters that are safe in directory and scheduler job names.
+fn new_id() -> String {
+    format!(
+        "{}-{:04x}",
+        chrono::Local::now().format("%Y%m%d-%H%M%S"),
+        rand::random::<u16>()
+    )
+}

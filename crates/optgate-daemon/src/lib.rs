@@ -1,0 +1,29 @@
+//! optgate-daemon: the long-running daemon that takes submitted experiments through their
+//! builds, scheduler jobs, looks and decisions, and the client functions `optgate` uses to
+//! talk to it over a Unix socket.
+//!
+//! Code map: [`paths`] (state directory), [`protocol`] (the socket's messages), [`server`]
+//! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
+//! machine and polling), [`reconcile`] (all crash repair), [`decide`] (the pure sequential
+//! decision rule), [`work`] (an experiment as the engine sees it), [`lifecycle`] (lock,
+//! socket, signals), [`client`] (the CLI's side).
+//!
+//! Invariants: backends never touch the database; the database is written only through
+//! `optgate-store`, one transaction per state change, committed before the change is acted
+//! on; run outcomes come from run manifests, never from the scheduler's memory.
+
+pub mod client;
+pub mod context;
+pub mod decide;
+pub mod engine;
+pub mod error;
+pub mod handlers;
+pub mod lifecycle;
+pub mod paths;
+pub mod protocol;
+pub mod reconcile;
+pub mod server;
+pub mod work;
+
+pub use error::{ClientError, DaemonError};
+pub use paths::StatePaths;

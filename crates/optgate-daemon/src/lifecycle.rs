@@ -1,0 +1,178 @@
+//! Starting and stopping the daemon: one daemon per state directory (an exclusive `flock`
+//! held for the daemon's life), a stale socket from a crashed daemon removed safely (only
+//! once the lock proves no daemon serves it), the socket created 0600 (umask around
+//! `bind`, before `listen`), signals and `daemon stop` turned into one cancellation, and
+//! the server and engine awaited before exit.
+
+use std::fs::File;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::sync::Arc;
+
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::stat::{Mode, umask};
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use optgate_store::Store;
+
+use crate::context::{Backends, Daemon, Db};
+use crate::error::DaemonError;
+use crate::paths::StatePaths;
+use crate::{engine, server};
+
+/// Held for the daemon's life: the lock on `daemon.lock`, and the pid file.
+pub struct InstanceLock {
+    _lock: Flock<File>,
+    paths: StatePaths,
+}
+
+impl InstanceLock {
+    /// Takes the state directory's lock, or says which daemon holds it.
+    pub fn acquire(paths: &StatePaths) -> Result<InstanceLock, DaemonError> {
+        let path = paths.lock();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(DaemonError::io("open", &path))?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+            if errno == nix::errno::Errno::EWOULDBLOCK {
+                DaemonError::AlreadyRunning {
+                    dir: paths.dir.clone(),
+                    pid: paths.read_pid(),
+                }
+            } else {
+                DaemonError::Io {
+                    op: "lock",
+                    path: path.clone(),
+                    source: errno.into(),
+                }
+            }
+        })?;
+        let pid_path = paths.pid();
+        optgate_sched::manifest::write_atomic(
+            &pid_path,
+            format!("{}\n", std::process::id()).as_bytes(),
+        )
+        .map_err(DaemonError::io("write", &pid_path))?;
+        Ok(InstanceLock {
+            _lock: lock,
+            paths: paths.clone(),
+        })
+    }
+}
+
+impl Drop for InstanceLock {
+    fn drop(&mut self) {
+        if self.paths.read_pid() == Some(std::process::id()) {
+            let _ = std::fs::remove_file(self.paths.pid());
+        }
+    }
+}
+
+/// Whether a daemon holds the state directory's lock right now.
+pub fn is_locked(paths: &StatePaths) -> bool {
+    let Ok(file) = File::open(paths.lock()) else {
+        return false;
+    };
+    Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
+}
+
+/// Removes a stale socket and binds a new one, 0600 from the start. Call with the
+/// instance lock held (then no live daemon can own the old socket) and before any other
+/// thread starts (the umask is process-wide).
+pub fn bind_socket(paths: &StatePaths) -> Result<std::os::unix::net::UnixListener, DaemonError> {
+    let socket = paths.socket();
+    match std::fs::remove_file(&socket) {
+        Ok(()) => tracing::info!(
+            "removed the stale socket {} of a daemon that died",
+            socket.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(DaemonError::io("remove the stale socket", &socket)(e)),
+    }
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let bound = std::os::unix::net::UnixListener::bind(&socket);
+    umask(old);
+    let listener = bound.map_err(DaemonError::io("bind", &socket))?;
+    // Belt and braces: the mode does not depend on the umask having worked.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(DaemonError::io("restrict the permissions of", &socket))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(DaemonError::io("configure", &socket))?;
+    Ok(listener)
+}
+
+/// Runs the daemon in this process until SIGTERM, SIGINT or `optgate daemon stop`.
+pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
+    paths.prepare()?;
+    let lock = InstanceLock::acquire(paths)?;
+    let listener = bind_socket(paths)?;
+    let store = Store::open(&paths.db())?;
+    let optgate_bin = std::env::current_exe().map_err(DaemonError::io(
+        "find the optgate binary",
+        std::path::Path::new("/proc/self/exe"),
+    ))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("optgate-daemon")
+        .enable_all()
+        .build()
+        .map_err(DaemonError::io("start the async runtime for", &paths.dir))?;
+    let result = runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        let ctx = Arc::new(Daemon {
+            paths: paths.clone(),
+            db: Db::new(store),
+            wake: tokio::sync::Notify::new(),
+            backends: Backends::default(),
+            optgate_bin,
+            started_at: optgate_sched::local::now_rfc3339(),
+            shutdown: shutdown.clone(),
+        });
+        let listener = UnixListener::from_std(listener)
+            .map_err(DaemonError::io("listen on", &paths.socket()))?;
+        tracing::info!(
+            "optgate daemon {} (pid {}) serving {}",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            paths.socket().display()
+        );
+        let tasks = TaskTracker::new();
+        tasks.spawn(wait_for_signals(shutdown.clone()));
+        tasks.spawn(server::serve(listener, ctx.clone(), shutdown.clone()));
+        tasks.spawn(engine::run(ctx.clone(), shutdown.clone()));
+        tasks.close();
+        tasks.wait().await;
+        Ok::<(), DaemonError>(())
+    });
+    let _ = std::fs::remove_file(paths.socket());
+    tracing::info!(
+        "optgate daemon stopped; running jobs carry on and are picked up at the next start"
+    );
+    drop(lock);
+    result
+}
+
+async fn wait_for_signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!(
+            "cannot install signal handlers; stop the daemon with `optgate daemon stop`"
+        );
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = int.recv() => tracing::info!("SIGINT: stopping"),
+        _ = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}

@@ -1,0 +1,341 @@
+//! The socket protocol between `optgate` and its daemon: JSON, one object per line.
+//!
+//! A connection carries one exchange: the client sends a [`Hello`] with its protocol
+//! version, the daemon answers with a [`Welcome`] (or an error and closes when the versions
+//! differ), the client sends one [`Request`], the daemon answers with one [`Response`] and
+//! closes. A request line is at most [`MAX_REQUEST_BYTES`]; each line must arrive within
+//! [`REQUEST_TIMEOUT`]. The status and report replies are the documented JSON of
+//! `optgate status --json` and `optgate report --format json`.
+//!
+//! Bump [`PROTOCOL_VERSION`] for any change an older peer would misread (a renamed or
+//! removed field, a new required one); new optional fields need no bump.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use optgate_store::RunCounts;
+
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest request line the daemon reads (an experiment file travels inside `submit`).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// Largest reply line the client reads (reports with thousands of runs' provenance).
+pub const MAX_REPLY_BYTES: usize = 256 << 20;
+/// How long the daemon waits for each line of a request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The client's first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    /// The client's optgate version, for the daemon's log.
+    pub version: String,
+}
+
+/// The daemon's answer to [`Hello`] when it speaks the same protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub protocol: u32,
+    pub version: String,
+    pub pid: u32,
+    pub state_dir: PathBuf,
+}
+
+/// The daemon's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HelloReply {
+    Welcome(Welcome),
+    Error(ErrorReply),
+}
+
+/// Everything a client can ask. One handler per variant (`handlers/`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    /// Start a new experiment.
+    Submit(SubmitRequest),
+    /// Where every experiment (or one) stands.
+    Status(StatusRequest),
+    /// The latest report of an experiment.
+    Report(ReportRequest),
+    /// Stop an experiment: no new work, live jobs cancelled.
+    Cancel(CancelRequest),
+    /// Stop the daemon (jobs keep running; a restarted daemon picks them up).
+    Shutdown(ShutdownRequest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    /// Absolute path of the experiment file (resolves a relative `workdir`, names it in
+    /// messages and provenance).
+    pub source_path: PathBuf,
+    /// The file's text as the client read and validated it.
+    pub source_text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct StatusRequest {
+    /// One experiment (with its jobs), or every experiment.
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportRequest {
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ShutdownRequest {}
+
+/// The daemon's answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    Submitted(SubmitReply),
+    Status(StatusReply),
+    Report(ReportReply),
+    Cancelled(CancelReply),
+    ShuttingDown,
+    Error(ErrorReply),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitReply {
+    pub id: String,
+    /// The experiment's run-directory root.
+    pub root: PathBuf,
+}
+
+/// `optgate status --json`: stable; fields are only ever added.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReply {
+    pub daemon: DaemonInfo,
+    pub experiments: Vec<ExperimentStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    pub pid: u32,
+    pub version: String,
+    pub protocol: u32,
+    pub state_dir: PathBuf,
+    pub started_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentStatus {
+    pub id: String,
+    pub name: String,
+    /// planned, building, running, analysing, decided, budget_exhausted, failed, cancelled.
+    pub state: String,
+    /// Why it is in this state (failures, cancellation), when there is something to say.
+    pub reason: Option<String>,
+    pub scheduler: String,
+    pub experiment_file: String,
+    pub root: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub runs: RunCountsJson,
+    /// Blocks planned so far, and the most the budget (`max_replicates`) allows.
+    pub blocks: u32,
+    pub max_blocks: u32,
+    /// Looks taken so far, and looks planned by the sequential rule.
+    pub looks: u32,
+    pub planned_looks: u32,
+    /// The decisions of the latest look (empty before the first).
+    pub decisions: Vec<VariantDecision>,
+    /// Only when one experiment was asked for: its scheduler jobs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub jobs: Option<Vec<JobStatus>>,
+}
+
+/// Run counts as they appear in `status --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RunCountsJson {
+    pub total: u32,
+    /// completed + failed + cancelled.
+    pub done: u32,
+    pub completed: u32,
+    pub failed: u32,
+    pub cancelled: u32,
+    /// In a job that is submitted or running.
+    pub queued: u32,
+    /// Not yet handed to a job.
+    pub pending: u32,
+}
+
+impl From<RunCounts> for RunCountsJson {
+    fn from(c: RunCounts) -> Self {
+        RunCountsJson {
+            total: c.total,
+            done: c.done(),
+            completed: c.completed,
+            failed: c.failed,
+            cancelled: c.cancelled,
+            queued: c.queued,
+            pending: c.pending,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantDecision {
+    pub variant: String,
+    /// accept, reject, inconclusive, not_applicable.
+    pub decision: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStatus {
+    pub name: String,
+    pub block: u32,
+    pub attempt: u32,
+    pub run_ids: Vec<String>,
+    pub scheduler_job_id: Option<String>,
+    /// submitting, submitted, finished, cancelled.
+    pub state: String,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportReply {
+    pub id: String,
+    pub state: String,
+    /// The `optgate-report` object (the same JSON `optgate run --json` prints).
+    pub report: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelReply {
+    pub id: String,
+    /// The state before the request; a finished experiment is left as it was.
+    pub previous_state: String,
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Malformed, oversized or late request, or an unknown protocol version.
+    BadRequest,
+    /// The peer is another user.
+    Refused,
+    /// The experiment file does not validate.
+    InvalidExperiment,
+    UnknownExperiment,
+    /// The experiment has no report yet (no look taken).
+    NoReport,
+    /// The daemon is stopping and takes no new work.
+    ShuttingDown,
+    /// The daemon could not do it (database, file system).
+    Internal,
+}
+
+impl ErrorReply {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ErrorReply {
+        ErrorReply {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("the line is longer than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("the peer closed the connection")]
+    Closed,
+    #[error("not valid JSON for this message: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one line of JSON, at most `limit` bytes.
+pub async fn read_frame<T, R>(reader: &mut R, limit: usize) -> Result<T, FrameError>
+where
+    T: serde::de::DeserializeOwned,
+    R: AsyncBufRead + Unpin,
+{
+    let mut buf = Vec::new();
+    let mut limited = (&mut *reader).take(limit as u64 + 1);
+    let n = limited.read_until(b'\n', &mut buf).await?;
+    if n == 0 {
+        return Err(FrameError::Closed);
+    }
+    if buf.len() > limit {
+        return Err(FrameError::TooLarge { limit });
+    }
+    Ok(serde_json::from_slice(&buf)?)
+}
+
+/// Writes one line of JSON and flushes it.
+pub async fn write_frame<T, W>(writer: &mut W, msg: &T) -> Result<(), FrameError>
+where
+    T: Serialize,
+    W: AsyncWrite + Unpin,
+{
+    let mut line = serde_json::to_vec(msg)?;
+    line.push(b'\n');
+    writer.write_all(&line).await?;
+    writer.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_have_a_readable_json_form() {
+        let r = Request::Status(StatusRequest {
+            id: Some("x".into()),
+        });
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"status":{"id":"x"}}"#
+        );
+        let back: Request = serde_json::from_str(r#"{"shutdown":{}}"#).unwrap();
+        assert_eq!(back, Request::Shutdown(ShutdownRequest {}));
+        assert_eq!(
+            serde_json::to_string(&Response::ShuttingDown).unwrap(),
+            r#""shutting_down""#
+        );
+    }
+
+    #[tokio::test]
+    async fn frames_over_the_limit_are_refused() {
+        let data = format!("{}\n", serde_json::to_string(&"x".repeat(100)).unwrap());
+        let mut r = tokio::io::BufReader::new(data.as_bytes());
+        assert!(matches!(
+            read_frame::<String, _>(&mut r, 50).await,
+            Err(FrameError::TooLarge { limit: 50 })
+        ));
+        let mut r = tokio::io::BufReader::new(data.as_bytes());
+        assert_eq!(
+            read_frame::<String, _>(&mut r, 500).await.unwrap().len(),
+            100
+        );
+        let mut empty = tokio::io::BufReader::new(&b""[..]);
+        assert!(matches!(
+            read_frame::<String, _>(&mut empty, 50).await,
+            Err(FrameError::Closed)
+        ));
+    }
+}

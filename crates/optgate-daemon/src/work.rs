@@ -1,0 +1,105 @@
+//! An experiment as the engine works on it: the validated experiment re-read from the text
+//! stored at submission, its run-directory layout, its plan as recorded in the database,
+//! and the job specs of its blocks (rendered by `optgate_runner::jobs`).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use optgate_experiment::{Experiment, Plan, PlannedBlock};
+use optgate_runner::Layout;
+use optgate_runner::jobs::jobs_for_block;
+use optgate_sched::{JobSpec, Scheduler, replan};
+use optgate_store::{BlockRow, ExperimentRow, JobRow};
+
+use crate::decide::LookSchedule;
+
+/// A loaded experiment. Cached by the engine for as long as the experiment is active.
+pub struct Work {
+    pub id: String,
+    pub exp: Experiment,
+    pub layout: Layout,
+    pub backend: Arc<dyn Scheduler>,
+    pub schedule: LookSchedule,
+}
+
+impl Work {
+    /// Re-validates the stored text (as the file was at submission).
+    pub fn load(
+        row: &ExperimentRow,
+        source_text: &str,
+        backend: Arc<dyn Scheduler>,
+    ) -> Result<Work, String> {
+        let loaded = optgate_experiment::load_str(source_text, Path::new(&row.source_path))
+            .map_err(|e| format!("the stored experiment file no longer validates: {e}"))?;
+        let exp = loaded.experiment;
+        let schedule = LookSchedule::new(exp.file.replicates, exp.file.max_replicates);
+        Ok(Work {
+            id: row.id.clone(),
+            layout: Layout::new(&row.root),
+            exp,
+            backend,
+            schedule,
+        })
+    }
+
+    /// The plan with the blocks recorded so far.
+    pub fn plan(&self, blocks: &[BlockRow]) -> Plan {
+        Plan {
+            experiment: self.exp.name().to_string(),
+            seed: self.exp.file.seed,
+            design: self.exp.file.design,
+            arms: self.exp.arm_names(),
+            blocks: blocks
+                .iter()
+                .map(|b| PlannedBlock {
+                    index: b.index,
+                    order: b.order.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The jobs of `block` as first planned (all its runs), with every run's files
+    /// rendered.
+    pub fn block_jobs(&self, block: &BlockRow, optgate_bin: &Path) -> Result<Vec<JobSpec>, String> {
+        let planned = PlannedBlock {
+            index: block.index,
+            order: block.order.clone(),
+        };
+        jobs_for_block(&self.exp, &planned, &self.layout, &self.id, optgate_bin)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The spec of a recorded job: the block's original job holding its runs, reduced to
+    /// the recorded runs, under the recorded name (a retry has its own name and directory).
+    pub fn spec_for(
+        &self,
+        job: &JobRow,
+        block: &BlockRow,
+        optgate_bin: &Path,
+    ) -> Result<JobSpec, String> {
+        let wanted: BTreeSet<&str> = job.run_ids.iter().map(String::as_str).collect();
+        let original = self
+            .block_jobs(block, optgate_bin)?
+            .into_iter()
+            .find(|s| s.runs.iter().any(|r| wanted.contains(r.run_id.as_str())))
+            .ok_or_else(|| format!("block {} has no job holding {:?}", block.index, job.run_ids))?;
+        let mut spec = original;
+        spec.runs.retain(|r| wanted.contains(r.run_id.as_str()));
+        if spec.name != job.name {
+            spec.dir = self.layout.job_dir(&job.name);
+            spec.name = job.name.clone();
+        }
+        Ok(spec)
+    }
+
+    /// The name of attempt `attempt` of an original job.
+    pub fn attempt_name(original: &str, attempt: u32) -> String {
+        if attempt <= 1 {
+            original.to_string()
+        } else {
+            replan::retry_name(original, attempt)
+        }
+    }
+}
