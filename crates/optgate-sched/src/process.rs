@@ -12,6 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);
+/// How long a failed child's end waits for a cancellation already on its way. A scheduler
+/// stopping a job (time limit, `scancel`) signals the launcher (`srun`) and optgate
+/// together; the launcher may exit first, and its failure is then that stop, not the app's.
+const CANCEL_RACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessEnd {
@@ -89,7 +93,13 @@ pub async fn run_command(
     let stopped = tokio::select! {
         status = child.wait() => {
             let status = status.map_err(|source| ProcessError::Io { op: "wait for", path: script.to_path_buf(), source })?;
-            return Ok(exit_of(status));
+            let end = exit_of(status);
+            if end != ProcessEnd::Exited(0)
+                && tokio::time::timeout(CANCEL_RACE, cancel.cancelled()).await.is_ok()
+            {
+                return Ok(ProcessEnd::Cancelled);
+            }
+            return Ok(end);
         }
         _ = limit => ProcessEnd::TimedOut,
         _ = cancel.cancelled() => ProcessEnd::Cancelled,
@@ -110,5 +120,60 @@ fn exit_of(status: std::process::ExitStatus) -> ProcessEnd {
         (Some(c), _) => ProcessEnd::Exited(c),
         (None, Some(s)) => ProcessEnd::Signaled(s),
         (None, None) => ProcessEnd::Exited(-1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The child fails because the job is being stopped, and the stop reaches us a moment
+    /// after the child ended: the run is interrupted (re-planned), not failed (counted).
+    #[tokio::test]
+    async fn a_failure_that_races_a_cancellation_is_a_cancellation() {
+        let dir = tempfile::tempdir().unwrap();
+        let flag = dir.path().join("dying");
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        let f = flag.clone();
+        tokio::spawn(async move {
+            while !f.exists() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            c.cancel();
+        });
+        let argv = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            format!("touch '{}'; exit 143", flag.display()),
+        ];
+        let end = run_command(
+            &argv,
+            dir.path(),
+            &dir.path().join("out"),
+            &dir.path().join("err"),
+            None,
+            &cancel,
+        )
+        .await
+        .unwrap();
+        assert_eq!(end, ProcessEnd::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_plain_failure_stays_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = vec!["sh".to_string(), "-c".to_string(), "exit 3".to_string()];
+        let end = run_command(
+            &argv,
+            dir.path(),
+            &dir.path().join("out"),
+            &dir.path().join("err"),
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(end, ProcessEnd::Exited(3));
     }
 }
