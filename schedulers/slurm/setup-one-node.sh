@@ -30,6 +30,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
 fi
 
 # slurmd finds its NodeName by the short host name, so the config must use the same one.
+# Addresses are given as 127.0.0.1 so that a CI machine whose name does not resolve works.
 HOST=$(hostname -s)
 CPUS=$(nproc)
 mkdir -p "$DIR/state" "$DIR/spool" "$CONF_DIR"
@@ -42,7 +43,7 @@ trap 'rm -f "$new_conf"' EXIT
 cat >"$new_conf" <<EOF
 # One-node Slurm for optgate tests, written by schedulers/slurm/setup-one-node.sh.
 ClusterName=local
-SlurmctldHost=$HOST
+SlurmctldHost=$HOST(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -61,7 +62,7 @@ SlurmctldLogFile=$DIR/slurmctld.log
 SlurmdLogFile=$DIR/slurmd.log
 ReturnToService=2
 MpiDefault=none
-NodeName=$HOST CPUs=$CPUS State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
 conf_changed=0
