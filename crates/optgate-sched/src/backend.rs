@@ -84,8 +84,9 @@ pub enum JobState {
     Cancelled,
     /// Killed at its time limit.
     Timeout,
-    /// Lost to the system: node failure, pre-emption, boot failure, out of memory…
-    /// (the detail says which). Such a job may be resubmitted.
+    /// Lost to the system: node failure, pre-emption, boot failure… (the detail says
+    /// which). Such a job may be resubmitted. (Out of memory is `Failed`: the app's own
+    /// memory use, which a resubmission would repeat.)
     Lost(String),
     /// The scheduler no longer knows the job (finished and forgotten, or never existed).
     Unknown,
@@ -173,7 +174,9 @@ pub trait Scheduler: Send + Sync {
     /// knows are `Unknown`.
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError>;
 
-    /// Live jobs of this user whose name is in `names` (reconciliation after a crash).
+    /// Jobs of this user whose name is in `names` (reconciliation after a crash): pending,
+    /// running, or ended but still remembered by the scheduler; the newest when several
+    /// share a name.
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError>;
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError>;
