@@ -905,17 +905,14 @@ fn take_look(
         .ok_or_else(|| format!("{n_blocks} blocks is not a planned look"))?;
     let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
     let cfg = optgate_runner::analysis::analysis_config(&work.exp);
-    let seq = work
-        .schedule
-        .sequential_plan(cfg.alpha)
-        .map_err(|e| e.to_string())?;
+    let seq = work.sequential.as_ref();
     let mut report = optgate_runner::report::build_report(
         &work.exp,
         &plan,
         &work.layout,
         &collected,
         not_applicable,
-        seq.as_ref().map(|p| (p, look)),
+        seq.map(|p| (p, look)),
         node,
     )
     .map_err(|e| format!("analysis failed: {e}"))?;
@@ -957,7 +954,7 @@ fn take_look(
         p.insert(
             "sequential".into(),
             serde_json::json!({
-                "rule": seq.as_ref().map_or_else(
+                "rule": seq.map_or_else(
                     || "a single look at the experiment's alpha (max_replicates not above replicates)".to_string(),
                     |s| s.rule.clone()),
                 "overall_alpha": cfg.alpha,

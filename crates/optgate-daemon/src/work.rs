@@ -10,6 +10,7 @@ use optgate_experiment::{Experiment, Plan, PlannedBlock};
 use optgate_runner::Layout;
 use optgate_runner::jobs::jobs_for_block;
 use optgate_sched::{JobSpec, Scheduler, replan};
+use optgate_stats::SequentialPlan;
 use optgate_store::{BlockRow, ExperimentRow, JobRow};
 
 use crate::decide::LookSchedule;
@@ -21,6 +22,9 @@ pub struct Work {
     pub layout: Layout,
     pub backend: Arc<dyn Scheduler>,
     pub schedule: LookSchedule,
+    /// The spending plan over the looks (`None`: a single look), made once: it costs a
+    /// numerical integration.
+    pub sequential: Option<SequentialPlan>,
 }
 
 impl Work {
@@ -34,7 +38,11 @@ impl Work {
             .map_err(|e| format!("the stored experiment file no longer validates: {e}"))?;
         let exp = loaded.experiment;
         let schedule = LookSchedule::new(exp.file.replicates, exp.file.max_replicates);
+        let sequential = schedule
+            .sequential_plan(exp.file.compare.alpha)
+            .map_err(|e| format!("no sequential plan for its looks: {e}"))?;
         Ok(Work {
+            sequential,
             id: row.id.clone(),
             layout: Layout::new(&row.root),
             exp,

@@ -89,10 +89,7 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         root.display()
     );
     ctx.wake.notify_one();
-    Ok(Response::Submitted(SubmitReply {
-        id,
-        root,
-    }))
+    Ok(Response::Submitted(SubmitReply { id, root }))
 }
 
 /// `YYYYMMDD-HHMMSS-xxxx`: sortable by submission time, unique with the random suffix,
