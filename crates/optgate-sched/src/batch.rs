@@ -50,8 +50,13 @@ pub fn check_directive_value(
             field,
             value,
             &format!(
-                "`{}` cannot be written into a scheduler directive line (no shell quotes those)",
-                c.escape_debug()
+                "{} cannot be written into a scheduler directive line (no shell quotes those)",
+                match c {
+                    ' ' => "a space".to_string(),
+                    '\t' => "a tab".to_string(),
+                    '\n' | '\r' => "a line break".to_string(),
+                    c => format!("`{}`", c.escape_debug()),
+                }
             ),
         ));
     }

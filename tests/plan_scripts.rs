@@ -1,0 +1,137 @@
+//! `optgate validate` and `optgate plan` on the Slurm and Flux example experiments: every
+//! job's batch script is written where the backend would write it, is valid bash, and gives
+//! each arm its own launch line inside an allocation sized for the largest arm. No
+//! scheduler is needed.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::*;
+
+fn plan(exp: &Path, out: &Path) -> std::process::Output {
+    run(&[
+        "plan",
+        exp.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+fn job_scripts(out: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir(out.join("jobs"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            let text = std::fs::read_to_string(e.path().join("job.sh")).unwrap();
+            (name, text)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn bash_n(text: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("job.sh");
+    std::fs::write(&p, text).unwrap();
+    let st = Command::new("bash").arg("-n").arg(&p).status().unwrap();
+    assert!(st.success(), "bash -n failed on:\n{text}");
+}
+
+#[test]
+fn the_example_experiments_validate_and_plan() {
+    for name in ["quickstart-slurm", "vpic-threads-flux", "pecan-compile"] {
+        let exp = repo_root().join(format!("experiments/{name}.yaml"));
+        let o = run(&["validate", exp.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("plan");
+        let o = plan(&exp, &out);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        let plan_json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+        let blocks = plan_json["blocks"].as_array().unwrap().len();
+        let scripts = job_scripts(&out);
+        assert_eq!(scripts.len(), blocks, "{name}: one job per block");
+        for (job, text) in &scripts {
+            assert!(job.starts_with(&format!("og-{name}-b")), "{job}");
+            bash_n(text);
+            assert!(text.contains("\"$OPTGATE_BIN\" probe --json > "), "{job}");
+        }
+    }
+}
+
+#[test]
+fn the_vpic_variant_gets_six_cores_per_task_and_the_baseline_one() {
+    let exp = repo_root().join("experiments/vpic-threads-flux.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan");
+    assert_eq!(plan(&exp, &out).status.code(), Some(0));
+    let (_, text) = &job_scripts(&out)[0];
+    for line in [
+        "# flux: --nodes=1\n",
+        "# flux: --nslots=16\n",
+        "# flux: --cores-per-slot=6\n",
+        "# flux: --time-limit=1h\n",
+        "# flux: --queue=pdebug\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let launch = |arm: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("-{arm}")) && l.contains("exec-run"))
+            .unwrap_or_else(|| panic!("no line for {arm}:\n{text}"))
+            .to_string()
+    };
+    assert!(launch("omp6-spread").ends_with(" -- flux run -N 1 -n 16 -c 6; og_after $?"));
+    assert!(launch("baseline").ends_with(" -- flux run -N 1 -n 16 -c 1; og_after $?"));
+    // The environment of the variant is in its run script, quoted, not on the launch line.
+    let run_sh = std::fs::read_to_string(out.join("runs/b001-omp6-spread/run.sh")).unwrap();
+    assert!(run_sh.contains("export OMP_NUM_THREADS=6\n"));
+    assert!(run_sh.contains("export OMP_PROC_BIND=spread\n"));
+}
+
+#[test]
+fn independent_design_plans_one_job_per_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment(
+        "indep",
+        "design: independent\nscheduler: { kind: slurm, time_limit: 5m }\n",
+    );
+    let exp = write_experiment(dir.path(), &yaml);
+    let out = dir.path().join("plan");
+    let o = plan(&exp, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scripts = job_scripts(&out);
+    assert_eq!(scripts.len(), 10, "5 replicates x 2 arms");
+    assert!(scripts.iter().any(|(n, _)| n == "og-indep-b001-v1"));
+    for (_, text) in &scripts {
+        assert_eq!(text.matches(" exec-run ").count(), 1);
+        assert!(text.contains("#SBATCH --time=0-00:05:00\n"));
+    }
+}
+
+#[test]
+fn a_value_a_directive_cannot_carry_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment(
+        "bad-directive",
+        "scheduler: { kind: slurm, extra_directives: [\"--comment=two words\"] }\n",
+    );
+    let exp = write_experiment(dir.path(), &yaml);
+    let o = plan(&exp, &dir.path().join("plan"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--comment=two words"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_local_experiment_has_no_job_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write_experiment(dir.path(), &fake_app_experiment("local", ""));
+    let out = dir.path().join("plan");
+    assert_eq!(plan(&exp, &out).status.code(), Some(0));
+    assert!(!out.join("jobs").exists());
+}
