@@ -34,6 +34,8 @@ fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        // No colour codes in a log file (the background daemon's stderr is its log).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
 }
