@@ -10,6 +10,9 @@ use clap::Parser;
 fn main() {
     init_tracing();
     let cli = cli::Cli::parse();
+    if !matches!(cli.command, cli::Command::Daemon { .. }) {
+        restore_default_sigpipe();
+    }
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -23,6 +26,18 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Rust ignores SIGPIPE, so `println!` into a closed pipe (`optgate report | head`)
+/// panics. A command-line tool should instead end quietly, as `cat` does: restore the
+/// default action. The daemon keeps ignoring it — a client hanging up must not kill it.
+fn restore_default_sigpipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: called once at start-up, before any thread exists; SIG_DFL installs no Rust
+    // handler.
+    unsafe {
+        let _ = signal(Signal::SIGPIPE, SigHandler::SigDfl);
+    }
 }
 
 fn init_tracing() {
