@@ -20,14 +20,24 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
     );
     let p = write_experiment(dir.path(), &yaml);
     let out = dir.path().join("exec");
-    let mut child = optgate()
-        .args(["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+    let child = optgate()
+        .args([
+            "run",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // Wait until at least three runs have started, then interrupt like a terminal would.
     let mut waited = 0;
-    while std::fs::read_to_string(&log).map(|t| t.lines().count()).unwrap_or(0) < 3 {
+    while std::fs::read_to_string(&log)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < 3
+    {
         std::thread::sleep(Duration::from_millis(20));
         waited += 1;
         assert!(waited < 1500, "runs never started");
@@ -42,7 +52,10 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted. Kept 2 finished run(s)"), "{err}");
     assert!(err.contains(&format!("--out {}", out.display())), "{err}");
-    assert!(!out.join("samples.csv").exists(), "an interrupted execution wrote samples");
+    assert!(
+        !out.join("samples.csv").exists(),
+        "an interrupted execution wrote samples"
+    );
     // The interrupted run left a manifest saying so; it is not data.
     let interrupted: Vec<_> = std::fs::read_dir(out.join("runs"))
         .unwrap()
@@ -53,7 +66,14 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
         .collect();
     assert_eq!(interrupted.len(), 1);
 
-    let o = run(&["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--json"]);
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let ran = std::fs::read_to_string(&log).unwrap();
     let mut ids: Vec<&str> = ran.lines().collect();
