@@ -13,7 +13,7 @@ use crate::checklist;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::model::*;
 use crate::resolved::*;
-use crate::yaml::{self, Locator};
+use crate::yaml::{self, Location, Locator};
 
 /// Why an experiment could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -145,15 +145,25 @@ struct Checker {
 }
 
 impl Checker {
-    fn error(&mut self, path: &str, message: impl Into<String>) {
-        let loc = self.locator.value(path);
+    fn push(
+        &mut self,
+        severity: Severity,
+        location: Option<Location>,
+        path: &str,
+        message: String,
+    ) {
         self.diagnostics.push(Diagnostic::new(
-            Severity::Error,
+            severity,
             self.file.clone(),
-            loc,
+            location,
             path,
             message,
         ));
+    }
+
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        let loc = self.locator.value(path);
+        self.push(Severity::Error, loc, path, message.into());
     }
 
     fn warning(&mut self, path: &str, message: impl Into<String>) {
@@ -163,24 +173,14 @@ impl Checker {
         } else {
             self.locator.value(path)
         };
-        self.diagnostics.push(Diagnostic::new(
-            Severity::Warning,
-            self.file.clone(),
-            loc,
-            path,
-            message,
-        ));
+        self.push(Severity::Warning, loc, path, message.into());
     }
 
+    /// An error about a key itself (an unknown dimension, a bad variable name): points at
+    /// the key rather than its value.
     fn key_error(&mut self, path: &str, message: impl Into<String>) {
         let loc = self.locator.key(path);
-        self.diagnostics.push(Diagnostic::new(
-            Severity::Error,
-            self.file.clone(),
-            loc,
-            path,
-            message,
-        ));
+        self.push(Severity::Error, loc, path, message.into());
     }
 
     fn resolve(&mut self, file: ExperimentFile, text: &str, path: &Path) -> Experiment {
