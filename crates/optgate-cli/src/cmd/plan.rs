@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use optgate_experiment::{Experiment, Plan, SchedulerKind};
 use optgate_runner::Layout;
-use optgate_sched::script::{RunContext, render_build, render_local_run};
+use optgate_sched::script::render_build;
 use optgate_sched::{batch, flux, slurm};
 
 use crate::exit;
@@ -48,22 +48,8 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     }
     let runs = plan.runs();
     for r in &runs {
-        let arm = exp.arm(&r.arm).expect("plan arms exist");
-        let dir = layout.run_dir(&r.id);
-        let build_dir = arm.build.map(|i| layout.build_dir(&exp.builds[i].id));
-        let ctx = RunContext {
-            experiment: exp,
-            arm,
-            run_id: &r.id,
-            block: r.block,
-            replicate: r.replicate,
-            run_dir: &dir,
-            build_dir: build_dir.as_deref(),
-        };
-        write(
-            &dir.join(optgate_sched::local::RUN_SCRIPT),
-            render_local_run(&ctx),
-        )?;
+        // The same rendering a real execution does: run.sh and run.json in the run's directory.
+        optgate_runner::jobs::prepare_run(exp, r, &layout)?;
     }
     let jobs = write_job_scripts(exp, &plan, &layout)?;
     println!(
