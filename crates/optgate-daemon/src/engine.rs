@@ -485,8 +485,17 @@ impl Engine {
         }
         changed |= self.submit_pending(row, &work).await?;
         let id = row.id.clone();
-        let counts = self.ctx.db.call(move |s| s.run_counts_of(&id)).await?;
-        if counts.pending + counts.queued == 0 {
+        let (counts, live_jobs) = self
+            .ctx
+            .db
+            .call(move |s| {
+                let live = s.jobs(&id)?.iter().filter(|j| j.state.is_live()).count();
+                Ok((s.run_counts_of(&id)?, live))
+            })
+            .await?;
+        // Every run has its outcome and every job has ended (a job whose last run is done
+        // may still be writing its exit status): the blocks are complete.
+        if counts.pending + counts.queued == 0 && live_jobs == 0 {
             let id = row.id.clone();
             let moved = self
                 .ctx
@@ -567,11 +576,13 @@ impl Engine {
         spec: JobSpec,
     ) -> Result<(), DaemonError> {
         let backend = work.backend.clone();
+        crate::failpoint::hit("before-submit");
         let submitted = tokio::task::spawn_blocking(move || backend.submit(&spec))
             .await
             .map_err(|e| DaemonError::Join(e.to_string()))?;
         match submitted {
             Ok(sid) => {
+                crate::failpoint::hit("after-submit");
                 tracing::info!(
                     "experiment {}: submitted {} as {sid}",
                     job.experiment_id,
@@ -655,6 +666,7 @@ impl Engine {
                 AfterLook::Finish { state, .. } => state.to_string(),
             }
         );
+        crate::failpoint::hit("before-look-commit");
         let id = row.id.clone();
         self.ctx
             .db

@@ -17,6 +17,7 @@ pub mod context;
 pub mod decide;
 pub mod engine;
 pub mod error;
+pub mod failpoint;
 pub mod handlers;
 pub mod lifecycle;
 pub mod paths;

@@ -102,6 +102,10 @@ pub fn render_job_script(job: &JobSpec, lock_file: &Path) -> String {
         "trap 'og_rc=$?; printf \"%s\\n\" \"$og_rc\" > {JOB_EXIT}.tmp && mv -f {JOB_EXIT}.tmp {JOB_EXIT}' EXIT\n"
     ));
     s.push_str("trap 'exit 143' TERM INT HUP\n");
+    s.push_str(
+        "# One line per start in job.out: a job started twice would show twice.\n\
+         printf 'optgate: job started, pid %s\\n' \"$$\"\n",
+    );
     s.push_str(&format!("export OPTGATE_JOB_ID={}\n", quote(&job.name)));
     s.push_str(&format!(
         "# One run at a time on this machine: wait for the machine-wide lock. Every process\n\
