@@ -146,6 +146,16 @@ fn submit(d: &Daemon, exp: &Path) -> String {
     id
 }
 
+impl Drop for Daemon {
+    /// A failing test must not leave a daemon behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// A small deterministic generator (xorshift64*), so the kill points are reproducible.
 struct Rng(u64);
 

@@ -1,0 +1,243 @@
+//! The daemon's commands through the real binary: no daemon (exit 4), an invalid
+//! experiment refused before it reaches the daemon with `validate`'s messages, unknown
+//! ids, background start and stop, auto-start on submit, cancel, gate's exit codes,
+//! `status --watch`, and every report format.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::*;
+
+const DEADLINE: Duration = Duration::from_secs(300);
+
+fn cli(home: &Path, args: &[&str]) -> Output {
+    optgate()
+        .args(args)
+        .env("OPTGATE_HOME", home)
+        .output()
+        .unwrap()
+}
+
+/// Stops the background daemon of `home` when the test ends, passed or not.
+struct StopOnDrop(PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = cli(&self.0, &["daemon", "stop"]);
+    }
+}
+
+fn experiment(name: &str, sleep: &str) -> String {
+    format!(
+        r#"name: {name}
+app:
+  command: [bash, -c, 'sleep {sleep}; if [ "${{X:-0}}" = 1 ]; then b=$((700 + OPTGATE_BLOCK * 7)); else b=$((1000 + OPTGATE_BLOCK * 3)); fi; for e in 1 2 3; do echo "epoch $e took $((b + e * 11)).0 s"; done']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 6
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#
+    )
+}
+
+fn status(home: &Path, id: &str) -> Value {
+    let o = cli(home, &["status", id, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice::<Value>(&o.stdout).unwrap()["experiments"][0].clone()
+}
+
+#[test]
+fn without_a_daemon_every_command_says_so_with_exit_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let exp = write_experiment(dir.path(), &experiment("nodaemon", "0"));
+    for args in [
+        vec!["status"],
+        vec!["status", "x", "--json"],
+        vec!["report", "x"],
+        vec!["gate", "x"],
+        vec!["cancel", "x"],
+        vec!["daemon", "stop"],
+        vec!["submit", exp.to_str().unwrap(), "--no-start"],
+    ] {
+        let o = cli(&home, &args);
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("the optgate daemon is not running"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn an_invalid_experiment_never_reaches_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let exp = write_experiment(
+        dir.path(),
+        &experiment("bad", "0").replace("replicates: 6", "replicates: 6\nreplicate: 7"),
+    );
+    let validate = cli(&home, &["validate", exp.to_str().unwrap()]);
+    let submit = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(validate.status.code(), Some(2));
+    assert_eq!(submit.status.code(), Some(2), "{}", stderr(&submit));
+    // The same located diagnostic, word for word.
+    let diag = stderr(&validate)
+        .lines()
+        .find(|l| l.contains("replicate"))
+        .unwrap()
+        .to_string();
+    assert!(stderr(&submit).contains(&diag), "{}", stderr(&submit));
+    assert!(stdout(&submit).is_empty());
+    // Nothing was started for it.
+    assert!(!home.join("sock/daemon.sock").exists());
+    assert!(!home.join("daemon.pid").exists());
+}
+
+#[test]
+fn the_daemon_commands_from_start_to_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+
+    // submit starts the daemon when none runs; stdout holds the id and nothing else.
+    let fast = write_experiment(dir.path(), &experiment("fast", "0.05"));
+    let o = cli(&home, &["submit", fast.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("started the daemon"), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 1, "{out:?}");
+    let fast_id = out.trim().to_string();
+
+    // A second start is told the daemon runs; a second foreground daemon is refused.
+    let o = cli(&home, &["daemon"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("already running"), "{}", stderr(&o));
+    let o = cli(&home, &["daemon", "--foreground"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("another optgate daemon (pid"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Unknown ids.
+    for args in [
+        vec!["status", "nope"],
+        vec!["report", "nope"],
+        vec!["gate", "nope"],
+        vec!["cancel", "nope"],
+    ] {
+        let o = cli(&home, &args);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("no experiment `nope`"),
+            "{}",
+            stderr(&o)
+        );
+    }
+
+    // --watch follows the fast experiment to its end.
+    let o = cli(&home, &["status", &fast_id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("decided"), "{}", stdout(&o));
+    let s = status(&home, &fast_id);
+    assert_eq!(s["state"], "decided");
+    assert_eq!(s["runs"]["done"], 12);
+    assert_eq!(s["looks"], 1);
+    assert_eq!(s["planned_looks"], 1);
+    assert_eq!(s["decisions"][0]["decision"], "accept");
+    let o = cli(&home, &["gate", &fast_id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("v1: accept"), "{}", stdout(&o));
+    let o = cli(&home, &["gate", &fast_id, "--variant", "v1"]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = cli(&home, &["gate", &fast_id, "--variant", "v2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("its variants are: v1"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Every report format; JSON is the report object with metadata and provenance.
+    for format in ["table", "markdown", "csv"] {
+        let o = cli(&home, &["report", &fast_id, "--format", format]);
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", stderr(&o));
+        assert!(stdout(&o).contains("v1"), "{format}");
+    }
+    let o = cli(&home, &["report", &fast_id, "--json"]);
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["baseline"], "baseline");
+    assert_eq!(report["experiment"]["name"], "fast");
+    assert!(report["checklist"].as_array().unwrap().len() >= 10);
+    assert_eq!(report["provenance"]["experiment_id"], fast_id.as_str());
+    assert_eq!(report["provenance"]["sequential"]["planned_looks"], 1);
+    assert!(
+        report["sequential"].is_null(),
+        "one look: the plain analysis"
+    );
+
+    // A slow experiment: no report before its first look, gate says "running", cancel
+    // stops it, and gate then refuses.
+    let slow = write_experiment(dir.path(), &experiment("slow", "30"));
+    let o = cli(&home, &["submit", slow.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let slow_id = stdout(&o).trim().to_string();
+    let o = cli(&home, &["report", &slow_id]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no report yet"), "{}", stderr(&o));
+    let o = cli(&home, &["gate", &slow_id]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("still"), "{}", stdout(&o));
+    let o = cli(&home, &["cancel", &slow_id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cancelled"), "{}", stderr(&o));
+    assert_eq!(status(&home, &slow_id)["state"], "cancelled");
+    let o = cli(&home, &["gate", &slow_id]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("was cancelled"), "{}", stderr(&o));
+    let o = cli(&home, &["cancel", &slow_id]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("already ended"), "{}", stderr(&o));
+    // Its jobs are stopped: none stays live, no run is left queued.
+    let t0 = Instant::now();
+    loop {
+        let s = status(&home, &slow_id);
+        let live = s["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| ["submitting", "submitted"].contains(&j["state"].as_str().unwrap()))
+            .count();
+        if live == 0 && s["runs"]["queued"] == 0 {
+            assert_eq!(s["runs"]["completed"], 0, "{s:#}");
+            break;
+        }
+        assert!(t0.elapsed() < DEADLINE, "{s:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The table lists both.
+    let o = cli(&home, &["status"]);
+    let table = stdout(&o);
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains(&fast_id) && table.contains(&slow_id),
+        "{table}"
+    );
+
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli(&home, &["status"]);
+    assert_eq!(o.status.code(), Some(4));
+}
