@@ -33,6 +33,17 @@ pub async fn report(ctx: &Daemon, req: ReportRequest) -> HandlerResult {
                 report,
             }))
         }
+        None if row.state.is_terminal() => Ok(Response::Error(ErrorReply::new(
+            ErrorKind::NoReport,
+            format!(
+                "experiment {} ended ({}) before its first look, so it has no report{}",
+                req.id,
+                row.state,
+                row.state_reason
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+        ))),
         None => Ok(Response::Error(ErrorReply::new(
             ErrorKind::NoReport,
             format!(
