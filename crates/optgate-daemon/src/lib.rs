@@ -20,6 +20,7 @@ pub mod error;
 pub mod failpoint;
 pub mod handlers;
 pub mod lifecycle;
+pub mod orphans;
 pub mod paths;
 pub mod protocol;
 pub mod reconcile;

@@ -2,9 +2,10 @@
 //! first pass after a start (and after a pass that left a submission in doubt) and makes
 //! the database agree with the backends and the run manifests again:
 //!
-//! * An experiment `building` with no build running in this process was interrupted: it
-//!   goes back to `planned`, and its builds run again (a build whose `build.json` says it
-//!   succeeded is kept).
+//! * An experiment `building` with no build running in this process was interrupted: the
+//!   processes of its builds that outlived the daemon are stopped ([`crate::orphans`]),
+//!   then it goes back to `planned` and its builds run again (a build whose `build.json`
+//!   says it succeeded is kept).
 //! * A job `submitting` may or may not have reached the scheduler: it is looked up by its
 //!   unique name (`find_by_name`, one batched query per backend). Found → recorded as
 //!   `submitted` with its id (never submitted twice). Not found → submitted now, under the
@@ -54,19 +55,34 @@ pub async fn reconcile(engine: &mut Engine) -> Result<Repairs, DaemonError> {
     let ctx = engine.ctx.clone();
     let mut repairs = Repairs::default();
 
-    let building: Vec<String> = ctx
+    let building: Vec<optgate_store::ExperimentRow> = ctx
         .db
         .call(|s| {
             Ok(s.active_experiments()?
                 .into_iter()
                 .filter(|e| e.state == ExperimentState::Building)
-                .map(|e| e.id)
                 .collect())
         })
         .await?;
-    for id in building {
+    for row in building {
+        let id = row.id.clone();
         if engine.build_in_flight(&id) {
             continue;
+        }
+        if let Ok(work) = engine.work(&row).await {
+            let dirs: Vec<_> = work
+                .exp
+                .builds
+                .iter()
+                .map(|b| work.layout.build_dir(&b.id))
+                .collect();
+            tokio::task::spawn_blocking(move || {
+                for d in dirs {
+                    crate::orphans::stop_orphan_builds(&d);
+                }
+            })
+            .await
+            .map_err(|e| DaemonError::Join(e.to_string()))?;
         }
         let i = id.clone();
         let moved = ctx
