@@ -101,7 +101,7 @@ class EGNN(nn.Module):
         h = self.embed(feat)
         for layer in self.layers:
             h, x = layer(h, x, row, col, inv_deg)
-        pooled = torch.zeros(inv_count.shape[0], h.shape[1], dtype=h.dtype)
+        pooled = torch.zeros(inv_count.shape[0], h.shape[1], dtype=h.dtype, device=h.device)
         pooled = pooled.index_add_(0, batch, h) * inv_count
         return self.head(pooled).squeeze(1)
 
@@ -165,6 +165,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7, help="model init and sample order")
     ap.add_argument("--lr", type=float, default=5e-3)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument(
+        "--device", default="auto", help="cpu, cuda, or auto (cuda when one is visible)"
+    )
     ap.add_argument("--data-dir", default=_DATA_DIR)
     ap.add_argument(
         "--trace-dir", default=os.path.join(_RUN_DIR, "traces"), help="DFTracer output"
@@ -189,15 +192,23 @@ def main() -> int:
         logfile=os.path.join(args.trace_dir, "pecan"), data_dir=None, process_id=-1
     )
 
+    if args.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(args.device)
+    # A GPU runs asynchronously: without a sync at the end of a region its traced `dur`
+    # would be the launch time only. (The CPU path is what this example is measured on.)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
     torch.manual_seed(args.seed)
-    model = EGNN(in_nf=params["n_feat"])
+    model = EGNN(in_nf=params["n_feat"]).to(device)
     if compile_on:
         model = torch.compile(model, dynamic=True)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.MSELoss()
     print(
         f"pecan: torch {torch.__version__}, compile={'on' if compile_on else 'off'}, "
-        f"threads={torch.get_num_threads()}, hidden_nf={HIDDEN_NF}, "
+        f"device={device}, threads={torch.get_num_threads()}, hidden_nf={HIDDEN_NF}, "
         f"{args.steps_per_epoch} steps x {args.batch_size} graphs per epoch",
         flush=True,
     )
@@ -207,7 +218,7 @@ def main() -> int:
     for epoch in range(1, args.epochs + 1):
         t0 = time.perf_counter()
         order = torch.randperm(n_samples, generator=order_gen).tolist()
-        loss_sum = torch.zeros((), dtype=torch.float64)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         read_s = 0.0
         with dft_fn("train", name="epoch", epoch=epoch):
             for step in range(args.steps_per_epoch):
@@ -215,16 +226,20 @@ def main() -> int:
                 r0 = time.perf_counter()
                 with dft_fn("data", name="read_batch", epoch=epoch, step=step):
                     batch = collate([make_data.decode(read_file(paths[i])) for i in idx])
+                    batch = [b.to(device) for b in batch]
                 read_s += time.perf_counter() - r0
                 feat, x, edges, gidx, inv_deg, inv_count, target = batch
                 with dft_fn("compute", name="forward", epoch=epoch, step=step):
                     pred = model(feat, x, edges, gidx, inv_deg, inv_count)
                     loss = loss_fn(pred, target)
+                    sync()
                 with dft_fn("compute", name="backward", epoch=epoch, step=step):
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
+                    sync()
                 with dft_fn("compute", name="optimizer", epoch=epoch, step=step):
                     opt.step()
+                    sync()
                 loss_sum += loss.detach().to(torch.float64)
         took = time.perf_counter() - t0
         last_mean = (loss_sum / args.steps_per_epoch).item()
