@@ -251,21 +251,36 @@ fn hostile_yaml_is_refused_cleanly() {
 fn a_run_over_its_time_limit_is_killed_and_not_counted() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = fake_app_experiment("slow", "")
-        .replace("variants:\n  - name: v1", "variants:\n  - name: v1\n    args: [slow]")
+        .replace(
+            "variants:\n  - name: v1",
+            "variants:\n  - name: v1\n    args: [slow]",
+        )
         .replace(
             "command: [bash, -c, 'for e",
             "time_limit: 1s\n  command: [bash, -c, 'if [ \"$0\" = slow ]; then sleep 60; fi; for e",
         );
     let p = write_experiment(dir.path(), &yaml);
     let root = dir.path().join("exec");
-    let o = run(&["run", p.to_str().unwrap(), "--out", root.to_str().unwrap(), "--quiet"]);
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("b001-v1: the run exceeded its time limit and was killed"), "{err}");
+    assert!(
+        err.contains("b001-v1: the run exceeded its time limit and was killed"),
+        "{err}"
+    );
     let m: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("runs/b001-v1/manifest.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(m["outcome"], "timed_out");
-    assert!(m["elapsed_s"].as_f64().unwrap() < 60.0, "the run was not stopped at its limit");
+    assert!(
+        m["elapsed_s"].as_f64().unwrap() < 60.0,
+        "the run was not stopped at its limit"
+    );
 }
