@@ -103,6 +103,19 @@ impl Daemon {
         assert_eq!(status.signal(), Some(9), "{status}");
     }
 
+    /// SIGTERM, as systemd stops a service: a clean exit.
+    fn terminate(mut self) {
+        let o = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+        assert!(!self.home.join("sock/daemon.sock").exists());
+        assert!(!self.home.join("daemon.pid").exists());
+    }
+
     fn stop(mut self) {
         let o = self.cli(&["daemon", "stop"]);
         assert!(o.status.success(), "{}", stderr(&o));
@@ -303,7 +316,7 @@ fn a_daemon_killed_at_random_moments_loses_and_repeats_nothing() {
     let ref_id = submit(&reference, &ref_exp);
     let ref_status = reference.wait_until_ended(&ref_id);
     let ref_report = check_ended(&reference, &ref_id, &ref_status, ref_dir.path());
-    reference.stop();
+    reference.terminate();
 
     let dir = tempfile::tempdir().unwrap();
     eprintln!("killed daemon's experiment in {}", dir.path().display());
@@ -392,4 +405,113 @@ fn each_crash_window_is_repaired_at_restart() {
         );
         assert!(log.contains(repaired), "{failpoint}: {log}");
     }
+}
+
+/// The README's quickstart (two real builds on the login node, 28 OpenMP runs) through a
+/// daemon killed at seeded random moments — during builds, submissions, runs and looks —
+/// against the same experiment through a daemon left alone. Timings are real, so numbers
+/// and even decisions may differ between the two; what must not differ is what was run and
+/// the report's structure.
+#[test]
+fn the_quickstart_survives_kill_9_at_random_moments() {
+    let mut rng = Rng(0x0a71_57a7);
+    let setup = |dir: &Path| -> PathBuf {
+        let src = repo_root();
+        std::fs::create_dir_all(dir.join("experiments")).unwrap();
+        std::fs::create_dir_all(dir.join("examples/openmp-stencil")).unwrap();
+        std::fs::copy(
+            src.join("examples/openmp-stencil/stencil.c"),
+            dir.join("examples/openmp-stencil/stencil.c"),
+        )
+        .unwrap();
+        let exp = dir.join("experiments/quickstart.yaml");
+        std::fs::copy(src.join("experiments/quickstart.yaml"), &exp).unwrap();
+        exp
+    };
+    // What must match: the report's keys, per variant its n and epoch table, the arms'
+    // run counts, the checklist and provenance keys.
+    let structure = |r: &Value| -> Value {
+        let keys = |v: &Value| -> Vec<String> {
+            v.as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        serde_json::json!({
+            "keys": keys(r),
+            "variants": r["variants"].as_array().unwrap().iter().map(|v| serde_json::json!([
+                v["name"], v["n_baseline"], v["n_variant"], v["per_epoch"].as_array().map(|a| a.len()),
+            ])).collect::<Vec<_>>(),
+            "arms": r["arms"].as_array().unwrap().iter().map(|a| serde_json::json!([a["name"], a["runs"]])).collect::<Vec<_>>(),
+            "checklist": r["checklist"].as_array().map(|a| a.len()),
+            "provenance": keys(&r["provenance"]),
+        })
+    };
+    let check = |d: &Daemon, id: &str| -> Value {
+        let s = d.wait_until_ended(id);
+        assert!(
+            ["decided", "budget_exhausted"].contains(&s["state"].as_str().unwrap()),
+            "{s:#}"
+        );
+        assert_eq!(s["runs"]["total"], 28, "{s:#}");
+        assert_eq!(s["runs"]["completed"], 28, "{s:#}");
+        let root = PathBuf::from(s["root"].as_str().unwrap());
+        for j in s["jobs"].as_array().unwrap() {
+            assert_eq!(j["attempt"], 1, "{s:#}");
+            assert_eq!(j["state"], "finished", "{s:#}");
+            let out = std::fs::read_to_string(
+                root.join("jobs")
+                    .join(j["name"].as_str().unwrap())
+                    .join("job.out"),
+            )
+            .unwrap();
+            assert_eq!(out.matches("optgate: job started").count(), 1, "{out}");
+        }
+        assert_eq!(s["jobs"].as_array().unwrap().len(), 7);
+        for b in 1..=7 {
+            for arm in ["baseline", "threads-match-cores", "o3-native", "bind-close"] {
+                let m: Value = serde_json::from_str(
+                    &std::fs::read_to_string(
+                        root.join(format!("runs/b{b:03}-{arm}/manifest.json")),
+                    )
+                    .unwrap(),
+                )
+                .unwrap();
+                assert_eq!(m["outcome"], "completed");
+            }
+        }
+        let csv = std::fs::read_to_string(root.join("samples.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + 28 * 5);
+        d.report(id)
+    };
+
+    let ref_dir = tempfile::tempdir().unwrap();
+    let ref_exp = setup(ref_dir.path());
+    let reference = Daemon::start(&ref_dir.path().join("home"));
+    let ref_id = submit(&reference, &ref_exp);
+    let ref_report = check(&reference, &ref_id);
+    reference.stop();
+
+    let dir = tempfile::tempdir().unwrap();
+    let exp = setup(dir.path());
+    let home = dir.path().join("home");
+    let mut daemon = Daemon::start(&home);
+    let id = submit(&daemon, &exp);
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(100 + rng.below(3000)));
+        daemon.kill9();
+        daemon = Daemon::start(&home);
+        let state = daemon.status(&id)["state"].as_str().unwrap().to_string();
+        if ["decided", "budget_exhausted", "failed"].contains(&state.as_str()) {
+            break;
+        }
+    }
+    let report = check(&daemon, &id);
+    daemon.stop();
+    if std::env::var_os("OPTGATE_TEST_SHOW_LOG").is_some() {
+        eprintln!(
+            "{}",
+            std::fs::read_to_string(home.join("test-daemon.log")).unwrap()
+        );
+    }
+    assert_eq!(structure(&report), structure(&ref_report));
 }
