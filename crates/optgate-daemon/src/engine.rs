@@ -65,7 +65,10 @@ pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
     let mut schedule = PollSchedule::default();
     match reconcile(&mut engine).await {
         Ok(r) => tracing::info!("reconciled after start: {r}"),
-        Err(e) => tracing::error!("reconciliation failed (retried next pass): {e}"),
+        Err(e) => {
+            tracing::error!("reconciliation failed (retried before the next pass): {e}");
+            engine.in_doubt = true;
+        }
     }
     loop {
         if shutdown.is_cancelled() {
@@ -172,7 +175,7 @@ impl Engine {
             .call(|s| Ok((s.active_experiments()?, s.live_jobs()?)))
             .await?;
         let mut changed = false;
-        let states = self.poll_all(&active, &live).await?;
+        let (states, throttled) = self.poll_all(&active, &live).await?;
         changed |= self.stop_ended(&active, &live, &states).await?;
         let kinds = active.iter().map(|e| e.scheduler.clone()).collect();
         let active_ids: BTreeSet<&str> = active.iter().map(|e| e.id.as_str()).collect();
@@ -186,7 +189,9 @@ impl Engine {
                 Err(e) => tracing::error!("experiment {}: {e}", row.id),
             }
         }
-        let activity = if changed {
+        let activity = if throttled {
+            Activity::Throttled
+        } else if changed {
             Activity::Changed
         } else {
             Activity::Quiet
@@ -199,7 +204,7 @@ impl Engine {
         &mut self,
         active: &[ExperimentRow],
         live: &[JobRow],
-    ) -> Result<HashMap<i64, JobState>, DaemonError> {
+    ) -> Result<(HashMap<i64, JobState>, bool), DaemonError> {
         let mut kind_of_exp: HashMap<String, String> = active
             .iter()
             .map(|e| (e.id.clone(), e.scheduler.clone()))
@@ -219,6 +224,7 @@ impl Engine {
             }
         }
         let mut out = HashMap::new();
+        let mut throttled = false;
         for (kind, jobs) in by_kind {
             let backend = self
                 .ctx
@@ -242,12 +248,15 @@ impl Engine {
                         }
                     }
                 }
-                // Transient trouble with the scheduler: the jobs keep their state until
-                // the next pass.
-                Err(e) => tracing::warn!("cannot poll {kind} jobs: {e}"),
+                // Trouble with the scheduler: the jobs keep their state, and the next
+                // poll waits the longest interval (back-off) before asking again.
+                Err(e) => {
+                    tracing::warn!("cannot poll {kind} jobs: {e}");
+                    throttled = true;
+                }
             }
         }
-        Ok(out)
+        Ok((out, throttled))
     }
 
     /// Live jobs and builds of experiments that ended (cancelled, or failed while other
