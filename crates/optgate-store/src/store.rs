@@ -477,7 +477,9 @@ impl Store {
     pub fn run_counts_of(&self, id: &str) -> Result<RunCounts, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT state, COUNT(*) FROM runs WHERE experiment_id = ?1 GROUP BY state")
+            .prepare_cached(
+                "SELECT state, COUNT(*) FROM runs WHERE experiment_id = ?1 GROUP BY state",
+            )
             .map_err(self.err("count runs"))?;
         let raws: Vec<(String, u32)> = stmt
             .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -485,7 +487,10 @@ impl Store {
             .map_err(self.err("count runs"))?;
         let mut c = RunCounts::default();
         for (state, n) in raws {
-            c.add(RunState::parse(&state).ok_or_else(|| self.bad("runs.state", &state))?, n);
+            c.add(
+                RunState::parse(&state).ok_or_else(|| self.bad("runs.state", &state))?,
+                n,
+            );
         }
         Ok(c)
     }
