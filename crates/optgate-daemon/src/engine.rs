@@ -533,11 +533,20 @@ impl Engine {
         work: &Arc<Work>,
     ) -> Result<bool, DaemonError> {
         let id = row.id.clone();
-        let (runs, blocks, jobs) = self
+        // Most passes have nothing to submit: one grouped count instead of every row.
+        let found = self
             .ctx
             .db
-            .call(move |s| Ok((s.runs(&id)?, s.blocks(&id)?, s.jobs(&id)?)))
+            .call(move |s| {
+                if s.run_counts_of(&id)?.pending == 0 {
+                    return Ok(None);
+                }
+                Ok(Some((s.runs(&id)?, s.blocks(&id)?, s.jobs(&id)?)))
+            })
             .await?;
+        let Some((runs, blocks, jobs)) = found else {
+            return Ok(false);
+        };
         let pending: BTreeSet<String> = runs
             .iter()
             .filter(|r| r.state == RunState::Pending)
