@@ -85,3 +85,43 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["variants"][0]["n_variant"], 5);
 }
+
+/// `optgate run` and the daemon's local jobs take the same machine-wide lock, so their
+/// timings never compete: a run waits while the lock is held.
+#[test]
+fn run_waits_for_the_machine_wide_lock_of_local_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("state");
+    std::fs::create_dir_all(&home).unwrap();
+    let log = dir.path().join("ran.log");
+    let yaml = fake_app_experiment("locked", "").replace(
+        "command: [bash, -c, 'for e",
+        &format!("command: [bash, -c, 'echo x >> {}; for e", log.display()),
+    );
+    let p = write_experiment(dir.path(), &yaml);
+    // Hold the lock the way a daemon job does (flock(1) on the same file).
+    // --no-fork: flock execs sleep itself, so killing it releases the lock at once.
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(home.join("local-runs.lock"))
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = dir.path().join("exec");
+    let child = optgate()
+        .args(["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .env("OPTGATE_HOME", &home)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!log.exists(), "a run started while the lock was held");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("waiting for the daemon's local runs to finish"), "{err}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 10);
+}

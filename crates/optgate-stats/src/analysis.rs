@@ -1208,7 +1208,7 @@ fn decide(
         && mp >= alpha
     {
         let more = replicates_to_decide
-            .map(|r| format!("; about {r} replicates per arm would"))
+            .map(|r| format!("; about {r} replicates per arm would be needed to decide"))
             .unwrap_or_default();
         return (
             Decision::Inconclusive,

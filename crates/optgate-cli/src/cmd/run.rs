@@ -54,6 +54,10 @@ pub fn run(
         eprintln!("optgate: variant `{arm}` is not applicable here: {reason}");
     }
 
+    // Local runs must not compete for the cores with the daemon's local jobs: both take the
+    // same machine-wide lock, held here for the whole execution.
+    let _machine = lock_local_runs()?;
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -207,5 +211,37 @@ fn show(bar: &ProgressBar, ev: Event) {
             bar.inc(1);
             tracing::info!("run {} skipped: {reason}", run.id);
         }
+    }
+}
+
+/// Takes the machine-wide lock of local runs (the one the daemon's local jobs take), waiting
+/// with a message if a daemon job holds it.
+fn lock_local_runs() -> Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    let state = optgate_daemon::paths::StatePaths::from_env()?;
+    std::fs::create_dir_all(&state.dir)
+        .with_context(|| format!("cannot create the state directory {}", state.dir.display()))?;
+    let path = optgate_sched::local_backend::LocalBackend::new(&state.dir)
+        .lock_file()
+        .to_path_buf();
+    let open = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))
+    };
+    match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(lock),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            eprintln!(
+                "optgate: waiting for the daemon's local runs to finish (lock {})…",
+                path.display()
+            );
+            Flock::lock(open()?, FlockArg::LockExclusive)
+                .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))
+        }
+        Err((_, e)) => Err(anyhow::anyhow!("cannot lock {}: {e}", path.display())),
     }
 }
