@@ -110,7 +110,13 @@ fn run_waits_for_the_machine_wide_lock_of_local_runs() {
     std::thread::sleep(Duration::from_millis(300));
     let out = dir.path().join("exec");
     let child = optgate()
-        .args(["run", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .args([
+            "run",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
         .env("OPTGATE_HOME", &home)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -122,6 +128,9 @@ fn run_waits_for_the_machine_wide_lock_of_local_runs() {
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains("waiting for the daemon's local runs to finish"), "{err}");
+    assert!(
+        err.contains("waiting for the daemon's local runs to finish"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 10);
 }
