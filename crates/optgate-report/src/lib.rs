@@ -33,6 +33,10 @@ pub use samples_csv::{Problem, Samples, SamplesError, parse_samples};
 pub struct ExperimentMeta {
     pub name: String,
     pub description: Option<String>,
+    /// What the per-epoch numbers are, in words (e.g. "DFTracer traces in `traces`,
+    /// category `compute`"): App Impact is a change of this quantity.
+    #[serde(default)]
+    pub metric: Option<String>,
     pub variants: Vec<VariantMeta>,
 }
 

@@ -247,7 +247,11 @@ pub fn render_table(report: &Report) -> String {
         .map(|e| format!(" '{}'", e.name))
         .unwrap_or_default();
     let _ = writeln!(out, "optgate report{name}");
-    let _ = writeln!(out, "{}\n", title_line(a));
+    let _ = writeln!(out, "{}", title_line(a));
+    if let Some(m) = report.experiment.as_ref().and_then(|e| e.metric.as_deref()) {
+        let _ = writeln!(out, "metric: {m}");
+    }
+    let _ = writeln!(out);
 
     let _ = writeln!(
         out,
@@ -538,7 +542,11 @@ pub fn render_markdown(report: &Report) -> String {
     {
         let _ = writeln!(out, "{d}\n");
     }
-    let _ = writeln!(out, "{}\n", title_line(a));
+    let _ = writeln!(out, "{}", title_line(a));
+    if let Some(m) = report.experiment.as_ref().and_then(|e| e.metric.as_deref()) {
+        let _ = writeln!(out, "metric: {m}");
+    }
+    let _ = writeln!(out);
 
     let _ = writeln!(out, "## Proposal table\n");
     let _ = writeln!(

@@ -189,6 +189,7 @@ fn checklist_covers_all_ten_dimensions_in_canonical_order() {
     r.experiment = Some(ExperimentMeta {
         name: "pecan-compile".into(),
         description: None,
+        metric: Some("DFTracer traces in `traces`, category `compute`".into()),
         variants: vec![VariantMeta {
             name: "compile".into(),
             dimension: Some("l1_vectorization".into()),
@@ -196,6 +197,7 @@ fn checklist_covers_all_ten_dimensions_in_canonical_order() {
         }],
     });
     let t = render_table(&r);
+    assert!(t.contains("\nmetric: DFTracer traces in `traces`, category `compute`\n"));
     assert!(
         t.contains("recommended order: I/O → communication → memory → compute"),
         "{t}"

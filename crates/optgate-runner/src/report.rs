@@ -57,6 +57,7 @@ pub fn build_report(
     report.experiment = Some(ExperimentMeta {
         name: exp.name().to_string(),
         description: exp.file.description.clone(),
+        metric: Some(metric_words(exp)),
         variants: exp
             .arms
             .iter()
@@ -192,6 +193,35 @@ fn provenance(
     })
 }
 
+/// What the per-epoch values are, for the report's header.
+fn metric_words(exp: &Experiment) -> String {
+    let m = &exp.file.metric;
+    let what = match m.source {
+        MetricSource::Stdout => format!(
+            "seconds per epoch from stdout, pattern `{}`",
+            m.pattern.as_deref().unwrap_or_default()
+        ),
+        MetricSource::File => format!(
+            "seconds per epoch from `{}`, pattern `{}`",
+            m.file.as_deref().unwrap_or_default(),
+            m.pattern.as_deref().unwrap_or_default()
+        ),
+        MetricSource::Dftracer => format!(
+            "summed duration per epoch of DFTracer events in `{}`, {} (traced time, not the job's wall time)",
+            m.dir.as_deref().unwrap_or("."),
+            m.category
+                .as_deref()
+                .map_or("all categories".to_string(), |c| format!("category `{c}`"))
+        ),
+    };
+    match m.better {
+        optgate_experiment::Better::Lower => format!("{what}; lower is better"),
+        optgate_experiment::Better::Higher => {
+            format!("{what}; higher is better (analysed as reciprocals)")
+        }
+    }
+}
+
 /// Per arm, the median over complete runs of the wall time and of each traced category
 /// (DFTracer metrics only).
 fn breakdown(exp: &Experiment, collected: &Collected) -> Option<Vec<ArmBreakdown>> {
@@ -210,27 +240,39 @@ fn breakdown(exp: &Experiment, collected: &Collected) -> Option<Vec<ArmBreakdown
             0.5 * (v[n / 2 - 1] + v[n / 2])
         })
     };
-    Some(
-        exp.arms
-            .iter()
-            .map(|arm| {
-                let runs: Vec<_> = collected.complete_runs(&arm.name).collect();
-                let mut per_cat: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-                for r in &runs {
-                    for (c, secs) in r.trace_categories.iter().flatten() {
-                        per_cat.entry(c.clone()).or_default().push(*secs);
-                    }
+    let mut rows: Vec<ArmBreakdown> = exp
+        .arms
+        .iter()
+        .map(|arm| {
+            let runs: Vec<_> = collected.complete_runs(&arm.name).collect();
+            let mut per_cat: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for r in &runs {
+                for (c, secs) in r.trace_categories.iter().flatten() {
+                    per_cat.entry(c.clone()).or_default().push(*secs);
                 }
-                ArmBreakdown {
-                    arm: arm.name.clone(),
-                    runs: runs.len(),
-                    wall_s: median(runs.iter().filter_map(|r| r.elapsed_s).collect()),
-                    categories: per_cat
-                        .into_iter()
-                        .filter_map(|(c, v)| Some((c, median(v)?)))
-                        .collect(),
-                }
-            })
-            .collect(),
-    )
+            }
+            ArmBreakdown {
+                arm: arm.name.clone(),
+                runs: runs.len(),
+                wall_s: median(runs.iter().filter_map(|r| r.elapsed_s).collect()),
+                categories: per_cat
+                    .into_iter()
+                    .filter_map(|(c, v)| Some((c, median(v)?)))
+                    .collect(),
+            }
+        })
+        .collect();
+    // Categories that are zero everywhere (DFTracer's own metadata records) say nothing.
+    let all_zero: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.categories.keys().cloned())
+        .filter(|c| {
+            rows.iter()
+                .all(|r| r.categories.get(c).is_none_or(|v| *v == 0.0))
+        })
+        .collect();
+    for r in &mut rows {
+        r.categories.retain(|c, _| !all_zero.contains(c));
+    }
+    Some(rows)
 }

@@ -1291,7 +1291,18 @@ fn decide(
             mde_pct
                 .map(|m| format!("; detectable now: ≈ {m:.1}% speed-up"))
                 .unwrap_or_default()
-        ),
+        ) + &one_time
+            // Undecided on the steady state, but the one-time cost is known: say it, so a
+            // large first-epoch cost is never hidden behind "inconclusive".
+            .map(|t| {
+                format!(
+                    "; meanwhile {t}, {} (App Impact {} over {production_epochs} epochs)",
+                    breakeven_text(p.breakeven),
+                    p.app_impact_pct
+                        .map_or("n/a".to_string(), |a| format!("{a:+.1}%"))
+                )
+            })
+            .unwrap_or_default(),
     )
 }
 

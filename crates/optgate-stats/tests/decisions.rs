@@ -185,6 +185,23 @@ fn rule6_inconclusive_says_how_many_replicates_would_decide() {
 }
 
 #[test]
+fn rule6_inconclusive_still_names_a_large_one_time_cost() {
+    // Undecided steady state, but epoch 1 costs 5× (the torch.compile shape): the reason
+    // must not hide the one-time cost behind "inconclusive".
+    let b = arm("base", 6, 3, 20.0, 10.0, 0.03, 1);
+    let v = arm("compiled", 6, 3, 100.0, 10.0 / 1.015, 0.03, 2);
+    let a = analyze(&b, &[v], &AnalysisConfig::default()).unwrap();
+    let va = &a.variants[0];
+    assert_eq!(va.decision, Decision::Inconclusive, "{}", va.reason);
+    assert!(
+        va.reason.contains("meanwhile one-time epoch-1 cost +"),
+        "{}",
+        va.reason
+    );
+    assert!(va.reason.contains("App Impact -"), "{}", va.reason);
+}
+
+#[test]
 fn independent_design_uses_mann_whitney() {
     let cfg = AnalysisConfig {
         design: Design::Independent,
