@@ -410,8 +410,10 @@ impl Engine {
             let node = self.node();
             optgate_runner::preflight::not_applicable(&work.exp, &node, std::path::Path::new("/"))
         } else {
-            // On a cluster the compute nodes decide; the login node's facts do not apply.
-            BTreeMap::new()
+            // On a cluster the compute nodes decide capabilities (from each job's probe, at
+            // every look); the login node's facts do not apply. Governor variants cannot be
+            // served inside scheduler jobs at all.
+            optgate_runner::preflight::cluster_not_applicable(&work.exp)
         };
         for (arm, reason) in &not_applicable {
             tracing::info!(
@@ -917,6 +919,47 @@ fn plan_jobs(
 
 type Look = (LookRow, String, AfterLook);
 
+/// The compute nodes' probes (`probe.json` in each job's directory, written as the job's
+/// first step) checked against the experiment. Local jobs ran on this machine, which the
+/// experiment was already checked against when it was submitted.
+fn compute_node_facts(
+    work: &Work,
+    jobs: &[JobRow],
+) -> (
+    BTreeMap<String, String>,
+    Vec<optgate_runner::preflight::Finding>,
+) {
+    let mut na = BTreeMap::new();
+    let mut findings: Vec<optgate_runner::preflight::Finding> = Vec::new();
+    if work.exp.file.scheduler.kind == optgate_experiment::SchedulerKind::Local {
+        return (na, findings);
+    }
+    for job in jobs {
+        let path = work.layout.job_dir(&job.name).join("probe.json");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(probe) = serde_json::from_str::<Probe>(&text) else {
+            tracing::warn!(
+                "{}: not a probe; compute-node checks skipped for this job",
+                path.display()
+            );
+            continue;
+        };
+        let (job_na, job_findings) =
+            optgate_runner::preflight::compute_node_checks(&work.exp, &probe);
+        for (arm, reason) in job_na {
+            na.entry(arm).or_insert(reason);
+        }
+        for f in job_findings {
+            if !findings.contains(&f) {
+                findings.push(f);
+            }
+        }
+    }
+    (na, findings)
+}
+
 /// The look at the complete blocks: collect, analyse at this look's level, decide what
 /// follows, and write `samples.csv` and `report.json` into the run root. Blocking.
 fn take_look(
@@ -933,6 +976,14 @@ fn take_look(
         .schedule
         .look_at(n_blocks)
         .ok_or_else(|| format!("{n_blocks} blocks is not a planned look"))?;
+    // Each job probed its compute node first: what that node lacks is not applicable, and
+    // over-subscription is checked against its real cores.
+    let (node_na, node_findings) = compute_node_facts(work, jobs);
+    let mut merged = not_applicable.clone();
+    for (arm, reason) in node_na {
+        merged.entry(arm).or_insert(reason);
+    }
+    let not_applicable = &merged;
     let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
     let cfg = optgate_runner::analysis::analysis_config(&work.exp);
     let seq = work.sequential.as_ref();
@@ -946,6 +997,14 @@ fn take_look(
         node,
     )
     .map_err(|e| format!("analysis failed: {e}"))?;
+    if !node_findings.is_empty()
+        && let Some(serde_json::Value::Object(p)) = report.provenance.as_mut()
+    {
+        p.insert(
+            "compute_node_findings".into(),
+            serde_json::to_value(&node_findings).unwrap_or_default(),
+        );
+    }
     let counts: Vec<(String, usize)> = work
         .exp
         .arms

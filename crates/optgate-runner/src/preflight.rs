@@ -150,3 +150,104 @@ pub fn not_applicable(
     }
     out
 }
+
+/// Arms a scheduler job cannot serve, decided before anything is submitted: a governor
+/// change is made only around local runs (`optgate run`, the local backend), never inside a
+/// Slurm or Flux job, so such a variant would measure nothing it claims to.
+pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
+    exp.arms
+        .iter()
+        .filter_map(|arm| {
+            let g = arm.governor.as_ref()?;
+            Some((
+                arm.name.clone(),
+                format!(
+                    "governor `{g}`: optgate changes governors only for local runs, not inside {} jobs; run this variant with `scheduler: local` on a node where cpufreq is writable",
+                    exp.file.scheduler.kind
+                ),
+            ))
+        })
+        .collect()
+}
+
+/// The compute node's facts (a job's `probe.json`) against the experiment: arms whose
+/// required capabilities the node lacks are not applicable there, and over-subscription
+/// is checked against the node's real core count.
+pub fn compute_node_checks(
+    exp: &Experiment,
+    probe: &Probe,
+) -> (BTreeMap<String, String>, Vec<Finding>) {
+    let node = probe
+        .hostname
+        .clone()
+        .unwrap_or_else(|| "the compute node".to_string());
+    let mut na = BTreeMap::new();
+    for arm in &exp.arms {
+        if let Some(missing) = arm.requires.iter().find(|f| !has_capability(probe, f)) {
+            na.insert(
+                arm.name.clone(),
+                format!("missing hardware capability: `{missing}` is not available on {node}"),
+            );
+        }
+    }
+    let findings = oversubscription(exp, Some(usable_cores(probe)), &node);
+    (na, findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn experiment(kind: &str, variants: &str) -> Experiment {
+        let yaml = format!(
+            "name: t\napp: {{ command: [app] }}\nmetric: {{ pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }}\n\
+             scheduler: {{ kind: {kind} }}\nvariants:\n{variants}"
+        );
+        optgate_experiment::load_str(&yaml, Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment
+    }
+
+    /// This machine's probe with the given core count and flags.
+    fn node(cores: u32, flags: &[&str]) -> Probe {
+        let mut p = optgate_probe::probe_live();
+        p.hostname = Some("cn042".into());
+        p.physical_cores = cores;
+        p.allocation = None;
+        p.flags = flags.iter().map(|f| f.to_string()).collect();
+        p.isa = Default::default();
+        p
+    }
+
+    #[test]
+    fn governor_variants_cannot_run_inside_cluster_jobs() {
+        let exp = experiment(
+            "slurm",
+            "  - { name: perf, dimension: l3_frequency_power, governor: performance }\n  - { name: env, dimension: l2_threading_model, env: { X: 1 } }\n",
+        );
+        let na = cluster_not_applicable(&exp);
+        assert_eq!(na.keys().collect::<Vec<_>>(), vec!["perf"]);
+        assert!(na["perf"].contains("not inside slurm jobs"), "{}", na["perf"]);
+    }
+
+    #[test]
+    fn the_compute_node_decides_capabilities_and_oversubscription() {
+        let exp = experiment(
+            "slurm",
+            "  - { name: avx512, dimension: l3_hardware_capability, env: { X: 1 }, requires: [avx512f] }\n  - { name: wide, dimension: l2_threading_model, launcher: { cpus_per_task: 8 }, env: { OMP_NUM_THREADS: 8 } }\n",
+        );
+        let (na, findings) = compute_node_checks(&exp, &node(4, &["avx2", "fma"]));
+        assert_eq!(
+            na["avx512"],
+            "missing hardware capability: `avx512f` is not available on cn042"
+        );
+        assert!(!na.contains_key("wide"));
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].arm, "wide");
+        assert!(findings[0].message.contains("but cn042 has 4 cores"), "{}", findings[0].message);
+
+        let (na, findings) = compute_node_checks(&exp, &node(64, &["avx2", "avx512f"]));
+        assert!(na.is_empty(), "{na:?}");
+        assert!(findings.is_empty(), "{findings:?}");
+    }
+}

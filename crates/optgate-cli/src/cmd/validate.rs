@@ -50,6 +50,13 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         for (arm, reason) in preflight::not_applicable(exp, &probe, &super::probe::sysfs_root()) {
             println!("  {arm}: will be not applicable here: {reason}");
         }
+    } else {
+        for (arm, reason) in preflight::cluster_not_applicable(exp) {
+            println!("  {arm}: will be not applicable when submitted: {reason}");
+        }
+        println!(
+            "  capabilities and over-subscription are checked again on the compute node (each job's probe.json)"
+        );
     }
     Ok(exit::OK)
 }
