@@ -227,7 +227,11 @@ mod tests {
         );
         let na = cluster_not_applicable(&exp);
         assert_eq!(na.keys().collect::<Vec<_>>(), vec!["perf"]);
-        assert!(na["perf"].contains("not inside slurm jobs"), "{}", na["perf"]);
+        assert!(
+            na["perf"].contains("not inside slurm jobs"),
+            "{}",
+            na["perf"]
+        );
     }
 
     #[test]
@@ -244,7 +248,11 @@ mod tests {
         assert!(!na.contains_key("wide"));
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert_eq!(findings[0].arm, "wide");
-        assert!(findings[0].message.contains("but cn042 has 4 cores"), "{}", findings[0].message);
+        assert!(
+            findings[0].message.contains("but cn042 has 4 cores"),
+            "{}",
+            findings[0].message
+        );
 
         let (na, findings) = compute_node_checks(&exp, &node(64, &["avx2", "avx512f"]));
         assert!(na.is_empty(), "{na:?}");
