@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::backend::{JobRun, JobSpec, SchedError};
+use crate::backend::{JobId, JobRun, JobSpec, SchedError};
 use crate::shell::quote;
 
 /// The job script's file name inside the job's directory.
@@ -227,6 +227,53 @@ pub(crate) fn sample_job() -> JobSpec {
         extra_directives: vec!["--constraint=cpu".into()],
         optgate_bin: "/opt/optgate/bin/optgate".into(),
     }
+}
+
+/// Writes a job's rendered script into its (new) directory; returns the script's path.
+pub fn write_job_script(job: &JobSpec, script: &str) -> Result<std::path::PathBuf, SchedError> {
+    std::fs::create_dir_all(&job.dir).map_err(|source| SchedError::Io {
+        op: "create job directory",
+        path: job.dir.clone(),
+        source,
+    })?;
+    let path = job.dir.join(JOB_SCRIPT);
+    crate::manifest::write_atomic(&path, script.as_bytes()).map_err(|source| SchedError::Io {
+        op: "write",
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
+
+/// Submits `job` with `retry`, idempotently: a submission that timed out may still have
+/// created the job, so every retry first looks for it by name (`find`) before calling
+/// `submit_once` again. The id is then recorded in the job's directory.
+pub fn submit_idempotently(
+    retry: &crate::command::RetryPolicy,
+    what: &str,
+    job: &JobSpec,
+    find: impl Fn(&[String]) -> Result<std::collections::BTreeMap<String, JobId>, SchedError>,
+    mut submit_once: impl FnMut() -> Result<JobId, SchedError>,
+) -> Result<JobId, SchedError> {
+    let mut attempt = 0;
+    let id = retry.run(what, || {
+        attempt += 1;
+        if attempt > 1
+            && let Some(id) = find(std::slice::from_ref(&job.name))?.remove(&job.name)
+        {
+            return Ok(id);
+        }
+        submit_once()
+    })?;
+    let id_path = job.dir.join(JOB_ID_FILE);
+    crate::manifest::write_atomic(&id_path, format!("{id}\n").as_bytes()).map_err(|source| {
+        SchedError::Io {
+            op: "write",
+            path: id_path.clone(),
+            source,
+        }
+    })?;
+    Ok(id)
 }
 
 #[cfg(test)]

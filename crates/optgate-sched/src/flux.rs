@@ -12,10 +12,9 @@ use std::sync::Arc;
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::{
-    JOB_ID_FILE, JOB_SCRIPT, check_common, check_job_dir, limit_seconds, render_body,
+    check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
 };
 use crate::command::{CommandRunner, Invocation, RetryPolicy, SystemRunner, run_checked};
-use crate::manifest::write_atomic;
 use crate::shell::join;
 
 /// The F58 alphabet (RFC 19, FLUID): base 58 without `0`, `O`, `I` and `l`.
@@ -324,39 +323,17 @@ impl Scheduler for FluxBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let script = render_script(job)?;
-        std::fs::create_dir_all(&job.dir).map_err(|source| SchedError::Io {
-            op: "create job directory",
-            path: job.dir.clone(),
-            source,
-        })?;
-        let path = job.dir.join(JOB_SCRIPT);
-        write_atomic(&path, script.as_bytes()).map_err(|source| SchedError::Io {
-            op: "write",
-            path: path.clone(),
-            source,
-        })?;
+        let path = write_job_script(job, &render_script(job)?)?;
         let inv = self
             .inv(vec!["batch".into(), path.display().to_string()])
             .cwd(&job.dir);
-        let mut attempt = 0;
-        let id = self.retry.run("flux batch", || {
-            attempt += 1;
-            if attempt > 1
-                && let Some(id) = self
-                    .find_once(std::slice::from_ref(&job.name))?
-                    .remove(&job.name)
-            {
-                return Ok(id);
-            }
-            parse_flux_batch(&self.runner.run(&inv)?.check(&inv)?.stdout)
-        })?;
-        let id_path = job.dir.join(JOB_ID_FILE);
-        write_atomic(&id_path, format!("{id}\n").as_bytes()).map_err(|source| SchedError::Io {
-            op: "write",
-            path: id_path.clone(),
-            source,
-        })?;
+        let id = submit_idempotently(
+            &self.retry,
+            "flux batch",
+            job,
+            |names| self.find_once(names),
+            || parse_flux_batch(&self.runner.run(&inv)?.check(&inv)?.stdout),
+        )?;
         tracing::info!(job = %job.name, id = %id, "submitted to Flux");
         Ok(id)
     }

@@ -15,10 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::{
-    JOB_ID_FILE, JOB_SCRIPT, check_common, check_job_dir, limit_seconds, render_body,
+    check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
 };
 use crate::command::{CommandRunner, Invocation, RetryPolicy, SystemRunner, run_checked};
-use crate::manifest::write_atomic;
 use crate::shell::join;
 
 /// Slurm's time-limit format, `D-HH:MM:SS` (seconds rounded up).
@@ -411,44 +410,20 @@ impl Scheduler for SlurmBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let script = render_script(job)?;
-        std::fs::create_dir_all(&job.dir).map_err(|source| SchedError::Io {
-            op: "create job directory",
-            path: job.dir.clone(),
-            source,
-        })?;
-        let path = job.dir.join(JOB_SCRIPT);
-        write_atomic(&path, script.as_bytes()).map_err(|source| SchedError::Io {
-            op: "write",
-            path: path.clone(),
-            source,
-        })?;
+        let path = write_job_script(job, &render_script(job)?)?;
         let inv = self
             .inv(
                 "sbatch",
                 vec!["--parsable".into(), path.display().to_string()],
             )
             .cwd(&job.dir);
-        let mut attempt = 0;
-        let id = self.retry.run("sbatch", || {
-            attempt += 1;
-            // A submission that timed out may still have created the job: look for it by
-            // name before submitting again.
-            if attempt > 1
-                && let Some(id) = self
-                    .find_once(std::slice::from_ref(&job.name))?
-                    .remove(&job.name)
-            {
-                return Ok(id);
-            }
-            parse_sbatch_parsable(&self.runner.run(&inv)?.check(&inv)?.stdout)
-        })?;
-        let id_path = job.dir.join(JOB_ID_FILE);
-        write_atomic(&id_path, format!("{id}\n").as_bytes()).map_err(|source| SchedError::Io {
-            op: "write",
-            path: id_path.clone(),
-            source,
-        })?;
+        let id = submit_idempotently(
+            &self.retry,
+            "sbatch",
+            job,
+            |names| self.find_once(names),
+            || parse_sbatch_parsable(&self.runner.run(&inv)?.check(&inv)?.stdout),
+        )?;
         tracing::info!(job = %job.name, id = %id, "submitted to Slurm");
         Ok(id)
     }
