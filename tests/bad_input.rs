@@ -284,3 +284,34 @@ fn a_run_over_its_time_limit_is_killed_and_not_counted() {
         "the run was not stopped at its limit"
     );
 }
+
+#[test]
+fn a_cluster_experiment_is_not_run_on_the_login_node_by_accident() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("onslurm", "")
+        .replace("replicates: 5", "replicates: 5\nscheduler: { kind: slurm }");
+    let p = write_experiment(dir.path(), &yaml);
+    let root = dir.path().join("exec");
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("is a `scheduler: slurm` experiment"), "{err}");
+    assert!(err.contains("optgate submit"), "{err}");
+    assert!(!root.exists(), "nothing may be written");
+
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+        "--here",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

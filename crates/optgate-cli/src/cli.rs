@@ -61,6 +61,11 @@ pub enum Command {
         /// No progress bar (it is also hidden when stderr is not a terminal).
         #[arg(long)]
         quiet: bool,
+        /// Run a Slurm or Flux experiment's runs on this machine anyway (without it, such an
+        /// experiment is refused: on a login node its runs belong on the cluster — use
+        /// `optgate submit`).
+        #[arg(long)]
+        here: bool,
     },
     /// Check an experiment file: schema errors with file:line:column, then pre-flight checks.
     Validate {

@@ -29,6 +29,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             json,
             plot,
             quiet,
+            here,
         } => run::run(
             &experiment,
             out,
@@ -39,6 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             },
             plot,
             quiet,
+            here,
         ),
         Command::Validate { experiment, strict } => validate::validate(&experiment, strict),
         Command::Plan { experiment, out } => plan::plan(&experiment, &out),

@@ -23,9 +23,21 @@ pub fn run(
     format: Format,
     plot: Option<PathBuf>,
     quiet: bool,
+    here: bool,
 ) -> Result<i32> {
     let loaded = super::load_experiment(path)?;
     let exp = loaded.experiment;
+    let kind = exp.file.scheduler.kind;
+    if kind != optgate_experiment::SchedulerKind::Local && !here {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!(
+                "{} is a `scheduler: {kind}` experiment: `optgate run` executes runs on this machine,                  which on a login node is the wrong place. Submit it to {kind} with `optgate submit {}`,                  or pass --here to run it on this machine anyway",
+                path.display(),
+                path.display()
+            ),
+        ));
+    }
     let root = match out {
         Some(o) => std::path::absolute(&o).unwrap_or(o),
         None => exp
