@@ -1,0 +1,210 @@
+//! The daemon driving a real Slurm end to end: `optgate submit` of a `scheduler: slurm`
+//! experiment → one sbatch job per block → polled → runs collected from their manifests →
+//! analysed → decided; and the same with the daemon SIGKILLed while its jobs are queued,
+//! which must end with every block submitted exactly once and every run counted once.
+//! Needs the one-node Slurm of `schedulers/slurm/setup-one-node.sh` (CI starts it).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::*;
+
+const DEADLINE: Duration = Duration::from_secs(600);
+
+fn require_slurm() {
+    let ok = std::process::Command::new("sinfo")
+        .arg("-h")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "these tests need a running Slurm: run `sudo schedulers/slurm/setup-one-node.sh` first"
+    );
+}
+
+fn cli(home: &Path, args: &[&str]) -> Output {
+    optgate()
+        .args(args)
+        .env("OPTGATE_HOME", home)
+        .output()
+        .unwrap()
+}
+
+struct StopOnDrop(PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = cli(&self.0, &["daemon", "stop"]);
+    }
+}
+
+/// Two arms on Slurm; the variant is ~30 % faster in every block, so it must be accepted.
+fn experiment(name: &str, sleep: &str) -> String {
+    format!(
+        r#"name: {name}
+app:
+  command: [bash, -c, 'sleep {sleep}; if [ "${{X:-0}}" = 1 ]; then b=$((700 + OPTGATE_BLOCK * 7)); else b=$((1000 + OPTGATE_BLOCK * 3)); fi; for e in 1 2 3; do echo "epoch $e took $((b + e * 11)).0 s"; done']
+  time_limit: 2m
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+scheduler: {{ kind: slurm, time_limit: 10m }}
+replicates: 5
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#
+    )
+}
+
+fn status(home: &Path, id: &str) -> Value {
+    let o = cli(home, &["status", id, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice::<Value>(&o.stdout).unwrap()["experiments"][0].clone()
+}
+
+fn wait_until(home: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let s = status(home, id);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "gave up waiting for {what}: {s:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn ended(s: &Value) -> bool {
+    ["decided", "failed", "budget_exhausted", "cancelled"]
+        .contains(&s["state"].as_str().unwrap_or(""))
+}
+
+/// Every job of the experiment: one per block, first attempt, a Slurm job id, its
+/// script submitted once (one job-id file).
+fn check_jobs_once(s: &Value, blocks: usize) {
+    let jobs = s["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), blocks, "{s:#}");
+    let mut seen = std::collections::BTreeSet::new();
+    for j in jobs {
+        assert_eq!(j["attempt"], 1, "resubmitted: {j}");
+        let id = j["scheduler_job_id"].as_str().unwrap();
+        assert!(id.parse::<u64>().is_ok(), "not a Slurm id: {id}");
+        assert!(
+            seen.insert(j["block"].as_u64().unwrap()),
+            "block twice: {s:#}"
+        );
+    }
+}
+
+/// Every planned run has exactly one manifest, written inside its Slurm job.
+fn check_runs_once(root: &Path, blocks: u32) {
+    for b in 1..=blocks {
+        for arm in ["baseline", "v1"] {
+            let m: Value = serde_json::from_str(
+                &std::fs::read_to_string(root.join(format!("runs/b{b:03}-{arm}/manifest.json")))
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(m["outcome"], "completed", "{m}");
+            assert!(
+                m["scheduler_job_id"]
+                    .as_str()
+                    .is_some_and(|j| j.parse::<u64>().is_ok()),
+                "{m}"
+            );
+        }
+    }
+    let samples = std::fs::read_to_string(root.join("samples.csv")).unwrap();
+    let rows: Vec<&str> = samples.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2 * blocks as usize * 3, "{samples}");
+    let unique: std::collections::BTreeSet<_> = rows
+        .iter()
+        .map(|r| {
+            let f: Vec<&str> = r.split(',').collect();
+            (f[0].to_string(), f[1].to_string(), f[3].to_string())
+        })
+        .collect();
+    assert_eq!(unique.len(), rows.len(), "a sample was counted twice");
+}
+
+#[test]
+fn the_daemon_runs_a_slurm_experiment_to_a_decision() {
+    require_slurm();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), &experiment("slurm-daemon", "0.2"));
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+
+    let s = wait_until(&home, &id, "a decision", ended);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    assert_eq!(s["scheduler"], "slurm");
+    assert_eq!(s["decisions"][0]["decision"], "accept", "{s:#}");
+    check_jobs_once(&s, 5);
+    check_runs_once(Path::new(s["root"].as_str().unwrap()), 5);
+    // Each job probed its compute node first.
+    let root = PathBuf::from(s["root"].as_str().unwrap());
+    let probes = std::fs::read_dir(root.join("jobs"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("probe.json").exists())
+        .count();
+    assert_eq!(probes, 5);
+
+    let o = cli(&home, &["gate", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let o = cli(&home, &["report", &id, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["variants"][0]["n_variant"], 5);
+    assert_eq!(report["provenance"]["scheduler"], "slurm");
+}
+
+#[test]
+fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates() {
+    require_slurm();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    // Runs of 3 s keep jobs queued and running for a while after submission.
+    let exp = write_experiment(dir.path(), &experiment("slurm-kill", "3"));
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+
+    // As soon as some job has a Slurm id and not all have ended, kill the daemon hard.
+    wait_until(&home, &id, "a submitted job", |s| {
+        s["jobs"]
+            .as_array()
+            .is_some_and(|j| j.iter().any(|j| j["scheduler_job_id"].is_string()))
+    });
+    let pid: i32 = std::fs::read_to_string(home.join("daemon.pid"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let o = cli(&home, &["daemon"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = wait_until(&home, &id, "a decision after the restart", ended);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    check_jobs_once(&s, 5);
+    check_runs_once(Path::new(s["root"].as_str().unwrap()), 5);
+}
