@@ -148,15 +148,7 @@ fn crashing_workload_is_reported_and_not_counted() {
             "command: [bash, -c, 'for e",
             "command: [bash, -c, 'if [ \"$0\" = crash ]; then echo boom >&2; exit 7; fi; for e",
         );
-    let p = write_experiment(dir.path(), &yaml);
-    let root = dir.path().join("exec");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -174,15 +166,7 @@ fn crashing_workload_is_reported_and_not_counted() {
 fn pattern_that_never_matches_fails_the_run_precisely() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = fake_app_experiment("nomatch", "").replace("epoch (?P<epoch>", "EPOCH (?P<epoch>");
-    let p = write_experiment(dir.path(), &yaml);
-    let root = dir.path().join("exec");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
     assert_eq!(o.status.code(), Some(3));
     let err = stderr(&o);
     assert!(
@@ -200,15 +184,7 @@ fn failed_build_stops_before_any_run() {
         "app:\n",
         "build:\n  command: \"echo compiling; echo 'error: no such file' >&2; exit 4\"\napp:\n",
     );
-    let p = write_experiment(dir.path(), &yaml);
-    let root = dir.path().join("exec");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
     assert_eq!(o.status.code(), Some(3));
     let err = stderr(&o);
     assert!(err.contains("failed (exit status 4)"), "{err}");
@@ -259,15 +235,7 @@ fn a_run_over_its_time_limit_is_killed_and_not_counted() {
             "command: [bash, -c, 'for e",
             "time_limit: 1s\n  command: [bash, -c, 'if [ \"$0\" = slow ]; then sleep 60; fi; for e",
         );
-    let p = write_experiment(dir.path(), &yaml);
-    let root = dir.path().join("exec");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -290,28 +258,13 @@ fn a_cluster_experiment_is_not_run_on_the_login_node_by_accident() {
     let dir = tempfile::tempdir().unwrap();
     let yaml = fake_app_experiment("onslurm", "")
         .replace("replicates: 5", "replicates: 5\nscheduler: { kind: slurm }");
-    let p = write_experiment(dir.path(), &yaml);
-    let root = dir.path().join("exec");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(err.contains("is a `scheduler: slurm` experiment"), "{err}");
     assert!(err.contains("optgate submit"), "{err}");
     assert!(!root.exists(), "nothing may be written");
 
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-        "--here",
-    ]);
+    let (o, _) = run_experiment(dir.path(), &yaml, &["--here"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -5,31 +5,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::*;
 
 const DEADLINE: Duration = Duration::from_secs(300);
-
-fn cli(home: &Path, args: &[&str]) -> Output {
-    optgate()
-        .args(args)
-        .env("OPTGATE_HOME", home)
-        .output()
-        .unwrap()
-}
-
-/// Stops the background daemon of `home` when the test ends, passed or not.
-struct StopOnDrop(PathBuf);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        let _ = cli(&self.0, &["daemon", "stop"]);
-    }
-}
 
 fn experiment(name: &str, sleep: &str) -> String {
     format!(
@@ -45,12 +26,6 @@ variants:
     env: {{ X: "1" }}
 "#
     )
-}
-
-fn status(home: &Path, id: &str) -> Value {
-    let o = cli(home, &["status", id, "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_slice::<Value>(&o.stdout).unwrap()["experiments"][0].clone()
 }
 
 #[test]

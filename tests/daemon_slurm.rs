@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -24,22 +23,6 @@ fn require_slurm() {
         ok,
         "these tests need a running Slurm: run `sudo schedulers/slurm/setup-one-node.sh` first"
     );
-}
-
-fn cli(home: &Path, args: &[&str]) -> Output {
-    optgate()
-        .args(args)
-        .env("OPTGATE_HOME", home)
-        .output()
-        .unwrap()
-}
-
-struct StopOnDrop(PathBuf);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        let _ = cli(&self.0, &["daemon", "stop"]);
-    }
 }
 
 /// Two arms on Slurm; the variant is ~30 % faster in every block, so it must be accepted.
@@ -59,12 +42,6 @@ variants:
     env: {{ X: "1" }}
 "#
     )
-}
-
-fn status(home: &Path, id: &str) -> Value {
-    let o = cli(home, &["status", id, "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_slice::<Value>(&o.stdout).unwrap()["experiments"][0].clone()
 }
 
 fn wait_until(home: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {

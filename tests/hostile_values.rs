@@ -40,15 +40,7 @@ fn hostile_env_and_args_reach_the_program_literally() {
          replicates: 5\n\
          variants:\n  - { name: v, dimension: l2_threading_model, env: { W: \"1\" } }\n",
     );
-    let p = write_experiment(dir.path(), &yaml);
-    let root = dir.path().join("exec");
-    let o = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ]);
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let got = std::fs::read(root.join("runs/b001-v/got")).unwrap();
     let got: Vec<String> = String::from_utf8(got)

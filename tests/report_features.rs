@@ -11,17 +11,7 @@ fn run_json(
     yaml: &str,
     extra: &[&str],
 ) -> (Option<i32>, serde_json::Value, String, String) {
-    let p = write_experiment(dir, yaml);
-    let root = dir.join("exec");
-    let mut args = vec![
-        "run",
-        p.to_str().unwrap(),
-        "--out",
-        root.to_str().unwrap(),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    let o = run(&args);
+    let (o, _) = run_experiment(dir, yaml, extra);
     let out = stdout(&o);
     let json = serde_json::from_str(&out).unwrap_or(serde_json::Value::Null);
     (o.status.code(), json, out, stderr(&o))

@@ -54,3 +54,44 @@ variants:
 {extra}"#
     )
 }
+
+/// Writes `yaml` as `dir/exp.yaml` and runs `optgate run` on it into `dir/exec` (quietly),
+/// with `extra` arguments; returns what the binary printed and the execution's root.
+pub fn run_experiment(dir: &Path, yaml: &str, extra: &[&str]) -> (Output, PathBuf) {
+    let p = write_experiment(dir, yaml);
+    let root = dir.join("exec");
+    let mut args = vec![
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    (run(&args), root)
+}
+
+/// `optgate ARGS` against the daemon of state directory `home`.
+pub fn cli(home: &Path, args: &[&str]) -> Output {
+    optgate()
+        .args(args)
+        .env("OPTGATE_HOME", home)
+        .output()
+        .unwrap()
+}
+
+/// Stops the background daemon of `home` when the test ends, passed or not.
+pub struct StopOnDrop(pub PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = cli(&self.0, &["daemon", "stop"]);
+    }
+}
+
+/// `optgate status ID --json` of the daemon of `home`: the experiment's object.
+pub fn status(home: &Path, id: &str) -> serde_json::Value {
+    let o = cli(home, &["status", id, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["experiments"][0].clone()
+}
