@@ -13,7 +13,10 @@ struct Fixture {
     scipy: String,
     signed_rank: Vec<SignedRankCase>,
     mann_whitney: Vec<MannWhitneyCase>,
-    analyses: Vec<AnalysisCase>,
+    analyses: Vec<AnalysisCase<ExpectedVariant>>,
+    /// Experiments shaped for the planning numbers (a one-time cost repaid after many
+    /// epochs, Holm families of 2 and 3, replicate estimates above the floor).
+    planning: Vec<AnalysisCase<PlanningVariant>>,
 }
 
 #[derive(Deserialize)]
@@ -52,14 +55,14 @@ struct MannWhitneyCase {
 }
 
 #[derive(Deserialize)]
-struct AnalysisCase {
+struct AnalysisCase<E> {
     id: String,
     design: Design,
     alpha: f64,
     min_effect_pct: f64,
     baseline: ArmData,
     variants: Vec<ArmData>,
-    expected: Vec<ExpectedVariant>,
+    expected: Vec<E>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +85,25 @@ struct ExpectedVariant {
     first_epoch_baseline_s: f64,
     first_epoch_variant_s: f64,
     app_impact_pct: f64,
+    #[serde(flatten)]
+    planning: ExpectedPlanning,
+}
+
+/// The reference script's minimum detectable effect, replicates that would likely decide
+/// and break-even epoch (see `add_planning` in make_reference.py).
+#[derive(Deserialize)]
+struct ExpectedPlanning {
+    mde_pct: f64,
+    replicates_to_decide: Option<u32>,
+    breakeven_epoch: Option<u32>,
+    family: usize,
+}
+
+#[derive(Deserialize)]
+struct PlanningVariant {
+    name: String,
+    #[serde(flatten)]
+    planning: ExpectedPlanning,
 }
 
 fn fixture() -> Fixture {
@@ -266,6 +288,71 @@ fn whole_analyses_match_reference() {
                 v.app_impact_pct.unwrap(),
                 e.app_impact_pct,
             );
+        }
+    }
+}
+
+fn cfg_of<E>(case: &AnalysisCase<E>) -> AnalysisConfig {
+    AnalysisConfig {
+        design: case.design,
+        alpha: case.alpha,
+        min_effect_pct: case.min_effect_pct,
+        ..AnalysisConfig::default()
+    }
+}
+
+fn check_planning(id: &str, v: &optgate_stats::VariantAnalysis, want: &ExpectedPlanning) {
+    // The normal quantiles come from different libraries (statrs, SciPy): 1e-9 relative
+    // in the quantile is far below 1e-7 relative in the MDE.
+    let mde = v.mde_pct.unwrap();
+    assert!(
+        (mde - want.mde_pct).abs() <= 1e-7 * want.mde_pct.abs(),
+        "{id}: MDE: got {mde}, reference {}",
+        want.mde_pct
+    );
+    assert_eq!(
+        v.replicates_to_decide, want.replicates_to_decide,
+        "{id}: replicates to decide"
+    );
+    assert_eq!(v.breakeven_epoch, want.breakeven_epoch, "{id}: break-even");
+}
+
+#[test]
+fn planning_numbers_of_whole_analyses_match_reference() {
+    for case in fixture().analyses {
+        let a = optgate_stats::analyze(&case.baseline, &case.variants, &cfg_of(&case)).unwrap();
+        for (v, e) in a.variants.iter().zip(&case.expected) {
+            assert_eq!(e.planning.family, case.variants.len());
+            check_planning(&format!("{}/{}", case.id, e.name), v, &e.planning);
+        }
+    }
+}
+
+#[test]
+fn planning_sets_match_reference() {
+    let cases = fixture().planning;
+    // The sets exercise what they are for: break-even after several epochs, never and at
+    // epoch 1; replicate estimates above the floor and "no realistic n"; families 2 and 3.
+    let all: Vec<&ExpectedPlanning> = cases
+        .iter()
+        .flat_map(|c| c.expected.iter().map(|e| &e.planning))
+        .collect();
+    assert!(all.iter().any(|p| p.breakeven_epoch.is_some_and(|n| n > 5)));
+    assert!(all.iter().any(|p| p.breakeven_epoch == Some(1)));
+    assert!(all.iter().any(|p| p.breakeven_epoch.is_none()));
+    assert!(all.iter().any(|p| p.replicates_to_decide.is_none()));
+    assert!(
+        all.iter()
+            .any(|p| p.replicates_to_decide.is_some_and(|n| n > 20))
+    );
+    assert!(all.iter().any(|p| p.family == 2) && all.iter().any(|p| p.family == 3));
+    for case in &cases {
+        let a = optgate_stats::analyze(&case.baseline, &case.variants, &cfg_of(case)).unwrap();
+        assert_eq!(a.variants.len(), case.expected.len(), "{}", case.id);
+        for (v, e) in a.variants.iter().zip(&case.expected) {
+            assert_eq!(v.name, e.name);
+            assert_eq!(e.planning.family, case.variants.len());
+            check_planning(&format!("{}/{}", case.id, e.name), v, &e.planning);
         }
     }
 }
