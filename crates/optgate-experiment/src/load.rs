@@ -857,3 +857,6 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
     }
     (arms, builds)
 }
+
+#[cfg(test)]
+mod tests;

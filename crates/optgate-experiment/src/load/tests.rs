@@ -1,0 +1,855 @@
+//! The loader's checks one by one: each error appears for the value that breaks the rule and
+//! not for the value just inside it, at the place it is about; and the resolved experiment
+//! (arms, builds, limits, workdir) is what the file says.
+
+use super::*;
+
+const PATH: &str = "/exp/dir/exp.yaml";
+
+/// A valid experiment; `extra` (top-level keys) goes before `variants`, which comes last so
+/// that more variants can be appended; `variant` is the one variant's flow mapping body.
+fn yaml_with(extra: &str, variant: &str) -> String {
+    format!(
+        "name: t\n\
+         app:\n  command: [./app]\n\
+         metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\n\
+         {extra}\
+         variants:\n  - {{ {variant} }}\n"
+    )
+}
+
+const V: &str = "name: v, dimension: l2_threading_model, env: { W: \"1\" }";
+
+fn base(extra: &str) -> String {
+    yaml_with(extra, V)
+}
+
+fn load_text(text: &str) -> Result<Loaded, LoadError> {
+    load_str(text, Path::new(PATH))
+}
+
+fn ok(text: &str) -> Loaded {
+    match load_text(text) {
+        Ok(l) => l,
+        Err(e) => panic!("expected a valid experiment:\n{text}\n---\n{e}"),
+    }
+}
+
+fn diagnostics(text: &str) -> Vec<Diagnostic> {
+    match load_text(text) {
+        Ok(l) => l.warnings,
+        Err(LoadError::Invalid { diagnostics }) => diagnostics,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn errors(text: &str) -> Vec<Diagnostic> {
+    diagnostics(text)
+        .into_iter()
+        .filter(|d| d.is_error())
+        .collect()
+}
+
+/// Asserts exactly one error, at `path`, whose message contains `fragment`.
+#[track_caller]
+fn one_error(text: &str, path: &str, fragment: &str) -> Diagnostic {
+    let e = errors(text);
+    assert_eq!(e.len(), 1, "expected one error for\n{text}\ngot {e:#?}");
+    assert_eq!(e[0].path, path, "{e:#?}");
+    assert!(
+        e[0].message.contains(fragment),
+        "`{}` lacks `{fragment}`",
+        e[0].message
+    );
+    e.into_iter().next().unwrap()
+}
+
+#[track_caller]
+fn no_errors(text: &str) {
+    let e = errors(text);
+    assert!(e.is_empty(), "unexpected errors for\n{text}\n{e:#?}");
+}
+
+fn warnings(text: &str) -> Vec<Diagnostic> {
+    diagnostics(text)
+        .into_iter()
+        .filter(|d| !d.is_error())
+        .collect()
+}
+
+#[test]
+fn a_minimal_file_loads_with_only_the_checklist_warning() {
+    let l = ok(&base(""));
+    assert_eq!(l.warnings.len(), 1, "{:#?}", l.warnings);
+    assert!(
+        l.warnings[0]
+            .message
+            .starts_with("checklist: no verdict for 9 of the 10")
+    );
+    // No checklist at all: the warning is about the file, not a place in it.
+    assert_eq!(l.warnings[0].path, "");
+    assert_eq!(l.warnings[0].line, None);
+}
+
+#[test]
+fn errors_come_first_with_the_warnings_and_a_count() {
+    let text = base("replicates: 0\nseed: 3\ncompare: { alpha: 0.9 }\n");
+    let Err(e) = load_text(&text) else {
+        panic!("invalid file loaded")
+    };
+    let LoadError::Invalid { diagnostics } = &e else {
+        panic!("{e}")
+    };
+    let sev: Vec<bool> = diagnostics.iter().map(Diagnostic::is_error).collect();
+    assert_eq!(sev, [true, true, false], "{diagnostics:#?}");
+    let text = e.to_string();
+    assert!(
+        text.ends_with("\n2 errors in the experiment file"),
+        "{text}"
+    );
+    assert!(text.contains("replicates must be at least 1"), "{text}");
+    assert!(text.contains("warning: checklist"), "{text}");
+
+    let e = load_text(&base("replicates: 0\n")).unwrap_err().to_string();
+    assert!(e.ends_with("\n1 error in the experiment file"), "{e}");
+    assert!(
+        e.starts_with(
+            "/exp/dir/exp.yaml:5:13: error: replicates must be at least 1 (at `replicates`)"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn serde_messages_are_reworded() {
+    let e = one_error(&base("colour: blue\n"), "", "unknown key `colour`");
+    assert!(e.line.is_some());
+    one_error(
+        "name: t\napp: { command: {a: 1} }\nmetric: {}\nvariants: []\n",
+        "",
+        "a command must be a string (shell code) or a list of strings (argv)",
+    );
+    let e = one_error("name: t\nvariants: []\n", "", "missing required key `app`");
+    assert!(!e.message.contains("missing field"));
+    // Other messages pass through.
+    one_error(&base("replicates: many\n"), "", "invalid type");
+}
+
+#[test]
+fn explain_serde_leaves_other_messages_alone() {
+    assert_eq!(explain_serde("invalid type: x"), "invalid type: x");
+    assert_eq!(
+        explain_serde("a missing field `x`"),
+        "a missing field `x`",
+        "only a leading `missing field` is reworded"
+    );
+}
+
+#[test]
+fn load_reads_files_and_reports_unreadable_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("e.yaml");
+    std::fs::write(&p, base("")).unwrap();
+    let l = load(&p).unwrap();
+    assert_eq!(l.experiment.source, p);
+    assert_eq!(l.experiment.workdir, dir.path());
+    match load(&dir.path().join("missing.yaml")) {
+        Err(LoadError::Read { path, .. }) => assert!(path.ends_with("missing.yaml")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn safe_names() {
+    for good in ["a", "A9", "9a", "a_b-c.d", &"x".repeat(64)] {
+        assert!(is_safe_name(good), "{good}");
+    }
+    for bad in [
+        "",
+        "_a",
+        "-a",
+        ".a",
+        "a b",
+        "a/b",
+        "a$",
+        "é",
+        &"x".repeat(65),
+    ] {
+        assert!(!is_safe_name(bad), "{bad}");
+    }
+}
+
+#[test]
+fn env_names() {
+    for good in ["a", "_", "_X", "A1", "OMP_NUM_THREADS"] {
+        assert!(is_env_name(good), "{good}");
+    }
+    for bad in ["", "1A", "A-B", "A.B", "A B", "Ä"] {
+        assert!(!is_env_name(bad), "{bad}");
+    }
+}
+
+#[test]
+fn plain_words() {
+    for good in ["a", "_a", "-a", "a.b-c_d", &"x".repeat(128)] {
+        assert!(is_plain_word(good), "{good}");
+    }
+    for bad in ["", "a b", "a,b", "a$", &"x".repeat(129)] {
+        assert!(!is_plain_word(bad), "{bad}");
+    }
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_duration("5"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_duration(" 90s "), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+    let e = parse_duration("soon").unwrap_err();
+    assert!(e.starts_with("`soon` is not a duration"), "{e}");
+}
+
+#[test]
+fn time_limits_resolve_and_bad_ones_are_errors() {
+    let l = ok(&yaml_with(
+        "scheduler: { kind: slurm, time_limit: 2h }\n",
+        &format!("{V}, launcher: {{ nodes: 2 }}"),
+    ));
+    assert_eq!(l.experiment.run_time_limit, None);
+    assert_eq!(
+        l.experiment.allocation_time_limit,
+        Some(Duration::from_secs(7200))
+    );
+    let text = base("").replace("command: [./app]", "command: [./app]\n  time_limit: 90s");
+    assert_eq!(
+        ok(&text).experiment.run_time_limit,
+        Some(Duration::from_secs(90))
+    );
+    one_error(
+        &text.replace("90s", "0s"),
+        "app.time_limit",
+        "a time limit must be longer than zero",
+    );
+    one_error(&text.replace("90s", "later"), "app.time_limit", "`later`");
+}
+
+#[test]
+fn experiment_name() {
+    one_error(
+        &base("").replacen("name: t", "name: 'a b'", 1),
+        "name",
+        "experiment name `a b` must be",
+    );
+}
+
+#[test]
+fn replicates_bounds() {
+    one_error(&base("replicates: 0\n"), "replicates", "at least 1");
+    one_error(&base("replicates: 4\n"), "replicates", "replicates is 4");
+    no_errors(&base("replicates: 5\n"));
+    no_errors(&base("replicates: 2\nallow_few_replicates: true\n"));
+    no_errors(&base("replicates: 5\nallow_few_replicates: true\n"));
+    one_error(
+        &base("replicates: 0\nallow_few_replicates: true\n"),
+        "replicates",
+        "at least 1",
+    );
+    one_error(
+        &base("replicates: 6\nmax_replicates: 5\n"),
+        "max_replicates",
+        "max_replicates (5) is smaller than replicates (6)",
+    );
+    no_errors(&base("replicates: 6\nmax_replicates: 6\n"));
+}
+
+#[test]
+fn compare_bounds() {
+    for bad in ["0", "0.5", "-0.1", ".nan"] {
+        one_error(
+            &base(&format!("compare: {{ alpha: {bad} }}\n")),
+            "compare.alpha",
+            "alpha must be between 0 and 0.5",
+        );
+    }
+    for good in ["0.0001", "0.49"] {
+        no_errors(&base(&format!("compare: {{ alpha: {good} }}\n")));
+    }
+    for bad in ["-0.5", "100", ".inf", ".nan"] {
+        one_error(
+            &base(&format!("compare: {{ min_effect_pct: {bad} }}\n")),
+            "compare.min_effect_pct",
+            "min_effect_pct must be a percentage",
+        );
+    }
+    for good in ["0", "99.9"] {
+        no_errors(&base(&format!("compare: {{ min_effect_pct: {good} }}\n")));
+    }
+    one_error(
+        &base("compare: { production_epochs: 0 }\n"),
+        "compare.production_epochs",
+        "at least 1",
+    );
+    no_errors(&base("compare: { production_epochs: 1 }\n"));
+}
+
+#[test]
+fn steady_epochs_parse_or_are_errors() {
+    let l = ok(&base("compare: { steady_epochs: '2..' }\n"));
+    assert!(l.experiment.steady_epochs.is_some());
+    assert!(ok(&base("")).experiment.steady_epochs.is_none());
+    let e = errors(&base("compare: { steady_epochs: 'soon' }\n"));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert_eq!(e[0].path, "compare.steady_epochs");
+}
+
+fn with_metric(metric: &str) -> String {
+    base("").replace(
+        "metric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }",
+        &format!("metric: {metric}"),
+    )
+}
+
+const PAT: &str = "'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s'";
+
+#[test]
+fn metric_sources() {
+    one_error(&with_metric("{}"), "metric", "metric needs a `pattern`");
+    one_error(
+        &with_metric("{ pattern: '(' }"),
+        "metric.pattern",
+        "invalid regular expression",
+    );
+    one_error(
+        &with_metric("{ pattern: '(?P<epoch>\\d+) (?P<s>x)' }"),
+        "metric.pattern",
+        "needs a named group `(?P<seconds>...)`; it has `epoch`, `s`",
+    );
+    let e = errors(&with_metric("{ pattern: 'x' }"));
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(
+        e[0].message.ends_with("`(?P<epoch>...)`; it has none"),
+        "{e:#?}"
+    );
+    no_errors(&with_metric(&format!("{{ pattern: {PAT} }}")));
+    // A file source needs a run-relative file.
+    one_error(
+        &with_metric(&format!("{{ source: file, pattern: {PAT} }}")),
+        "metric",
+        "`source: file` needs `file:`",
+    );
+    no_errors(&with_metric(&format!(
+        "{{ source: file, pattern: {PAT}, file: out/log.txt }}"
+    )));
+    for bad in ["''", "/abs/log", "a/../../log", ".."] {
+        one_error(
+            &with_metric(&format!("{{ source: file, pattern: {PAT}, file: {bad} }}")),
+            "metric.file",
+            "must be a path relative to the run directory",
+        );
+    }
+    for k in ["dir", "category", "epoch_marker"] {
+        one_error(
+            &with_metric(&format!("{{ pattern: {PAT}, {k}: x }}")),
+            &format!("metric.{k}"),
+            "only applies to `source: dftracer`",
+        );
+    }
+    // DFTracer: a directory, no pattern.
+    no_errors(&with_metric("{ source: dftracer, dir: traces }"));
+    no_errors(&with_metric(
+        "{ source: dftracer, dir: traces, category: c, epoch_marker: e }",
+    ));
+    one_error(
+        &with_metric("{ source: dftracer }"),
+        "metric",
+        "needs `dir:`",
+    );
+    one_error(
+        &with_metric("{ source: dftracer, dir: /traces }"),
+        "metric.dir",
+        "relative",
+    );
+    one_error(
+        &with_metric(&format!("{{ source: dftracer, dir: t, pattern: {PAT} }}")),
+        "metric.pattern",
+        "does not apply to `source: dftracer`",
+    );
+}
+
+#[test]
+fn system_metric_sources() {
+    no_errors(&base("system_metric: { pattern: '(?P<value>\\d+)' }\n"));
+    one_error(
+        &base("system_metric: { pattern: '\\d+' }\n"),
+        "system_metric.pattern",
+        "`(?P<value>...)`",
+    );
+    one_error(
+        &base("system_metric: { pattern: '(?P<value>\\d+)', source: file }\n"),
+        "system_metric",
+        "needs `file:`",
+    );
+    one_error(
+        &base("system_metric: { pattern: '(?P<value>\\d+)', source: file, file: /x }\n"),
+        "system_metric.file",
+        "relative",
+    );
+    no_errors(&base(
+        "system_metric: { pattern: '(?P<value>\\d+)', source: file, file: x }\n",
+    ));
+    one_error(
+        &base("system_metric: { pattern: '(?P<value>\\d+)', source: dftracer }\n"),
+        "system_metric.source",
+        "reads stdout or a file",
+    );
+}
+
+#[test]
+fn correctness_checks() {
+    no_errors(&base("correctness: { files: [a, b/c] }\n"));
+    one_error(
+        &base("correctness: { files: [a, /b] }\n"),
+        "correctness.files[1]",
+        "relative",
+    );
+    let v = "pattern: '(?P<value>\\d+)'";
+    no_errors(&base(&format!(
+        "correctness: {{ values: {{ {v}, rel_tol: 0, abs_tol: 0.5 }} }}\n"
+    )));
+    one_error(
+        &base("correctness: { values: { pattern: 'x' } }\n"),
+        "correctness.values.pattern",
+        "`(?P<value>...)`",
+    );
+    for (k, bad) in [("rel_tol", "-1"), ("abs_tol", ".inf"), ("rel_tol", ".nan")] {
+        one_error(
+            &base(&format!(
+                "correctness: {{ values: {{ {v}, {k}: {bad} }} }}\n"
+            )),
+            &format!("correctness.values.{k}"),
+            "must be a non-negative number",
+        );
+    }
+    one_error(
+        &base(&format!(
+            "correctness: {{ values: {{ {v}, source: file }} }}\n"
+        )),
+        "correctness.values",
+        "needs `file:`",
+    );
+    one_error(
+        &base(&format!(
+            "correctness: {{ values: {{ {v}, source: file, file: ../x }} }}\n"
+        )),
+        "correctness.values.file",
+        "relative",
+    );
+    no_errors(&base(&format!(
+        "correctness: {{ values: {{ {v}, source: file, file: x }} }}\n"
+    )));
+    one_error(
+        &base(&format!(
+            "correctness: {{ values: {{ {v}, source: dftracer }} }}\n"
+        )),
+        "correctness.values.source",
+        "read from stdout or a file",
+    );
+}
+
+fn slurm(scheduler: &str, variant_extra: &str) -> String {
+    yaml_with(
+        &format!("scheduler: {{ kind: slurm, {scheduler} }}\n"),
+        &format!("{V}{variant_extra}"),
+    )
+}
+
+#[test]
+fn scheduler_checks() {
+    for k in ["nodes", "tasks_per_node", "cpus_per_task"] {
+        one_error(
+            &slurm(&format!("{k}: 0"), ""),
+            &format!("scheduler.{k}"),
+            "must be at least 1",
+        );
+        no_errors(&slurm(&format!("{k}: 1"), ""));
+    }
+    no_errors(&slurm("nodes: 4, tasks_per_node: 8", ""));
+    for k in ["queue", "account"] {
+        one_error(
+            &slurm(&format!("{k}: 'a b'"), ""),
+            &format!("scheduler.{k}"),
+            "may only contain",
+        );
+        no_errors(&slurm(&format!("{k}: pbatch"), ""));
+    }
+    no_errors(&slurm("extra_directives: ['--constraint=cpu']", ""));
+    for bad in ["'constraint'", "\"--a\\nb\"", "\"--a\\rb\""] {
+        one_error(
+            &slurm(&format!("extra_directives: [--x, {bad}]"), ""),
+            "scheduler.extra_directives[1]",
+            "one option starting with `-`",
+        );
+    }
+    // The local scheduler runs one process: nodes and tasks must be 1, cpus may be many.
+    for k in ["nodes", "tasks_per_node"] {
+        one_error(
+            &base(&format!("scheduler: {{ {k}: 2 }}\n")),
+            &format!("scheduler.{k}"),
+            "must be 1",
+        );
+        no_errors(&base(&format!("scheduler: {{ {k}: 1 }}\n")));
+    }
+    no_errors(&base("scheduler: { cpus_per_task: 8 }\n"));
+}
+
+#[test]
+fn launcher_checks() {
+    for k in ["nodes", "tasks_per_node", "cpus_per_task"] {
+        one_error(
+            &slurm("", &format!(", launcher: {{ {k}: 0 }}")),
+            &format!("variants[0].launcher.{k}"),
+            "must be at least 1",
+        );
+    }
+    no_errors(&slurm("", ", launcher: { nodes: 2, tasks_per_node: 4 }"));
+    for k in ["nodes", "tasks_per_node"] {
+        one_error(
+            &base("").replace(V, &format!("{V}, launcher: {{ {k}: 2 }}")),
+            &format!("variants[0].launcher.{k}"),
+            "the local scheduler runs one process",
+        );
+        one_error(
+            &base(&format!("baseline: {{ launcher: {{ {k}: 2 }} }}\n")),
+            &format!("baseline.launcher.{k}"),
+            "the local scheduler runs one process",
+        );
+    }
+    no_errors(&base(
+        "baseline: { launcher: { cpus_per_task: 8, nodes: 1 } }\n",
+    ));
+    one_error(
+        &slurm("", ", launcher: { extra_args: [ok, \"a\\0b\"] }"),
+        "variants[0].launcher.extra_args[1]",
+        "NUL",
+    );
+}
+
+#[test]
+fn env_and_unset_checks() {
+    let e = one_error(
+        &base("").replace("command: [./app]", "command: [./app]\n  env: { 1BAD: x }"),
+        "app.env.1BAD",
+        "`1BAD` is not a valid environment variable name",
+    );
+    // A key error points at the key, not at its value.
+    assert_eq!((e.line, e.column), (Some(4), Some(10)));
+    one_error(
+        &base("").replace(
+            "command: [./app]",
+            "command: [./app]\n  env: { OK: \"a\\0b\" }",
+        ),
+        "app.env.OK",
+        "NUL",
+    );
+    one_error(
+        &base("baseline: { env: { A-B: 1 } }\n"),
+        "baseline.env.A-B",
+        "not a valid",
+    );
+    one_error(
+        &base("baseline: { unset: [OK, 'no way'] }\n"),
+        "baseline.unset[1]",
+        "`no way` is not a valid environment variable name",
+    );
+    one_error(
+        &base("").replace(V, &format!("{V}, unset: [X, 9]")),
+        "variants[0].unset[1]",
+        "not a valid",
+    );
+}
+
+#[test]
+fn build_checks() {
+    one_error(
+        &base("build: { command: '  ' }\n"),
+        "build.command",
+        "the build command is empty",
+    );
+    one_error(
+        &base("build: { command: [] }\n"),
+        "build.command",
+        "the build command is empty",
+    );
+    one_error(
+        &base("build: { command: make, env: { 'A B': 1 } }\n"),
+        "build.env.A B",
+        "not a valid",
+    );
+    no_errors(&base("build: { command: make }\n"));
+    one_error(
+        &base("").replace(V, &format!("{V}, build: {{ command: [] }}")),
+        "variants[0].build.command",
+        "empty",
+    );
+}
+
+#[test]
+fn variant_checks() {
+    let d = diagnostics(&base("").replace(
+        "variants:\n  - { name: v, dimension: l2_threading_model, env: { W: \"1\" } }\n",
+        "variants: []\n",
+    ));
+    let e: Vec<_> = d.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(e.len(), 1, "{d:#?}");
+    assert_eq!(e[0].path, "variants");
+    assert!(e[0].message.contains("no variants"));
+
+    one_error(
+        &base("").replace("name: v,", "name: 'v w',"),
+        "variants[0].name",
+        "variant name `v w` must be",
+    );
+    for reserved in ["baseline", "aa-control"] {
+        one_error(
+            &base("").replace("name: v,", &format!("name: {reserved},")),
+            "variants[0].name",
+            "is reserved",
+        );
+    }
+    one_error(
+        &(base("") + &format!("  - {{ {V} }}\n")).replace(
+            "variants:\n",
+            "variants:\n  - { name: w, env: { W: \"2\" } }\n",
+        ),
+        "variants[2].name",
+        "duplicate variant name `v` (first used by variants[1])",
+    );
+    one_error(
+        &base("").replace("l2_threading_model", "l9_magic"),
+        "variants[0].dimension",
+        "unknown dimension `l9_magic`; expected one of `l1_vectorization`, `l1_kernel_library`,",
+    );
+    one_error(
+        &base("").replace(V, &format!("{V}, governor: 'go fast'")),
+        "variants[0].governor",
+        "not a governor name",
+    );
+    no_errors(&base("").replace(V, &format!("{V}, governor: performance")));
+    one_error(
+        &base("").replace(V, &format!("{V}, requires: [avx2, 'a b']")),
+        "variants[0].requires[1]",
+        "not a capability flag name",
+    );
+}
+
+#[test]
+fn variants_without_a_dimension_or_a_change_are_warned_about() {
+    let w = warnings(&base("").replace(", dimension: l2_threading_model", ""));
+    assert!(
+        w.iter().any(
+            |d| d.path == "variants[0]" && d.message.contains("names no checklist `dimension`")
+        ),
+        "{w:#?}"
+    );
+    let nothing = |w: &[Diagnostic]| w.iter().any(|d| d.message.contains("changes nothing"));
+    let w = warnings(&base("").replace(", env: { W: \"1\" }", ""));
+    assert!(nothing(&w), "{w:#?}");
+    // Each single change is a change.
+    let build = "build: { command: make }";
+    for change in [
+        "env: { W: \"1\" }",
+        "unset: [W]",
+        "launcher: { cpus_per_task: 2 }",
+        build,
+        "args: [--fast]",
+        "governor: performance",
+    ] {
+        let text = base("").replace("env: { W: \"1\" }", change);
+        let w = warnings(&text);
+        assert!(!nothing(&w), "{change}: {w:#?}");
+        no_errors(&text);
+    }
+}
+
+fn all_dimensions_but(skip: &str) -> String {
+    let mut s = String::from("checklist:\n");
+    for d in checklist::DIMENSIONS {
+        if d.id != skip {
+            s.push_str(&format!(
+                "  {}: {{ verdict: applicable_not_measured }}\n",
+                d.id
+            ));
+        }
+    }
+    s
+}
+
+#[test]
+fn checklist_checks() {
+    // Every dimension has a verdict or a variant: no warning at all.
+    let text = base(&all_dimensions_but("l2_threading_model"));
+    assert_eq!(warnings(&text), vec![]);
+    // One missing: a warning that names it and points at the checklist.
+    let text = base(&all_dimensions_but("l1_vectorization").replace(
+        "  l2_threading_model: { verdict: applicable_not_measured }\n",
+        "",
+    ));
+    let w = warnings(&text);
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0].path, "checklist");
+    assert!(w[0].line.is_some());
+    assert!(
+        w[0].message
+            .contains("no verdict for 1 of the 10 dimensions (l1_vectorization)"),
+        "{w:#?}"
+    );
+    // A verdict for the dimension a variant measures is ignored, with a warning.
+    let text = base(&all_dimensions_but(""));
+    let w = warnings(&text);
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0].path, "checklist.l2_threading_model");
+    assert!(w[0].message.contains("measured by a variant"));
+
+    one_error(
+        &base("checklist: { l9_magic: { verdict: applicable_not_measured } }\n"),
+        "checklist.l9_magic",
+        "unknown dimension `l9_magic`",
+    );
+    for reason in ["", ", reason: ''"] {
+        one_error(
+            &base(&format!(
+                "checklist: {{ l1_vectorization: {{ verdict: not_applicable{reason} }} }}\n"
+            )),
+            "checklist.l1_vectorization",
+            "needs a `reason`",
+        );
+    }
+    no_errors(&base(
+        "checklist: { l1_vectorization: { verdict: not_applicable, reason: no loops } }\n",
+    ));
+}
+
+#[test]
+fn the_source_is_hashed_and_kept() {
+    let text = base("");
+    let e = ok(&text).experiment;
+    let want: String = Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(e.source_sha256, want);
+    assert_eq!(e.source_sha256.len(), 64);
+    assert_eq!(e.source_text, text);
+    assert_eq!(e.source, Path::new(PATH));
+    assert_eq!(hex(&[0, 1, 0xab]), "0001ab");
+}
+
+#[test]
+fn workdir_is_relative_to_the_file_and_normalised() {
+    assert_eq!(ok(&base("")).experiment.workdir, Path::new("/exp/dir"));
+    let e = ok(&base("workdir: ../src/./app/..\n")).experiment;
+    assert_eq!(e.workdir, Path::new("/exp/src"));
+    let e = ok(&base("workdir: /abs/x\n")).experiment;
+    assert_eq!(e.workdir, Path::new("/abs/x"));
+    assert_eq!(normalize(Path::new("a/./b/../c")), Path::new("a/c"));
+}
+
+#[test]
+fn arms_inherit_from_the_baseline_and_apply_their_changes() {
+    let text = yaml_with(
+        "scheduler: { kind: slurm, nodes: 2, cpus_per_task: 4, gpus_per_task: 1 }\n\
+         aa_control: true\n\
+         baseline: { env: { B: b, KEEP: k }, unset: [GONE, BACK], args: [--base], launcher: { extra_args: [--bind] } }\n",
+        "name: v, dimension: l2_threading_model, env: { W: w, B: over, BACK: again }, unset: [KEEP, GONE], launcher: { tasks_per_node: 3 }",
+    )
+    .replace("command: [./app]", "command: [./app]\n  args: [--app]\n  env: { A: a, B: app }")
+        + "  - { name: u, dimension: l2_autotuning, args: [--mine], launcher: { extra_args: [--own] } }\n";
+    let e = ok(&text).experiment;
+    assert_eq!(e.arm_names(), ["baseline", "aa-control", "v", "u"]);
+    let b = e.arm("baseline").unwrap();
+    assert_eq!(b.role, ArmRole::Baseline);
+    let env = |a: &Arm| -> Vec<(String, String)> {
+        a.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(env(b), pairs(&[("A", "a"), ("B", "b"), ("KEEP", "k")]));
+    assert_eq!(b.unset, ["GONE", "BACK"]);
+    assert_eq!(b.args, ["--app", "--base"]);
+    assert_eq!(
+        b.resources,
+        Resources {
+            nodes: 2,
+            tasks_per_node: 1,
+            cpus_per_task: 4,
+            gpus_per_task: 1,
+            extra_args: vec!["--bind".into()],
+        }
+    );
+    let aa = e.arm("aa-control").unwrap();
+    assert_eq!(aa.role, ArmRole::AaControl);
+    assert_eq!(env(aa), env(b));
+    assert_eq!(aa.args, b.args);
+
+    let v = e.arm("v").unwrap();
+    assert_eq!(v.role, ArmRole::Variant);
+    assert_eq!(
+        env(v),
+        pairs(&[("A", "a"), ("B", "over"), ("BACK", "again"), ("W", "w")])
+    );
+    // GONE once; KEEP newly unset; BACK set again, so no longer unset.
+    assert_eq!(v.unset, ["GONE", "KEEP"]);
+    assert_eq!(v.args, b.args);
+    assert_eq!(v.resources.tasks_per_node, 3);
+    assert_eq!(v.resources.nodes, 2);
+    assert_eq!(v.resources.extra_args, ["--bind"]);
+    assert_eq!(v.dimension.as_deref(), Some("l2_threading_model"));
+
+    let u = e.arm("u").unwrap();
+    assert_eq!(u.args, ["--app", "--mine"]);
+    assert_eq!(u.resources.extra_args, ["--own"]);
+
+    // Without a scheduler or launcher: one node, one task, one cpu, no gpu.
+    let r = &ok(&base("")).experiment.arms[0].resources;
+    assert_eq!(
+        (r.nodes, r.tasks_per_node, r.cpus_per_task, r.gpus_per_task),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(ok(&base("")).experiment.arm_names(), ["baseline", "v"]);
+}
+
+#[test]
+fn builds_are_shared_by_content() {
+    let e = ok(&(base("build: { command: make }\n")
+        + "  - { name: same, dimension: l2_autotuning, build: { command: make } }\n"
+        + "  - { name: other, dimension: l1_vectorization, build: { command: make fast } }\n"))
+    .experiment;
+    assert_eq!(e.builds.len(), 2);
+    let idx: Vec<Option<usize>> = e.arms.iter().map(|a| a.build).collect();
+    assert_eq!(idx, [Some(0), Some(0), Some(0), Some(1)]);
+    for b in &e.builds {
+        assert!(b.id.starts_with("build-") && b.id.len() == 14, "{}", b.id);
+    }
+    assert_ne!(e.builds[0].id, e.builds[1].id);
+    assert_eq!(
+        e.builds[0].id,
+        build_id(&BuildSpec {
+            command: CommandSpec::Shell("make".into()),
+            env: EnvMap::new()
+        })
+    );
+    assert!(ok(&base("")).experiment.builds.is_empty());
+    assert_eq!(ok(&base("")).experiment.arms[1].build, None);
+}
+
+#[test]
+fn warnings_without_a_path_have_no_place_but_others_do() {
+    let w = warnings(&base("").replace(", env: { W: \"1\" }", ""));
+    let nothing = w
+        .iter()
+        .find(|d| d.message.contains("changes nothing"))
+        .unwrap();
+    assert_eq!(nothing.line, Some(6));
+}
