@@ -1350,3 +1350,27 @@ pub fn fmt_p(p: f64) -> String {
         s.to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::breakeven;
+
+    #[test]
+    fn breakeven_edges() {
+        // Never behind: no extra cost and no steady loss, at every boundary.
+        assert_eq!(breakeven(-1.0, 1.0), Some(1));
+        assert_eq!(breakeven(0.0, 1.0), Some(1));
+        assert_eq!(breakeven(-1.0, 0.0), Some(1));
+        assert_eq!(breakeven(0.0, 0.0), Some(1));
+        // (N − 1)·saving ≥ extra: equality counts, one epoch later otherwise.
+        assert_eq!(breakeven(10.0, 1.0), Some(11));
+        assert_eq!(breakeven(10.5, 1.0), Some(12));
+        assert_eq!(breakeven(9.5, 1.0), Some(11));
+        assert_eq!(breakeven(1.0, 4.0), Some(2));
+        // A cost that nothing repays, or a lead that a steady loss eats up.
+        assert_eq!(breakeven(1.0, 0.0), None);
+        assert_eq!(breakeven(1.0, -1.0), None);
+        assert_eq!(breakeven(-1.0, -1.0), None);
+        assert_eq!(breakeven(1.0, 1e-12), None);
+    }
+}

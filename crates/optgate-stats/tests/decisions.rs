@@ -435,3 +435,223 @@ fn analysis_json_round_trips_without_nan() {
     let _: BTreeMap<String, serde_json::Value> =
         serde_json::from_value(v["method"].clone()).unwrap();
 }
+
+/// A run with epoch 1 at `first` and the single steady epoch 2 at `steady`.
+fn run(replicate: u32, block: u32, first: f64, steady: f64) -> RunSamples {
+    RunSamples {
+        replicate,
+        block: Some(block),
+        epochs: [(1, first), (2, steady)].into_iter().collect(),
+    }
+}
+
+fn arm_of(name: &str, runs: Vec<RunSamples>) -> ArmData {
+    ArmData {
+        name: name.into(),
+        runs,
+        ..ArmData::default()
+    }
+}
+
+/// Baseline of 8 blocks with steady values 10.0, 10.1, …; epoch 1 at 20 s.
+fn base8() -> ArmData {
+    arm_of(
+        "base",
+        (1..=8)
+            .map(|b| run(b, b, 20.0, 10.0 + 0.1 * b as f64))
+            .collect(),
+    )
+}
+
+/// A variant of `base8` whose log speed-up in block b is δ + sign_b·step·b, δ the default
+/// minimum worthwhile effect: the signed ranks of d − δ are exactly the signs given.
+fn designed(name: &str, signs: [f64; 8], step: f64) -> ArmData {
+    let delta = (1.01f64).ln();
+    let base = base8();
+    arm_of(
+        name,
+        base.runs
+            .iter()
+            .zip(signs)
+            .map(|(r, s)| {
+                let b = r.block.unwrap();
+                let d = delta + s * step * b as f64;
+                run(b, b, 20.0, r.epochs[&2] * (-d).exp())
+            })
+            .collect(),
+    )
+}
+
+/// Only rank 5 on the wrong side: W = 5 of 36, one-sided exact p = 10/256 ≈ 0.039.
+const RANK5_OFF: [f64; 8] = [1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1.0, 1.0];
+
+#[test]
+fn rule4_uses_the_holm_adjusted_p_two_borderline_gains_are_inconclusive() {
+    let cfg = AnalysisConfig::default();
+    let (v1, v2) = (
+        designed("v1", RANK5_OFF, 0.004),
+        designed("v2", RANK5_OFF, 0.005),
+    );
+    // Alone, each one is accepted at raw p = 10/256 < 0.05 ...
+    for v in [&v1, &v2] {
+        let a = analyze(&base8(), std::slice::from_ref(v), &cfg).unwrap();
+        let va = &a.variants[0];
+        assert_eq!(va.p_improvement, Some(10.0 / 256.0));
+        assert_eq!(va.decision, Decision::Accept, "{}", va.reason);
+    }
+    // ... together Holm doubles both to 20/256 ≥ 0.05: neither is accepted.
+    let a = analyze(&base8(), &[v1, v2], &cfg).unwrap();
+    for va in &a.variants {
+        assert_eq!(va.p_improvement, Some(10.0 / 256.0));
+        assert_eq!(va.p_improvement_adjusted, Some(20.0 / 256.0));
+        assert_eq!(va.decision, Decision::Inconclusive, "{}", va.reason);
+        assert!(
+            va.reason.contains("p_improvement_adj = 0.0781"),
+            "{}",
+            va.reason
+        );
+    }
+}
+
+#[test]
+fn rule5_uses_the_holm_adjusted_p_two_borderline_shortfalls_are_inconclusive() {
+    let cfg = AnalysisConfig::default();
+    let short = RANK5_OFF.map(|s| -s);
+    let (v1, v2) = (designed("v1", short, 0.004), designed("v2", short, 0.005));
+    for v in [&v1, &v2] {
+        let a = analyze(&base8(), std::slice::from_ref(v), &cfg).unwrap();
+        let va = &a.variants[0];
+        assert_eq!(va.p_no_worthwhile, Some(10.0 / 256.0));
+        assert_eq!(va.decision, Decision::Reject, "{}", va.reason);
+    }
+    let a = analyze(&base8(), &[v1, v2], &cfg).unwrap();
+    for va in &a.variants {
+        assert_eq!(va.p_no_worthwhile, Some(10.0 / 256.0));
+        assert_eq!(va.p_no_worthwhile_adjusted, Some(20.0 / 256.0));
+        assert_eq!(va.decision, Decision::Inconclusive, "{}", va.reason);
+        assert!(
+            va.reason.contains("p_no_worthwhile_adj = 0.0781"),
+            "{}",
+            va.reason
+        );
+    }
+}
+
+#[test]
+fn paired_runs_are_matched_by_block_not_by_position_or_replicate() {
+    // Blocks differ a lot (1.3× per block), the variant is 5 % faster within each block.
+    // In both arms the block numbers are a permutation of the replicate numbers, and the
+    // variant's runs are listed in reverse replicate order: pairing by position or by
+    // replicate number compares different blocks and drowns the 5 % in block noise.
+    let level = |b: u32| 10.0 * 1.3f64.powi(b as i32);
+    let base_blocks = [3, 7, 1, 8, 5, 2, 6, 4];
+    let var_blocks = [6, 2, 8, 4, 1, 7, 3, 5];
+    let base = arm_of(
+        "base",
+        (0..8)
+            .map(|i| {
+                let b = base_blocks[i];
+                run(i as u32 + 1, b, 2.0 * level(b), level(b))
+            })
+            .collect(),
+    );
+    let var = arm_of(
+        "v",
+        (0..8)
+            .rev()
+            .map(|i| {
+                let b = var_blocks[i];
+                // Distinct small wobbles so that the differences have no ties.
+                let s = level(b) / 1.05 * (1.0 + 0.001 * b as f64);
+                run(i as u32 + 1, b, 2.0 * level(b), s)
+            })
+            .collect(),
+    );
+    let a = analyze(&base, &[var], &AnalysisConfig::default()).unwrap();
+    let va = &a.variants[0];
+    assert_eq!(va.n_baseline, 8);
+    assert_eq!(va.p_improvement, Some(1.0 / 256.0), "{}", va.reason);
+    assert_eq!(va.decision, Decision::Accept, "{}", va.reason);
+    // HL of ln 1.05 − ln(1 + 0.001 b) over the blocks: the median Walsh average.
+    let est = va.speedup.estimate.unwrap();
+    assert!((est - 1.05 / 1.0045).abs() < 0.001, "{est}");
+    let (lo, hi) = (va.speedup.ci_low.unwrap(), va.speedup.ci_high.unwrap());
+    assert!(lo > 1.04 && hi < 1.05, "{lo}–{hi}");
+}
+
+#[test]
+fn breakeven_epoch_is_the_first_epoch_that_pays_back() {
+    // Medians (odd n, symmetric wobble) are exactly: base f 20, s 10; variant f 30, s 9.
+    // Cumulative: variant 30 + 9(N−1) ≤ 20 + 10(N−1) first at N = 11 (equality), and
+    // one more epoch when the extra cost is 10.5 s.
+    let wob = [-3.0, 1.0, -1.0, 0.0, 2.0, -2.0, 3.0];
+    let arm_with = |name: &str, f: f64, s: f64, perm: [usize; 7]| {
+        arm_of(
+            name,
+            (0..7)
+                .map(|i| {
+                    let k = wob[perm[i]];
+                    run(i as u32 + 1, i as u32 + 1, f, s * (1.0 + 0.002 * k))
+                })
+                .collect(),
+        )
+    };
+    let base = arm_with("base", 20.0, 10.0, [0, 1, 2, 3, 4, 5, 6]);
+    for (first, want) in [(30.0, Some(11)), (30.5, Some(12)), (29.5, Some(11))] {
+        let var = arm_with("v", first, 9.0, [6, 4, 5, 3, 0, 2, 1]);
+        let a = analyze(&base, &[var], &AnalysisConfig::default()).unwrap();
+        let va = &a.variants[0];
+        assert_eq!(va.breakeven_epoch, want, "first epoch {first}");
+    }
+    // Cheaper first epoch and faster steady state: never behind.
+    let var = arm_with("v", 19.0, 9.0, [6, 4, 5, 3, 0, 2, 1]);
+    let a = analyze(&base, &[var], &AnalysisConfig::default()).unwrap();
+    assert_eq!(a.variants[0].breakeven_epoch, Some(1));
+    // Dearer first epoch and slower steady state: never.
+    let var = arm_with("v", 21.0, 10.5, [6, 4, 5, 3, 0, 2, 1]);
+    let a = analyze(&base, &[var], &AnalysisConfig::default()).unwrap();
+    assert_eq!(a.variants[0].breakeven_epoch, None);
+}
+
+#[test]
+fn regression_label_needs_the_whole_interval_strictly_below_one() {
+    // n = 8, α = 0.05: the interval's upper end is the 6th largest Walsh average. Here the
+    // five larger ones are a, a/2+ε/2 and (a + d_j)/2 for the three small negatives, so the
+    // upper end is (ε + ε)/2 = ε: exactly 0 (speed-up interval ends at exactly 1), just
+    // below or just above. Rank 1 alone on the improving side of δ: rule 5 rejects.
+    let a_ = 0.01;
+    let cases: [(f64, bool); 3] = [(0.0, false), (-1e-6, true), (1e-6, false)];
+    for (eps, labelled) in cases {
+        let ds = [a_, eps, -0.003, -0.005, -0.007, -0.2, -0.3, -0.4];
+        let base = base8();
+        let var = arm_of(
+            "v",
+            base.runs
+                .iter()
+                .zip(ds)
+                .map(|(r, d)| {
+                    let b = r.block.unwrap();
+                    let s = r.epochs[&2];
+                    // d = 0 must give the baseline's value bit for bit.
+                    let v = if d == 0.0 { s } else { s * (-d).exp() };
+                    run(b, b, 20.0, v)
+                })
+                .collect(),
+        );
+        let an = analyze(&base, &[var], &AnalysisConfig::default()).unwrap();
+        let va = &an.variants[0];
+        assert_eq!(va.decision, Decision::Reject, "{eps}: {}", va.reason);
+        let hi = va.speedup.ci_high.unwrap();
+        if eps == 0.0 {
+            assert_eq!(hi, 1.0);
+        } else {
+            assert!((hi - eps.exp()).abs() < 1e-12, "{eps}: {hi}");
+        }
+        assert_eq!(
+            va.reason.contains("a regression"),
+            labelled,
+            "{eps}: ci_high {hi}: {}",
+            va.reason
+        );
+    }
+}
