@@ -105,11 +105,11 @@ impl Daemon {
 
     /// SIGTERM, as systemd stops a service: a clean exit.
     fn terminate(mut self) {
-        let o = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .output()
-            .unwrap();
-        assert!(o.status.success());
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
         let status = self.child.wait().unwrap();
         assert!(status.success(), "{status}");
         assert!(!self.home.join("sock/daemon.sock").exists());

@@ -277,9 +277,7 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
         .to_string();
     // Forget the killed app's pid file so that only a new run is found below.
     std::fs::remove_file(&pid_file).unwrap();
-    let _ = Command::new("kill")
-        .args(["-KILL", &format!("-{pid}")])
-        .status();
+    signal_group_we_started(pid.parse().unwrap(), nix::sys::signal::Signal::SIGKILL);
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(
         governor_of(&root),
@@ -327,9 +325,7 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
     for e in std::fs::read_dir(out.join("runs")).unwrap() {
         let pid = e.unwrap().path().join("pid");
         if let Ok(p) = std::fs::read_to_string(pid) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{}", p.trim())])
-                .status();
+            signal_group_we_started(p.trim().parse().unwrap(), nix::sys::signal::Signal::SIGKILL);
         }
     }
 }

@@ -21,6 +21,13 @@ if [ -x schedulers/slurm/setup-one-node.sh ]; then
   schedulers/slurm/setup-one-node.sh
 fi
 
+if [ -x schedulers/flux/setup-one-node.sh ]; then
+  echo "==> one-node Flux"
+  # Prints `export FLUX_URI=…` (and PATH when needed) for the instance; cargo test sees it.
+  flux_env=$(schedulers/flux/setup-one-node.sh)
+  eval "$flux_env"
+fi
+
 if [ -f tests/python-requirements.txt ]; then
   echo "==> Python venv (.venv) for the DFTracer tests"
   [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -28,6 +35,8 @@ if [ -f tests/python-requirements.txt ]; then
   export OPTGATE_PYTHON="$root/.venv/bin/python"
 fi
 
+echo "==> no test or code path signals a process it did not start"
+tests/no-stray-signals.sh
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"

@@ -6,10 +6,36 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The real binary, with a private state directory for the calling test (see
+/// [`private_home`]); a test that runs a daemon sets its own `OPTGATE_HOME` after this.
 pub fn optgate() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_optgate"));
-    c.env_remove("OPTGATE_LOG").env_remove("RUST_LOG");
+    c.env_remove("OPTGATE_LOG")
+        .env_remove("RUST_LOG")
+        .env("OPTGATE_HOME", private_home());
     c
+}
+
+/// A state directory of the calling test alone, named after it, under Cargo's scratch
+/// directory for integration tests: a test never takes the real user's
+/// `~/.local/state/optgate` (its machine-wide lock, its daemon) nor another test's.
+pub fn private_home() -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("main")
+        .replace("::", "-");
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe.file_stem().unwrap().to_string_lossy().into_owned();
+    let home = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("optgate-home")
+        .join(format!("{binary}-{test}"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&home)
+        .unwrap();
+    home
 }
 
 pub fn repo_root() -> PathBuf {
@@ -94,4 +120,15 @@ pub fn status(home: &Path, id: &str) -> serde_json::Value {
     let o = cli(home, &["status", id, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["experiments"][0].clone()
+}
+
+/// Signals the process group `pgid`, which this test started (a child spawned as its own
+/// group leader, or one whose pid file the test's own run wrote).
+///
+/// The rule for every test: signal process groups only through this function, never by
+/// running `kill` with a negative number — procps `kill -KILL -1234` may read the number
+/// as options and become `kill(-1)`, which as root reaches every process on the machine.
+/// `tests/no-stray-signals.sh` (run by `tests/run-all.sh`) fails on any such call.
+pub fn signal_group_we_started(pgid: i32, signal: nix::sys::signal::Signal) {
+    let _ = optgate_sched::signal::signal_group(nix::unistd::Pid::from_raw(pgid), signal);
 }

@@ -7,8 +7,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use optgate_sched::signal::signal_group;
 
 /// How long orphans get between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);
@@ -48,13 +49,13 @@ pub fn stop_orphan_builds(build_dir: &Path) -> usize {
         .filter_map(|&p| nix::unistd::getpgid(Some(Pid::from_raw(p))).ok())
         .collect();
     for g in &groups {
-        let _ = killpg(*g, Signal::SIGTERM);
+        let _ = signal_group(*g, Signal::SIGTERM);
     }
     let t0 = Instant::now();
     while !processes_with_env("OPTGATE_BUILD_DIR", &value).is_empty() {
         if t0.elapsed() > GRACE {
             for g in &groups {
-                let _ = killpg(*g, Signal::SIGKILL);
+                let _ = signal_group(*g, Signal::SIGKILL);
             }
         }
         if t0.elapsed() > GRACE * 2 {

@@ -18,6 +18,7 @@ pub mod process;
 pub mod replan;
 pub mod script;
 pub mod shell;
+pub mod signal;
 pub mod slurm;
 
 pub use backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};

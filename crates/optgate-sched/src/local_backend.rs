@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::backend::{JobId, JobSpec, JobState, SchedError, Scheduler};
@@ -309,7 +309,7 @@ impl Scheduler for LocalBackend {
             {
                 // The script leads its own session and process group: the signal reaches
                 // `exec-run`, which stops the app and writes an `interrupted` manifest.
-                let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
+                let _ = crate::signal::signal_group(Pid::from_raw(pid), Signal::SIGTERM);
             }
         }
         Ok(())

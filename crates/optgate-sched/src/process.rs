@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
@@ -105,9 +105,9 @@ pub async fn run_command(
         _ = cancel.cancelled() => ProcessEnd::Cancelled,
     };
     if let Some(pg) = pgid {
-        let _ = killpg(pg, Signal::SIGTERM);
+        let _ = crate::signal::signal_group(pg, Signal::SIGTERM);
         if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
-            let _ = killpg(pg, Signal::SIGKILL);
+            let _ = crate::signal::signal_group(pg, Signal::SIGKILL);
             let _ = child.wait().await;
         }
     }
