@@ -204,16 +204,15 @@ fn hostile_yaml_is_refused_cleanly() {
     }
     let (code, err) = validate(&bomb);
     assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("repetition limit") || err.contains("unknown key"),
-        "{err}"
-    );
+    // Refused by the alias expansion limit, not by some later check on the expanded keys.
+    assert!(err.contains("repetition limit"), "{err}");
 
     let deep = "name: ".to_string() + &"[".repeat(10_000) + &"]".repeat(10_000) + "\n";
     let (code, err) = validate(&deep);
     assert_eq!(code, Some(2), "{err}");
+    // Refused by the depth limit, at a place on line 1, before any parser recurses.
     assert!(
-        err.contains("exp.yaml:1:7: error: name: invalid type: sequence, expected a string"),
+        err.contains("exp.yaml:1:") && err.contains("nested deeper than 32 levels"),
         "{err}"
     );
 

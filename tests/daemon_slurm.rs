@@ -59,6 +59,18 @@ fn wait_until(home: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) 
     }
 }
 
+/// The states `squeue` shows for these job ids (jobs it no longer lists are left out).
+fn slurm_states(ids: &[&str]) -> Vec<String> {
+    let o = std::process::Command::new("squeue")
+        .args(["-h", "-o", "%T", "-j", &ids.join(",")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
 fn ended(s: &Value) -> bool {
     ["decided", "failed", "budget_exhausted", "cancelled"]
         .contains(&s["state"].as_str().unwrap_or(""))
@@ -158,11 +170,18 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let id = stdout(&o).trim().to_string();
 
-    // As soon as some job has a Slurm id and not all have ended, kill the daemon hard.
-    wait_until(&home, &id, "a submitted job", |s| {
-        s["jobs"]
+    // As soon as Slurm itself shows one of the experiment's jobs PENDING (queued behind
+    // the others on the one node), kill the daemon hard.
+    wait_until(&home, &id, "a job Slurm shows as PENDING", |s| {
+        let ids: Vec<&str> = s["jobs"]
             .as_array()
-            .is_some_and(|j| j.iter().any(|j| j["scheduler_job_id"].is_string()))
+            .map(|j| {
+                j.iter()
+                    .filter_map(|j| j["scheduler_job_id"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        !ids.is_empty() && slurm_states(&ids).iter().any(|st| st == "PENDING")
     });
     let pid: i32 = std::fs::read_to_string(home.join("daemon.pid"))
         .unwrap()

@@ -13,7 +13,7 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
     // Each run appends its id to a shared log, so re-runs would show up as duplicates.
     let log = dir.path().join("ran.log");
     let yaml = format!(
-        "name: intr\napp:\n  command: 'echo \"$OPTGATE_RUN_ID\" >> {}; sleep 0.3; for e in 1 2 3; do echo \"epoch $e took 0.0$e s\"; done'\n\
+        "name: intr\napp:\n  command: 'echo \"$OPTGATE_RUN_ID\" >> {0}; if [ $(wc -l < {0}) -eq 3 ]; then while :; do sleep 0.05; done; fi; for e in 1 2 3; do echo \"epoch $e took 0.0$e s\"; done'\n\
          metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\nreplicates: 5\n\
          variants:\n  - {{ name: v, dimension: l2_threading_model, env: {{ X: 1 }} }}\n",
         log.display()
@@ -31,7 +31,10 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until at least three runs have started, then interrupt like a terminal would.
+    // The third run never finishes by itself (its app waits forever; a re-run of it later
+    // finds 4+ lines and goes on), so at the interrupt exactly two runs have finished,
+    // however slowly this machine runs. Wait until it has started, then interrupt like a
+    // terminal would.
     let mut waited = 0;
     while std::fs::read_to_string(&log)
         .map(|t| t.lines().count())
@@ -107,9 +110,15 @@ fn run_waits_for_the_machine_wide_lock_of_local_runs() {
         .args(["sleep", "30"])
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Wait (for an event, not a duration) until the holder has the lock.
+    let mut waited = 0;
+    while !lock_is_held(&home.join("local-runs.lock")) {
+        std::thread::sleep(Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 1500, "flock never took the lock");
+    }
     let out = dir.path().join("exec");
-    let child = optgate()
+    let mut child = optgate()
         .args([
             "run",
             p.to_str().unwrap(),
@@ -121,16 +130,38 @@ fn run_waits_for_the_machine_wide_lock_of_local_runs() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // optgate says it is waiting once its non-blocking attempt has failed: from then on
+    // it holds nothing and must not run. Read stderr up to that line, then check.
+    let mut err_pipe = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut err_pipe, &mut line).unwrap();
+        assert!(n > 0, "optgate ended without waiting for the lock: {seen}");
+        seen.push_str(&line);
+        if line.contains("waiting for the daemon's local runs to finish") {
+            break;
+        }
+    }
     assert!(!log.exists(), "a run started while the lock was held");
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(
-        err.contains("waiting for the daemon's local runs to finish"),
-        "{err}"
-    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err_pipe, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let err = seen + &rest;
+    assert_eq!(status.code(), Some(0), "{err}");
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 10);
+}
+
+/// Whether another process holds an exclusive flock on `path` (a non-blocking attempt fails).
+fn lock_is_held(path: &std::path::Path) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+        Ok(_released_on_drop) => false,
+        Err(_) => true,
+    }
 }

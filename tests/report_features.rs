@@ -169,11 +169,15 @@ fn analyze_bad_samples_exit_2_naming_rows() {
     let o = run(&["analyze", p.to_str().unwrap(), "--baseline", "base"]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
+    // Both problems, each at its own line: the duplicate row and the negative time.
     assert!(
-        err.contains("line 3") || err.contains("lines 2, 3") || err.contains("rows"),
+        err.contains("line 3: duplicate of line 2 (variant 'base', replicate 1"),
         "{err}"
     );
-    assert!(err.contains("-3"), "{err}");
+    assert!(
+        err.contains("line 4: seconds '-3' is not a positive number"),
+        "{err}"
+    );
 
     let o = run(&["analyze", p.to_str().unwrap(), "--baseline", "nope"]);
     assert_eq!(o.status.code(), Some(2));

@@ -13,6 +13,15 @@ use yaml_rust2::scanner::Marker;
 /// and a huge input is either a mistake or an attack on the parser.
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 
+/// Deepest nesting of mappings and sequences accepted. A real experiment file nests four or
+/// five levels (`variants[0].env.KEY`); the bound keeps every later pass linear in the input.
+pub const MAX_DEPTH: usize = 32;
+
+/// Most nodes a document may have once its aliases are expanded. A real experiment file
+/// has a few hundred; alias bombs ("billion laughs") are refused at this count, before any
+/// library expands them.
+pub const MAX_EXPANDED_NODES: u64 = 100_000;
+
 /// A 1-based line and column in the source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Location {
@@ -27,9 +36,10 @@ pub struct YamlError {
     pub message: String,
 }
 
-/// Deserialises `text` into `T`. Aliases are expanded by serde_yaml under its own
-/// repetition limit and nesting is capped by its recursion limit, so alias bombs and
-/// deeply nested input end in an error rather than exhausting memory or stack.
+/// Deserialises `text` into `T`. A linear pre-scan ([`prescan`]) first refuses what no
+/// experiment file needs and what would make a parser slow or large: NUL bytes, nesting
+/// past [`MAX_DEPTH`], aliases expanding past [`MAX_EXPANDED_NODES`], duplicate keys.
+/// serde_yaml's own recursion and repetition limits stay behind it as a second line.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     if text.len() > MAX_FILE_BYTES {
         return Err(YamlError {
@@ -41,6 +51,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
             ),
         });
     }
+    prescan(text)?;
     serde_yaml::from_str(text).map_err(|e| {
         let location = e.location().map(|l| Location {
             line: l.line(),
@@ -51,6 +62,149 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
             message: tidy_serde_message(&e.to_string(), location),
         }
     })
+}
+
+/// One pass over the event stream, linear in the input, that refuses NUL bytes, nesting
+/// deeper than [`MAX_DEPTH`], aliases that expand past [`MAX_EXPANDED_NODES`] nodes and a
+/// key that appears twice in one mapping (YAML forbids it; serde_yaml keeps the last).
+/// Syntax errors are left to the deserialiser, which reports them with more context.
+pub fn prescan(text: &str) -> Result<(), YamlError> {
+    if let Some(at) = text.find('\0') {
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        return Err(YamlError {
+            location: Some(Location { line, column }),
+            message: "a NUL byte: experiment files are text, and a shell drops NUL bytes"
+                .to_string(),
+        });
+    }
+    let mut scan = Prescan::default();
+    if let Err(e) = Parser::new_from_str(text).load(&mut scan, false)
+        && scan.error.is_none()
+        && e.info() == "recursion limit exceeded"
+    {
+        // The scanner looks ahead through flow collections and gives up past 255 levels
+        // before the events reach this pass: the same refusal, at the scanner's place.
+        scan.fail(*e.marker(), depth_message());
+    }
+    scan.error.map_or(Ok(()), Err)
+}
+
+fn depth_message() -> String {
+    format!("nested deeper than {MAX_DEPTH} levels (the limit of experiment files)")
+}
+
+#[derive(Default)]
+struct PrescanFrame {
+    /// The anchor this node defines (0: none).
+    anchor: usize,
+    /// Nodes inside it so far, aliases counted at their expanded size.
+    nodes: u64,
+    /// For a mapping: the scalar keys seen, and whether the next node is a key.
+    keys: Option<(std::collections::HashSet<String>, bool)>,
+}
+
+#[derive(Default)]
+struct Prescan {
+    stack: Vec<PrescanFrame>,
+    /// Expanded node count of each anchor defined so far.
+    anchors: HashMap<usize, u64>,
+    total: u64,
+    error: Option<YamlError>,
+}
+
+impl Prescan {
+    fn fail(&mut self, mark: Marker, message: String) {
+        if self.error.is_none() {
+            self.error = Some(YamlError {
+                location: Some(Location {
+                    line: mark.line(),
+                    column: mark.col() + 1,
+                }),
+                message,
+            });
+        }
+    }
+
+    /// Accounts a finished node of `nodes` expanded nodes (and the anchor it defines).
+    fn finish_node(&mut self, anchor: usize, nodes: u64, mark: Marker) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, nodes);
+        }
+        match self.stack.last_mut() {
+            Some(parent) => parent.nodes = parent.nodes.saturating_add(nodes),
+            None => self.total = self.total.saturating_add(nodes),
+        }
+        let expanded = self.total + self.stack.iter().map(|f| f.nodes).sum::<u64>();
+        if expanded > MAX_EXPANDED_NODES {
+            self.fail(
+                mark,
+                format!(
+                    "aliases expand this document past {MAX_EXPANDED_NODES} nodes (the \
+                     repetition limit of experiment files)"
+                ),
+            );
+        }
+    }
+
+    /// Whether the node starting now is a mapping key; flips the mapping to expect a value.
+    fn next_is_key(&mut self) -> bool {
+        match self.stack.last_mut().and_then(|f| f.keys.as_mut()) {
+            Some((_, expect_key)) => {
+                let was = *expect_key;
+                *expect_key = !was;
+                was
+            }
+            None => false,
+        }
+    }
+}
+
+impl MarkedEventReceiver for Prescan {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.error.is_some() {
+            return;
+        }
+        match ev {
+            Event::Scalar(value, _, anchor, _) => {
+                if self.next_is_key() {
+                    let (keys, _) = self.stack.last_mut().unwrap().keys.as_mut().unwrap();
+                    if !keys.insert(value.clone()) {
+                        let shown: String = value.chars().take(40).collect();
+                        self.fail(mark, format!("duplicate key `{shown}` in this mapping"));
+                        return;
+                    }
+                }
+                self.finish_node(anchor, 1, mark);
+            }
+            Event::Alias(id) => {
+                self.next_is_key();
+                let nodes = self.anchors.get(&id).copied().unwrap_or(1);
+                self.finish_node(0, nodes, mark);
+            }
+            Event::MappingStart(anchor, _) | Event::SequenceStart(anchor, _) => {
+                self.next_is_key();
+                if self.stack.len() >= MAX_DEPTH {
+                    self.fail(mark, depth_message());
+                    return;
+                }
+                let keys = matches!(ev, Event::MappingStart(..))
+                    .then(|| (std::collections::HashSet::new(), true));
+                self.stack.push(PrescanFrame {
+                    anchor,
+                    nodes: 1,
+                    keys,
+                });
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                if let Some(frame) = self.stack.pop() {
+                    self.finish_node(frame.anchor, frame.nodes, mark);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// serde_yaml puts " at line L column C" into its messages; the location is reported
@@ -230,10 +384,41 @@ mod tests {
     }
 
     #[test]
-    fn deep_nesting_hits_the_recursion_limit() {
+    fn deep_nesting_is_refused_at_the_depth_limit() {
         let deep = "[".repeat(100_000) + &"]".repeat(100_000);
         let err = from_str::<serde_yaml::Value>(&deep).unwrap_err();
-        assert!(err.message.contains("recursion limit"), "{}", err.message);
+        assert!(
+            err.message.contains("deeper than 32 levels"),
+            "{}",
+            err.message
+        );
+        // Block nesting is caught at the first level too many.
+        let mut block = String::new();
+        for level in 0..40 {
+            block.push_str(&format!("{}k{level}:\n", "  ".repeat(level)));
+        }
+        let err = from_str::<serde_yaml::Value>(&block).unwrap_err();
+        assert!(
+            err.message.contains("deeper than 32 levels"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.location.map(|l| l.line), Some(MAX_DEPTH + 1));
+        // One level less is accepted.
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(from_str::<serde_yaml::Value>(&ok).is_ok());
+    }
+
+    #[test]
+    fn duplicate_keys_and_nul_bytes_are_refused_where_they_are() {
+        let err = from_str::<serde_yaml::Value>("a: 1\nb:\n  c: 1\n  c: 2\n").unwrap_err();
+        assert_eq!(err.message, "duplicate key `c` in this mapping");
+        assert_eq!(err.location, Some(Location { line: 4, column: 3 }));
+        // The same key in two different mappings is fine.
+        assert!(from_str::<serde_yaml::Value>("a: { c: 1 }\nb: { c: 1 }\n").is_ok());
+        let err = from_str::<serde_yaml::Value>("a: 1\nb: x\0y\n").unwrap_err();
+        assert!(err.message.contains("NUL"), "{}", err.message);
+        assert_eq!(err.location, Some(Location { line: 2, column: 5 }));
     }
 
     #[test]
@@ -247,6 +432,12 @@ mod tests {
         }
         let err = from_str::<serde_yaml::Value>(&bomb).unwrap_err();
         assert!(err.message.contains("repetition limit"), "{}", err.message);
+        // Caught at the alias that crosses the limit: 9^6 > 100,000 nodes, on line 6.
+        assert_eq!(err.location.map(|l| l.line), Some(6));
+        // Aliases that stay under the limit are expanded as usual.
+        let fine = "a: &a [x, y]\nb: [*a, *a]\n";
+        let v: serde_yaml::Value = from_str(fine).unwrap();
+        assert_eq!(v["b"][1][1], serde_yaml::Value::from("y"));
         // The locator never expands aliases, so indexing the same text is cheap.
         let loc = Locator::index(&bomb);
         assert!(loc.value("j").is_some());
