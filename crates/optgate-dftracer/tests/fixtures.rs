@@ -1,32 +1,42 @@
-//! The real traces of all three DFTracer generations in `../shared/fixtures`, read in
-//! place. Expected numbers were counted independently with a short Python `json`
-//! script (strip `[`/`]`, sum `dur` of `ph` X/1 events per category and `args.epoch`).
+//! Real traces of all three DFTracer generations, kept in the repository under
+//! `tests/fixtures/dftracer-traces` (origin and licence in `tests/fixtures/README.md`).
+//! Expected numbers were counted independently with a short Python `json` script
+//! (strip `[`/`]`, sum `dur` of `ph` X/1 events per category and `args.epoch`).
 //!
-//! Where the shared folder is absent these tests say so and skip; set `OPTGATE_SHARED`
-//! to point at it elsewhere.
+//! A missing fixture fails the test, naming the path: it is part of the checkout.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use optgate_dftracer::{
     AggregateOptions, ParserKind, TimeUnit, TraceFormat, TraceSummary, epoch_seconds,
     summarize_paths,
 };
 
-fn fixtures() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPTGATE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    let dir = shared.join("fixtures/dftracer-traces");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (set OPTGATE_SHARED to the shared folder)",
-            dir.display()
+/// The DLIO trace, cut to every non-`lseek64` event and every 100th `lseek64` (see
+/// `tests/fixtures/README.md`): all 7 categories, 42 names and 5 epochs of the original.
+const DLIO: &str = "dlio-2023/dlio-unet3d-ruby165-subset.pfw.gz";
+
+/// `tests/fixtures/dftracer-traces`, asserted to hold every file these tests read.
+fn fixtures() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/dftracer-traces");
+    for rel in [
+        DLIO,
+        "dlio-2023/posix-corona237.pfw.gz",
+        "cm1-2024/cm1-DEFAULT-3537780-preload.pfw.gz",
+        "cm1-2024/cm1-DEFAULT-3537781-preload.pfw.gz",
+        "cm1-2024/cm1-DEFAULT-3537782-preload.pfw.gz",
+        "cm1-2024/cm1-DEFAULT-3537783-preload.pfw.gz",
+        "pydftracer-2.2/compute-3epochs-4steps.pfw.gz",
+    ] {
+        let path = dir.join(rel);
+        assert!(
+            path.is_file(),
+            "fixture {} is missing: it is part of the repository (tests/fixtures/README.md)",
+            path.display()
         );
-        None
     }
+    dir
 }
 
 fn summarize(path: PathBuf, opts: &AggregateOptions) -> TraceSummary {
@@ -45,23 +55,20 @@ fn assert_us(actual_s: f64, expected_us: u64, what: &str) {
 
 #[test]
 fn dlio_2023_all_string_values() {
-    let Some(dir) = fixtures() else { return };
-    let s = summarize(
-        dir.join("dlio-2023/dlio-unet3d-ruby165.pfw.gz"),
-        &AggregateOptions::default(),
-    );
+    let dir = fixtures();
+    let s = summarize(dir.join(DLIO), &AggregateOptions::default());
     assert!(s.diagnostics.is_empty(), "{:?}", s.diagnostics);
     let f = &s.files[0];
     assert_eq!(f.format, TraceFormat::Bracketed2023);
     assert_eq!(f.time_unit, TimeUnit::Microseconds);
-    assert_eq!(f.lines, 93_895);
+    assert_eq!(f.lines, 12_976);
     assert_eq!(f.metadata_records, 0);
 
     let t = &s.total;
-    assert_eq!(t.events, 93_894);
-    assert_us(t.dur_s, 2_254_006_288, "total");
+    assert_eq!(t.events, 12_975);
+    assert_us(t.dur_s, 2_253_577_846, "total");
     let expected_cats: [(&str, u64, u64); 7] = [
-        ("POSIX", 88_090, 127_615_954),
+        ("POSIX", 7_171, 127_187_512),
         ("ai_framework", 373, 106_981_873),
         ("config", 172, 205_330),
         ("data_loader", 794, 192_902_609),
@@ -76,7 +83,8 @@ fn dlio_2023_all_string_values() {
         assert_us(st.dur_s, us, cat);
     }
     assert_eq!(t.by_name.len(), 42);
-    assert_eq!(t.by_name["lseek64"].count, 81_736);
+    assert_eq!(t.by_name["lseek64"].count, 817);
+    assert_eq!(t.by_name["read"].count, 5_734);
     assert_eq!(t.by_name["TorchFramework.compute"].count, 45);
 
     // Epochs 1-5 come from `args.epoch` on data-loader and reader events.
@@ -106,7 +114,7 @@ fn dlio_2023_all_string_values() {
 
 #[test]
 fn dlio_2023_posix_only() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let s = summarize(
         dir.join("dlio-2023/posix-corona237.pfw.gz"),
         &AggregateOptions::default(),
@@ -120,7 +128,7 @@ fn dlio_2023_posix_only() {
 
 #[test]
 fn cm1_2024_directory_of_ranks() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let s = summarize(dir.join("cm1-2024"), &AggregateOptions::default());
     assert!(s.diagnostics.is_empty(), "{:?}", s.diagnostics);
     let names: Vec<String> = s
@@ -174,7 +182,7 @@ fn cm1_2024_directory_of_ranks() {
 
 #[test]
 fn pydftracer_2_2_ndjson() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let s = summarize(
         dir.join("pydftracer-2.2/compute-3epochs-4steps.pfw.gz"),
         &AggregateOptions::default(),
@@ -205,12 +213,12 @@ fn pydftracer_2_2_ndjson() {
 
 #[test]
 fn category_filter_keeps_only_that_category() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let opts = AggregateOptions {
         category: Some("reader".into()),
         ..Default::default()
     };
-    let s = summarize(dir.join("dlio-2023/dlio-unet3d-ruby165.pfw.gz"), &opts);
+    let s = summarize(dir.join(DLIO), &opts);
     assert_eq!(s.total.events, 615);
     assert_eq!(s.total.by_category.keys().collect::<Vec<_>>(), ["reader"]);
     let counts: BTreeMap<u32, u64> = s
@@ -227,7 +235,7 @@ fn category_filter_keeps_only_that_category() {
 
 #[test]
 fn both_parsers_agree_on_every_fixture() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let paths = vec![
         dir.join("dlio-2023"),
         dir.join("cm1-2024"),

@@ -1,6 +1,6 @@
-//! The probe on real captured trees (../shared/fixtures/hwloc-topologies): exact facts
-//! read off each capture by hand — model, sockets, cores, threads, NUMA, flags, cpufreq.
-//! Each test says SKIPPED and returns when the shared folder is absent.
+//! The probe on real captured trees (tests/fixtures/hwloc-topologies, from hwloc's test
+//! suite): exact facts read off each capture by hand — model, sockets, cores, threads,
+//! NUMA, flags, cpufreq. A missing capture fails the test, naming its path.
 
 mod common;
 
@@ -24,9 +24,7 @@ fn flag(p: &Probe, f: &str) -> bool {
 
 #[test]
 fn xeon_silver_4108_two_sockets_avx512_no_cpufreq() {
-    let Some(fx) = common::fixture("32intel64-2p8co2t+8ve") else {
-        return;
-    };
+    let fx = common::fixture("32intel64-2p8co2t+8ve");
     let p = probe(&fx.root).unwrap();
     round_trips(&p);
     assert_eq!(
@@ -102,9 +100,7 @@ fn xeon_silver_4108_two_sockets_avx512_no_cpufreq() {
 
 #[test]
 fn gb10_arm_big_little_with_cppc_cpufreq() {
-    let Some(fx) = common::fixture("nvidia-dgx-gb10") else {
-        return;
-    };
+    let fx = common::fixture("nvidia-dgx-gb10");
     let p = probe(&fx.root).unwrap();
     round_trips(&p);
     // No `model name` on Arm: the cores are named from CPU implementer 0x41 and parts
@@ -221,9 +217,7 @@ fn gb10_arm_big_little_with_cppc_cpufreq() {
 
 #[test]
 fn gb10_copy_governor_change_and_restore() {
-    let Some(fx) = common::fixture("nvidia-dgx-gb10") else {
-        return;
-    };
+    let fx = common::fixture("nvidia-dgx-gb10");
     let state = tempfile::tempdir().unwrap();
     let restore_file = state.path().join("governor.restore");
     let gov = |cpu: u32| {
@@ -269,9 +263,7 @@ fn gb10_copy_governor_change_and_restore() {
 
 #[test]
 fn hybrid_i7_1370p_p_and_e_cores() {
-    let Some(fx) = common::fixture("20em64t-hybrid-1p6c2t+2ca4co1t") else {
-        return;
-    };
+    let fx = common::fixture("20em64t-hybrid-1p6c2t+2ca4co1t");
     let p = probe(&fx.root).unwrap();
     round_trips(&p);
     assert_eq!(
@@ -336,9 +328,7 @@ fn hybrid_i7_1370p_p_and_e_cores() {
 
 #[test]
 fn opteron_6276_four_sockets_eight_numa_nodes() {
-    let Some(fx) = common::fixture("64amd64-4s2n4ca2co") else {
-        return;
-    };
+    let fx = common::fixture("64amd64-4s2n4ca2co");
     let p = probe(&fx.root).unwrap();
     round_trips(&p);
     // Trailing blanks of the model name are the kernel's padding, not part of it.

@@ -515,12 +515,25 @@ fn no_write_access_is_admin_only() {
     {
         Ok(out) => out,
         Err(e) => {
-            common::skipped(&format!("cannot run the test binary as uid 65534: {e}"));
+            common::missing_external(
+                &format!(
+                    "cannot run the test binary as uid 65534 (nobody): {e}: run the tests \
+                     as a non-root user, or as root from a checkout nobody can traverse"
+                ),
+                "OPTGATE_SKIP_AS_NOBODY",
+            );
             return;
         }
     };
     if out.status.code() == Some(CHILD_SKIP) {
-        common::skipped("uid 65534 cannot read the test tree here");
+        common::missing_external(
+            &format!(
+                "uid 65534 (nobody) cannot read the test tree in {}: run the tests as a \
+                 non-root user, or with a TMPDIR nobody can traverse",
+                dir.path().display()
+            ),
+            "OPTGATE_SKIP_AS_NOBODY",
+        );
         return;
     }
     assert!(

@@ -47,7 +47,10 @@ fn matches_nproc_and_lscpu() {
         assert!(p.hardware_threads <= nproc_all);
     }
     let Some(l) = lscpu() else {
-        common::skipped("lscpu is not available here");
+        common::missing_external(
+            "lscpu is not available here: install util-linux (tests/run-all.sh does)",
+            "OPTGATE_SKIP_LSCPU",
+        );
         return;
     };
     let num = |k: &str| l.get(k).and_then(|v| v.parse::<u32>().ok());
@@ -102,7 +105,39 @@ fn live_probe_fills_what_only_the_live_system_has() {
         .as_ref()
         .expect("live probes record the allocation");
     let allowed = a.allowed_cpu_count.expect("Cpus_allowed_list");
-    assert!(allowed >= 1 && allowed <= p.hardware_threads.max(allowed));
+    let list = a.allowed_cpus.as_deref().expect("Cpus_allowed_list");
+    let allowed_set = optgate_probe::parse_cpulist(list).expect("a CPU list");
+    assert!(allowed >= 1, "{list}");
+    assert_eq!(allowed_set.len() as u32, allowed, "{list}");
+    // The allowed CPUs are hardware threads of this node: a subset of the kernel's
+    // online list (whose size is the probe's count), and, where no CPU is offline,
+    // exactly as many as `nproc` counts through sched_getaffinity.
+    let online_text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = optgate_probe::parse_cpulist(&online_text).expect("online CPU list");
+    assert_eq!(online.len() as u32, p.hardware_threads, "{online_text}");
+    let offline = std::fs::read_to_string("/sys/devices/system/cpu/offline").unwrap_or_default();
+    let nproc: u32 = {
+        // nproc honours these instead of the affinity when they are set.
+        let out = Command::new("nproc")
+            .env_remove("OMP_NUM_THREADS")
+            .env_remove("OMP_THREAD_LIMIT")
+            .output()
+            .expect("nproc");
+        assert!(out.status.success(), "nproc failed");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    if offline.trim().is_empty() {
+        assert!(
+            allowed_set.is_subset(&online),
+            "allowed {list} is not within online {}",
+            online_text.trim()
+        );
+        assert!(allowed <= p.hardware_threads, "{list}");
+        assert_eq!(allowed, nproc, "Cpus_allowed_list {list} vs nproc");
+    } else {
+        // Affinity masks may name CPUs that are offline now; sched_getaffinity drops them.
+        assert!(nproc <= allowed, "nproc {nproc}, Cpus_allowed_list {list}");
+    }
     // Whatever the scheduler, only its variables are kept.
     assert!(
         a.env

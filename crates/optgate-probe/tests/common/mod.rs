@@ -1,18 +1,16 @@
-//! Shared test helpers: locating the captured /proc+/sys trees in ../shared (or
-//! `$OPTGATE_SHARED`), unpacking one into a temporary directory with `tar`, and saying
-//! plainly when they are absent so the test is skipped rather than failed.
+//! Shared test helpers: locating the captured /proc+/sys trees kept in the repository
+//! (`tests/fixtures/hwloc-topologies`, see `tests/fixtures/README.md`), unpacking one
+//! into a temporary directory with `tar`, and failing loudly when one is missing: a
+//! missing fixture is a broken checkout, never a skipped test.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The shared folder: `$OPTGATE_SHARED`, else `shared/` beside the repository.
-pub fn shared_dir() -> PathBuf {
-    match std::env::var_os("OPTGATE_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")),
-    }
+/// The repository's fixture folder, `tests/fixtures` at the workspace root.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
 /// A captured tree unpacked into a temporary directory; removed on drop.
@@ -22,19 +20,17 @@ pub struct Fixture {
     pub root: PathBuf,
 }
 
-/// Unpacks `fixtures/hwloc-topologies/NAME.tar.bz2` from the shared folder, or returns
-/// `None` (after saying so on stderr) when the shared folder is absent.
-pub fn fixture(name: &str) -> Option<Fixture> {
-    let tarball = shared_dir()
-        .join("fixtures/hwloc-topologies")
+/// Unpacks `tests/fixtures/hwloc-topologies/NAME.tar.bz2`; panics, naming the path,
+/// when it is missing.
+pub fn fixture(name: &str) -> Fixture {
+    let tarball = fixtures_dir()
+        .join("hwloc-topologies")
         .join(format!("{name}.tar.bz2"));
-    if !tarball.is_file() {
-        skipped(&format!(
-            "fixture {} is absent (set OPTGATE_SHARED to the shared folder)",
-            tarball.display()
-        ));
-        return None;
-    }
+    assert!(
+        tarball.is_file(),
+        "fixture {} is missing: it is part of the repository (tests/fixtures/README.md)",
+        tarball.display()
+    );
     // Thousands of small files: on tmpfs they unpack in a tenth of a second, on the
     // VM's disk in seconds.
     let shm = Path::new("/dev/shm");
@@ -61,7 +57,7 @@ pub fn fixture(name: &str) -> Option<Fixture> {
         "{} has no proc/cpuinfo",
         root.display()
     );
-    Some(Fixture { _dir: dir, root })
+    Fixture { _dir: dir, root }
 }
 
 /// Says that a test is skipped, on the real stderr: the test harness captures
@@ -69,6 +65,18 @@ pub fn fixture(name: &str) -> Option<Fixture> {
 pub fn skipped(why: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
+}
+
+/// Something outside the repository that a test needs is missing. Fails the test with
+/// `why` (one line naming what provides it) unless `$skip_var` is `1`, which says its
+/// absence is deliberate: then the skip is said on the real stderr and the caller
+/// returns.
+pub fn missing_external(why: &str, skip_var: &str) {
+    if std::env::var(skip_var).is_ok_and(|v| v == "1") {
+        skipped(&format!("{why} ({skip_var}=1)"));
+    } else {
+        panic!("{why}; {skip_var}=1 skips this test on purpose");
+    }
 }
 
 /// Writes `text` to `path`, creating parent directories.
