@@ -229,7 +229,7 @@ fn plots_name_the_arms_and_epochs() {
         assert!(svg.contains("epochs 2–5"), "{}", path.display());
         // The steady-state panel's x axis is labelled with the word alone.
         assert!(
-            svg.contains(">epoch</text>"),
+            svg.contains(">\nepoch\n</text>"),
             "{} lacks the x axis label",
             path.display()
         );
