@@ -255,14 +255,21 @@ fn a_full_disk_rolls_the_whole_write_back() {
     assert!(!s.run_counts().unwrap().contains_key("big"));
 }
 
-/// Regenerates `tests/fixtures/v1.db` with migration 1 only (run by hand with
-/// `cargo test -p optgate-store -- --ignored write_v1_fixture`). The file is committed;
-/// regenerate it only if the fixture's content must change, never to match a new schema.
+/// Writes a fresh version-1 database (migration 1 only) into a temporary directory and
+/// prints where (run by hand with `cargo test -p optgate-store -- --ignored --nocapture
+/// write_v1_fixture`). It never touches the committed `tests/fixtures/v1.db`: copy the
+/// file over by hand, and only if the fixture's content must change, never to match a
+/// new schema.
 #[test]
 #[ignore]
 fn write_v1_fixture() {
-    let path = fixture();
-    let _ = std::fs::remove_file(&path);
+    let dir = tempfile::Builder::new()
+        .prefix("optgate-v1-fixture-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let path = dir.join("v1.db");
+    assert_ne!(path, fixture());
     let mut c = rusqlite::Connection::open(&path).unwrap();
     assert_eq!(migrations::migrate_to(&mut c, 1).unwrap(), 1);
     let id = "20260101-120000-0001";
@@ -298,4 +305,9 @@ fn write_v1_fixture() {
     // A single file: no WAL beside it.
     c.execute_batch("PRAGMA journal_mode = DELETE; VACUUM;")
         .unwrap();
+    println!(
+        "wrote {} (the committed fixture is {}; copy by hand if it must change)",
+        path.display(),
+        fixture().display()
+    );
 }
