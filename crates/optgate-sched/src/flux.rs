@@ -3,7 +3,7 @@
 //! decoding, pure parsers of `flux batch` and `flux jobs` output, and [`FluxBackend`].
 //!
 //! Job ids are kept as decimal integers (`flux jobs -o '{id.dec}'` prints those; `flux
-//! batch` prints F58, decoded here). Formats follow SCHEDULERS.md; Flux itself cannot be
+//! batch` prints F58, decoded here). Formats follow docs/SCHEDULERS.md; Flux itself cannot be
 //! installed here, so the end-to-end path is exercised against `schedulers/flux/fake-flux`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -572,7 +572,7 @@ exit "$og_status"
         }
         // Leading `1`s are leading zeros (flux-core accepts `f111` as 0).
         assert_eq!(f58_decode("f111"), Some(0));
-        // The example id of SCHEDULERS.md.
+        // The example id of docs/SCHEDULERS.md.
         assert_eq!(f58_decode("ƒM7Zq9AKHno"), Some(149394041430081536));
     }
 

@@ -3,7 +3,7 @@
 //! `squeue` and `sacct` output, and [`SlurmBackend`], which runs those commands through
 //! the command runner.
 //!
-//! Facts this follows (SCHEDULERS.md): `srun -c` is always passed (22.05/23.02 stopped
+//! Facts this follows (docs/SCHEDULERS.md): `srun -c` is always passed (22.05/23.02 stopped
 //! inheriting `SLURM_CPUS_PER_TASK`); `SBATCH_*`/`SLURM_*` variables of the submitting
 //! shell are cleared (they silently change options); every query passes `-o`; polling is
 //! one `squeue` for all jobs plus, for jobs it no longer lists, one `sacct` — never one

@@ -1,6 +1,6 @@
 //! The analysis of one experiment: per variant the steady-state comparison with the
 //! baseline, one-time cost, production impact, stability checks and the decision, in the
-//! order STATISTICS.md prescribes. `Analysis` is the stable JSON interface.
+//! order docs/STATISTICS.md prescribes. `Analysis` is the stable JSON interface.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -285,7 +285,7 @@ impl Arm<'_> {
     }
 }
 
-/// Analyse `variants` against `baseline` (see STATISTICS.md).
+/// Analyse `variants` against `baseline` (see docs/STATISTICS.md).
 pub fn analyze(
     baseline: &ArmData,
     variants: &[ArmData],
@@ -1148,7 +1148,7 @@ fn p_method_text(design: Design, m: PMethod) -> String {
     }
 }
 
-/// Decision rules 1–6 of STATISTICS.md, in order.
+/// Decision rules 1–6 of docs/STATISTICS.md, in order.
 #[allow(clippy::too_many_arguments)]
 fn decide(
     p: &Partial,
