@@ -792,7 +792,10 @@ fn outcomes(
                 job.name,
                 describe(state)
             );
-            out.push(if job.attempt < attempts {
+            // A request the scheduler cannot grant is not retried: the next attempt would
+            // ask for the same thing.
+            let retry = job.attempt < attempts && !matches!(state, JobState::Refused(_));
+            out.push(if retry {
                 RunUpdate {
                     run_id: run_id.clone(),
                     state: RunState::Pending,
@@ -802,7 +805,10 @@ fn outcomes(
                 RunUpdate {
                     run_id: run_id.clone(),
                     state: RunState::Failed,
-                    detail: Some(format!("{why}, after {attempts} attempt(s); giving up")),
+                    detail: Some(match state {
+                        JobState::Refused(_) => format!("{why}; not resubmitted"),
+                        _ => format!("{why}, after {attempts} attempt(s); giving up"),
+                    }),
                 }
             });
         }
@@ -847,6 +853,7 @@ pub(crate) fn describe(state: &JobState) -> String {
         JobState::Cancelled => "cancelled".into(),
         JobState::Timeout => "time limit reached".into(),
         JobState::Lost(d) => format!("lost: {d}"),
+        JobState::Refused(d) => format!("refused by the scheduler: {d}"),
         JobState::Unknown => "unknown to the scheduler".into(),
     }
 }

@@ -88,6 +88,10 @@ pub enum JobState {
     /// which). Such a job may be resubmitted. (Out of memory is `Failed`: the app's own
     /// memory use, which a resubmission would repeat.)
     Lost(String),
+    /// The scheduler accepted the job, then found its request cannot be granted as written
+    /// (Flux: exception `alloc`, "unsatisfiable request"). Resubmitting would repeat it:
+    /// the runs fail with this reason at once.
+    Refused(String),
     /// The scheduler no longer knows the job (finished and forgotten, or never existed).
     Unknown,
 }

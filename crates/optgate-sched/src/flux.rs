@@ -162,26 +162,36 @@ pub struct FluxJobRow {
     pub state: String,
     pub result: String,
     pub returncode: String,
+    /// `{exception.type}`: why Flux ended the job when it did (`alloc`, `timeout`,
+    /// `cancel`, `node-failure`, …), empty when no exception was raised.
+    pub exception_type: String,
+    /// `{exception.note}`: Flux's words for the exception (may contain spaces).
+    pub exception_note: String,
 }
 
-pub const JOBS_STATE_FORMAT: &str = "{id.dec} {state} {result} {returncode}";
+/// Fields separated by `|`: the result and return code are empty while a job is active,
+/// and the exception note has spaces, so whitespace cannot delimit them.
+pub const JOBS_STATE_FORMAT: &str =
+    "{id.dec}|{state}|{result}|{returncode}|{exception.type}|{exception.note}";
 pub const JOBS_NAME_FORMAT: &str = "{id.dec} {name}";
 
 pub fn parse_flux_jobs(stdout: &str) -> Result<Vec<FluxJobRow>, SchedError> {
     let mut rows = Vec::new();
     for line in stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 2 || f.len() > 4 || !f[0].bytes().all(|b| b.is_ascii_digit()) {
+        let f: Vec<&str> = line.splitn(6, '|').map(str::trim).collect();
+        if f.len() != 6 || f[0].is_empty() || !f[0].bytes().all(|b| b.is_ascii_digit()) {
             return Err(SchedError::Parse {
-                what: "a `flux jobs` line (id.dec, state, result, returncode)",
+                what: "a `flux jobs` line (id.dec|state|result|returncode|exception.type|exception.note)",
                 text: line.to_string(),
             });
         }
         rows.push(FluxJobRow {
             id: f[0].to_string(),
             state: f[1].to_string(),
-            result: f.get(2).unwrap_or(&"").to_string(),
-            returncode: f.get(3).unwrap_or(&"").to_string(),
+            result: f[2].to_string(),
+            returncode: f[3].to_string(),
+            exception_type: f[4].to_string(),
+            exception_note: f[5].to_string(),
         });
     }
     Ok(rows)
@@ -212,20 +222,37 @@ pub fn unknown_ids(stderr: &str) -> (Vec<String>, bool) {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             [.., "JobID", id, "unknown"] => ids.push(id.to_string()),
+            // Flux 0.88 warns when filtering options come with ids; optgate no longer passes
+            // them, but an older caller or wrapper may: it says nothing about the jobs.
+            _ if line.ends_with("WARNING: Filtering options ignored with jobid list") => {}
             _ => only = false,
         }
     }
     (ids, only)
 }
 
-/// A return code as words: negative numbers are signals (`-128`: cancelled before start).
+/// A return code as words. Flux reports a task killed by signal N as 128 + N (`137`:
+/// SIGKILL, `142`: SIGALRM at a time limit, `143`: SIGTERM), and a negative number only for
+/// `-128` (cancelled before it started) and a signal the job shell itself took (`-9`).
 pub fn describe_returncode(rc: &str) -> String {
     match rc.parse::<i64>() {
         Ok(-128) => "cancelled before it started".into(),
-        Ok(n) if n < 0 => format!("killed by signal {}", -n),
+        Ok(n) if n < 0 => format!("killed by {}", signal_words(-n)),
+        Ok(n) if (129..=128 + 64).contains(&n) => format!("killed by {}", signal_words(n - 128)),
         Ok(n) => format!("exit code {n}"),
         Err(_) if rc.is_empty() => "no return code".into(),
         Err(_) => format!("return code {rc}"),
+    }
+}
+
+/// "signal 9 (SIGKILL)", or "signal N" for a number with no name here.
+fn signal_words(n: i64) -> String {
+    match i32::try_from(n)
+        .ok()
+        .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+    {
+        Some(sig) => format!("signal {n} ({})", sig.as_str()),
+        None => format!("signal {n}"),
     }
 }
 
@@ -242,15 +269,36 @@ pub fn job_state(row: &FluxJobRow) -> Result<JobState, SchedError> {
         "NEW" | "DEPEND" | "PRIORITY" | "SCHED" => JobState::Pending,
         // CLEANUP: the job's tasks ended; epilogs run and the result follows.
         "RUN" | "CLEANUP" => JobState::Running,
+        // The exception says why before the result does: an unsatisfiable request ends
+        // FAILED 1 and a lost node FAILED 143, like an app's own failures would.
+        "INACTIVE" if row.exception_type == "alloc" => JobState::Refused(exception_words(row)),
+        "INACTIVE" if row.exception_type == "node-failure" => JobState::Lost(exception_words(row)),
         "INACTIVE" => match row.result.as_str() {
             "COMPLETED" => JobState::Completed,
-            "FAILED" => JobState::Failed(describe_returncode(&row.returncode)),
+            "FAILED" if row.exception_type.is_empty() || row.exception_type == "exec" => {
+                JobState::Failed(describe_returncode(&row.returncode))
+            }
+            "FAILED" => JobState::Failed(format!(
+                "{}; {}",
+                describe_returncode(&row.returncode),
+                exception_words(row)
+            )),
             "CANCELED" | "CANCELLED" => JobState::Cancelled,
             "TIMEOUT" => JobState::Timeout,
             _ => return Err(bad("a Flux job result")),
         },
         _ => return Err(bad("a Flux job state")),
     })
+}
+
+/// "exception alloc: unsatisfiable request …": the exception as Flux names it.
+fn exception_words(row: &FluxJobRow) -> String {
+    let note = row.exception_note.trim();
+    if note.is_empty() {
+        format!("exception {}", row.exception_type)
+    } else {
+        format!("exception {}: {note}", row.exception_type)
+    }
 }
 
 /// The Flux backend. Blocking; the daemon calls it from a blocking task.
@@ -343,12 +391,11 @@ impl Scheduler for FluxBackend {
         if ids.is_empty() {
             return Ok(states);
         }
+        // No filtering options (`-a`, `-c`) with a list of ids: Flux ignores them then,
+        // and says so on stderr.
         let mut args: Vec<String> = vec![
             "jobs".into(),
-            "-a".into(),
             "-n".into(),
-            "-c".into(),
-            "0".into(),
             "-o".into(),
             JOBS_STATE_FORMAT.into(),
         ];
@@ -606,18 +653,23 @@ exit "$og_status"
     /// return code are empty while a job is active.
     #[test]
     fn flux_jobs_lines_parse_and_map() {
+        // Lines as real Flux 0.88.0 printed them for `flux jobs -n -o JOBS_STATE_FORMAT`
+        // on the one-node instance of schedulers/flux/setup-one-node.sh (ids shortened).
         let out = "\
-1001 DEPEND  \n\
-1002 PRIORITY  \n\
-1003 SCHED  \n\
-1004 RUN  \n\
-1005 CLEANUP  \n\
-1006 INACTIVE COMPLETED 0\n\
-1007 INACTIVE FAILED 3\n\
-1008 INACTIVE FAILED -9\n\
-1009 INACTIVE CANCELED -128\n\
-1010 INACTIVE CANCELED 143\n\
-1011 INACTIVE TIMEOUT 142\n";
+1001|DEPEND||||\n\
+1002|PRIORITY||||\n\
+1003|SCHED||||\n\
+1004|RUN||||\n\
+1005|CLEANUP||||\n\
+1006|INACTIVE|COMPLETED|0||\n\
+1007|INACTIVE|FAILED|3||\n\
+1008|INACTIVE|FAILED|137||\n\
+1009|INACTIVE|CANCELED|-128|cancel|\n\
+1010|INACTIVE|CANCELED|143|cancel|\n\
+1011|INACTIVE|TIMEOUT|142|timeout|resource allocation expired\n\
+1012|INACTIVE|FAILED|1|alloc|unsatisfiable request: need 1 node(s) with 8 cores each, only 0 eligible\n\
+1013|INACTIVE|FAILED|143|node-failure|node died\n\
+1014|INACTIVE|FAILED|-9||\n";
         let states: Vec<JobState> = parse_flux_jobs(out)
             .unwrap()
             .iter()
@@ -633,21 +685,59 @@ exit "$og_status"
                 JobState::Running,
                 JobState::Completed,
                 JobState::Failed("exit code 3".into()),
-                JobState::Failed("killed by signal 9".into()),
+                JobState::Failed("killed by signal 9 (SIGKILL)".into()),
                 JobState::Cancelled,
                 JobState::Cancelled,
                 JobState::Timeout,
+                JobState::Refused(
+                    "exception alloc: unsatisfiable request: need 1 node(s) with 8 cores \
+                     each, only 0 eligible"
+                        .into()
+                ),
+                JobState::Lost("exception node-failure: node died".into()),
+                JobState::Failed("killed by signal 9 (SIGKILL)".into()),
             ]
         );
     }
 
     #[test]
+    fn return_codes_read_as_signals_where_flux_means_signals() {
+        for (rc, words) in [
+            ("0", "exit code 0"),
+            ("1", "exit code 1"),
+            ("128", "exit code 128"),
+            ("129", "killed by signal 1 (SIGHUP)"),
+            ("137", "killed by signal 9 (SIGKILL)"),
+            ("142", "killed by signal 14 (SIGALRM)"),
+            ("143", "killed by signal 15 (SIGTERM)"),
+            ("192", "killed by signal 64"),
+            ("193", "exit code 193"),
+            ("-128", "cancelled before it started"),
+            ("-9", "killed by signal 9 (SIGKILL)"),
+            ("", "no return code"),
+        ] {
+            assert_eq!(describe_returncode(rc), words, "{rc}");
+        }
+    }
+
+    #[test]
     fn unknown_states_and_results_are_errors() {
-        for line in ["1 RUNNING", "1 INACTIVE", "1 INACTIVE WEIRD 0", "1 run"] {
+        for line in [
+            "1|RUNNING||||",
+            "1|INACTIVE||||",
+            "1|INACTIVE|WEIRD|0||",
+            "1|run||||",
+        ] {
             let rows = parse_flux_jobs(line).unwrap();
             assert!(job_state(&rows[0]).is_err(), "{line}");
         }
-        for bad in ["ƒ2JL RUN", "1", "1 INACTIVE FAILED 3 extra"] {
+        for bad in [
+            "ƒ2JL|RUN||||",
+            "1",
+            "1 INACTIVE FAILED 3",
+            "|RUN||||",
+            "1|RUN",
+        ] {
             assert!(parse_flux_jobs(bad).is_err(), "{bad}");
         }
     }
@@ -659,6 +749,12 @@ exit "$og_status"
         assert!(only);
         let (_, only) = unknown_ids("flux-jobs: ERROR: Unable to connect to Flux\n");
         assert!(!only);
+        // Real Flux 0.88.0 with `-a -c 0` and an id list: the warning, then the reports.
+        let (ids, only) = unknown_ids(
+            "flux-jobs: WARNING: Filtering options ignored with jobid list\nJobID 1 unknown\nJobID 2 unknown\n",
+        );
+        assert_eq!(ids, ["1", "2"]);
+        assert!(only);
     }
 
     struct Fake {
@@ -687,7 +783,7 @@ exit "$og_status"
     #[test]
     fn a_poll_is_one_flux_jobs_call_for_any_number_of_jobs() {
         for n in [1u64, 100, 1000] {
-            let listing: String = (1..=n).map(|i| format!("{i} RUN  \n")).collect();
+            let listing: String = (1..=n).map(|i| format!("{i}|RUN||||\n")).collect();
             let f = fake(0, &listing, "");
             let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(1));
             let ids: Vec<JobId> = (1..=n).map(|i| JobId(i.to_string())).collect();
@@ -695,11 +791,9 @@ exit "$og_status"
             assert!(states.values().all(|s| *s == JobState::Running));
             let calls = f.calls.lock().unwrap();
             assert_eq!(calls.len(), 1, "{n} jobs");
-            assert_eq!(
-                &calls[0].args[..7],
-                ["jobs", "-a", "-n", "-c", "0", "-o", JOBS_STATE_FORMAT]
-            );
-            assert_eq!(calls[0].args.len(), 7 + n as usize);
+            // No filtering options with ids (Flux would warn and ignore them).
+            assert_eq!(&calls[0].args[..4], ["jobs", "-n", "-o", JOBS_STATE_FORMAT]);
+            assert_eq!(calls[0].args.len(), 4 + n as usize);
         }
     }
 
@@ -710,7 +804,7 @@ exit "$og_status"
         let states = b.poll(&[JobId("5".into()), JobId("6".into())]).unwrap();
         assert!(states.values().all(|s| *s == JobState::Unknown));
 
-        let f = fake(0, "5 INACTIVE COMPLETED 0\n", "JobID 6 unknown\n");
+        let f = fake(0, "5|INACTIVE|COMPLETED|0||\n", "JobID 6 unknown\n");
         let b = FluxBackend::with_runner(f, RetryPolicy::immediate(1));
         let states = b.poll(&[JobId("5".into()), JobId("6".into())]).unwrap();
         assert_eq!(states[&JobId("5".into())], JobState::Completed);
