@@ -655,3 +655,178 @@ fn regression_label_needs_the_whole_interval_strictly_below_one() {
         );
     }
 }
+
+#[test]
+fn decisions_print_as_their_json_names() {
+    for d in [
+        Decision::Accept,
+        Decision::Reject,
+        Decision::Inconclusive,
+        Decision::NotApplicable,
+    ] {
+        let json = serde_json::to_value(d).unwrap();
+        assert_eq!(json.as_str(), Some(d.as_str()));
+        assert_eq!(d.to_string(), d.as_str());
+    }
+    assert_eq!(Decision::NotApplicable.to_string(), "not_applicable");
+    assert_eq!(Decision::Accept.as_str(), "accept");
+}
+
+#[test]
+fn settings_at_their_limits() {
+    let ok = |cfg: AnalysisConfig| analyze(&base(6), &[faster(6)], &cfg);
+    // α is one-sided: 0.5 and above are refused, just below is fine.
+    for alpha in [0.5, 0.7, -0.1] {
+        let cfg = AnalysisConfig {
+            alpha,
+            ..AnalysisConfig::default()
+        };
+        assert!(
+            matches!(ok(cfg), Err(StatsError::InvalidConfig(_))),
+            "{alpha}"
+        );
+    }
+    assert!(
+        ok(AnalysisConfig {
+            alpha: 0.49,
+            ..AnalysisConfig::default()
+        })
+        .is_ok()
+    );
+    // min_effect_pct must stay above −100 %.
+    for m in [-100.0, -150.0, f64::INFINITY] {
+        let cfg = AnalysisConfig {
+            min_effect_pct: m,
+            ..AnalysisConfig::default()
+        };
+        assert!(matches!(ok(cfg), Err(StatsError::InvalidConfig(_))), "{m}");
+    }
+    assert!(
+        ok(AnalysisConfig {
+            min_effect_pct: -99.0,
+            ..AnalysisConfig::default()
+        })
+        .is_ok()
+    );
+    // Windows built in code (not parsed) are checked too; a proper range is accepted.
+    for w in [
+        EpochWindow {
+            start: 0,
+            end: None,
+        },
+        EpochWindow {
+            start: 3,
+            end: Some(2),
+        },
+    ] {
+        let cfg = AnalysisConfig {
+            steady_epochs: Some(w),
+            ..AnalysisConfig::default()
+        };
+        assert!(
+            matches!(ok(cfg), Err(StatsError::InvalidConfig(_))),
+            "{w:?}"
+        );
+    }
+    for (w, epochs) in [
+        (
+            EpochWindow {
+                start: 2,
+                end: Some(3),
+            },
+            vec![2, 3],
+        ),
+        (
+            EpochWindow {
+                start: 3,
+                end: Some(3),
+            },
+            vec![3],
+        ),
+    ] {
+        let cfg = AnalysisConfig {
+            steady_epochs: Some(w),
+            ..AnalysisConfig::default()
+        };
+        let a = ok(cfg).unwrap();
+        assert_eq!(a.variants[0].steady_epochs, epochs);
+    }
+    assert!(
+        ok(AnalysisConfig {
+            production_epochs: Some(1),
+            ..AnalysisConfig::default()
+        })
+        .is_ok()
+    );
+}
+
+#[test]
+fn sequential_looks_outside_the_plan_are_refused() {
+    let plan = SequentialPlan::equally_spaced(3, 0.05).unwrap();
+    let cfg = AnalysisConfig::default();
+    for look in [0, 4] {
+        assert!(
+            matches!(
+                analyze_sequential(&base(10), &[faster(10)], &cfg, &plan, look),
+                Err(StatsError::InvalidConfig(_))
+            ),
+            "{look}"
+        );
+    }
+    for look in [1, 3] {
+        assert!(analyze_sequential(&base(10), &[faster(10)], &cfg, &plan, look).is_ok());
+    }
+}
+
+#[test]
+fn values_must_be_positive_and_finite() {
+    let cfg = AnalysisConfig::default();
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let mut v = faster(6);
+        v.runs[1].epochs.insert(3, bad);
+        assert!(
+            matches!(
+                analyze(&base(6), &[v], &cfg),
+                Err(StatsError::InvalidValue {
+                    replicate: 2,
+                    epoch: 3,
+                    ..
+                })
+            ),
+            "{bad}"
+        );
+        let mut v = faster(6);
+        v.system_metric = vec![100.0, bad, 100.0, 100.0, 100.0, 100.0];
+        let mut b = base(6);
+        b.system_metric = vec![100.0; 6];
+        assert!(
+            matches!(
+                analyze(&b, &[v], &cfg),
+                Err(StatsError::InvalidSystemMetric { .. })
+            ),
+            "{bad}"
+        );
+    }
+    let mut v = faster(6);
+    v.runs[0].epochs.insert(0, 1.0);
+    assert_eq!(
+        analyze(&base(6), &[v], &cfg).unwrap_err(),
+        StatsError::EpochZero {
+            arm: "fast".into(),
+            replicate: 1
+        }
+    );
+    let mut v = faster(6);
+    v.runs[4].epochs.clear();
+    assert_eq!(
+        analyze(&base(6), &[v], &cfg).unwrap_err(),
+        StatsError::EmptyRun {
+            arm: "fast".into(),
+            replicate: 5
+        }
+    );
+    assert_eq!(
+        analyze(&base(6), &[base(6)], &cfg).unwrap_err(),
+        StatsError::DuplicateArm("base".into())
+    );
+}
