@@ -267,3 +267,120 @@ fn a_cluster_experiment_is_not_run_on_the_login_node_by_accident() {
     let (o, _) = run_experiment(dir.path(), &yaml, &["--here"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+// --- Limits (docs/LIMITS.md): each refused at validate with its place, exit 2 ---
+
+/// `app` (or `scheduler`) `time_limit: VALUE` in an otherwise valid experiment.
+fn with_time_limit(key: &str, value: &str) -> String {
+    let yaml = fake_app_experiment("x", "");
+    match key {
+        "app" => yaml.replace("app:\n", &format!("app:\n  time_limit: \"{value}\"\n")),
+        _ => yaml.replace(
+            "replicates: 5",
+            &format!("replicates: 5\nscheduler: {{ kind: slurm, time_limit: \"{value}\" }}"),
+        ),
+    }
+}
+
+#[test]
+fn time_limits_past_thirty_days_are_refused_not_wrapped() {
+    // 307445734561825861 minutes × 60 wraps to 44 s in u64; 2^64-1 s is no Duration a
+    // deadline can be added to; 31d is merely more than a queue grants.
+    for value in [
+        "307445734561825861",
+        "18446744073709551615s",
+        "10000000000000000000s",
+        "99999999999999999999999",
+        "31d",
+    ] {
+        let (code, err) = validate(&with_time_limit("app", value));
+        assert_eq!(code, Some(2), "{value}: {err}");
+        assert!(
+            err.contains("exp.yaml:3:15: error: `")
+                && err.contains("is longer than 30 days, the longest time limit"),
+            "{value}: {err}"
+        );
+        let (code, err) = validate(&with_time_limit("scheduler", value));
+        assert_eq!(code, Some(2), "{value}: {err}");
+        assert!(
+            err.contains("exp.yaml:7:")
+                && err.contains("is longer than 30 days")
+                && err.contains("scheduler.time_limit"),
+            "{value}: {err}"
+        );
+    }
+    let (code, err) = validate(&with_time_limit("app", "30d"));
+    assert_eq!(code, Some(0), "{err}");
+    // A long non-duration is quoted by a short prefix only.
+    let (code, err) = validate(&with_time_limit("app", &"z".repeat(100_000)));
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("is not a duration") && err.len() < 1000,
+        "{}",
+        &err[..err.len().min(2000)]
+    );
+}
+
+#[test]
+fn the_largest_time_limit_plans_a_slurm_job_without_overflow() {
+    // 30 days per run × 2 runs per block + slack overflows nothing and is capped at what a
+    // queue grants.
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = with_time_limit("app", "30d")
+        .replace("replicates: 5", "replicates: 5\nscheduler: { kind: slurm }");
+    let p = write_experiment(dir.path(), &yaml);
+    let out = dir.path().join("plan");
+    let o = run(&["plan", p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = std::fs::read_to_string(out.join("jobs/og-x-b001/job.sh")).unwrap();
+    assert!(script.contains("#SBATCH --time=30-00:00:00"), "{script}");
+}
+
+#[test]
+fn replicates_variants_and_runs_are_bounded() {
+    let base = fake_app_experiment("x", "");
+    let (code, err) = validate(&base.replace("replicates: 5", "replicates: 10000000"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("exp.yaml:6:13: error: replicates is 10000000; at most 1000"),
+        "{err}"
+    );
+    let (code, err) =
+        validate(&base.replace("replicates: 5", "replicates: 5\nmax_replicates: 4294967295"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("exp.yaml:7:17: error: max_replicates is 4294967295; at most 1000"),
+        "{err}"
+    );
+    let (code, err) = validate(&base.replace("replicates: 5", "replicates: 1000"));
+    assert_eq!(code, Some(0), "{err}");
+
+    // Thousands of variants: one error, quickly, not one warning per variant.
+    let many: String = (0..5000)
+        .map(|i| format!("  - {{ name: w{i} }}\n"))
+        .collect();
+    let t0 = std::time::Instant::now();
+    let (code, err) = validate(&fake_app_experiment("x", &many));
+    assert_eq!(code, Some(2), "{}", &err[..err.len().min(2000)]);
+    assert!(
+        err.contains("exp.yaml:7:1: error: the experiment has 5001 variants; at most 64"),
+        "{}",
+        &err[..err.len().min(2000)]
+    );
+    assert!(err.lines().count() < 10, "{} lines", err.lines().count());
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+
+    // 64 variants are accepted, but not 200 blocks of their 65 arms.
+    let v64: String = (1..64)
+        .map(|i| format!("  - {{ name: w{i}, dimension: l2_autotuning, env: {{ Y: \"{i}\" }} }}\n"))
+        .collect();
+    let (code, err) = validate(&fake_app_experiment("x", &v64));
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) =
+        validate(&fake_app_experiment("x", &v64).replace("replicates: 5", "replicates: 200"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("exp.yaml:6:13: error: 200 replicates × 65 arms is 13000 runs; at most 10000"),
+        "{err}"
+    );
+}

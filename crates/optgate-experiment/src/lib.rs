@@ -6,6 +6,7 @@
 
 pub mod checklist;
 pub mod diagnostic;
+pub mod limits;
 pub mod load;
 pub mod model;
 pub mod plan;
@@ -13,6 +14,7 @@ pub mod resolved;
 pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use limits::{MAX_REPLICATES, MAX_RUNS, MAX_TIME_LIMIT, MAX_VARIANTS};
 pub use load::{LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration};
 pub use model::*;
 pub use plan::{Plan, PlannedBlock, PlannedRun};

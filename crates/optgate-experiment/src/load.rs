@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::checklist;
 use crate::diagnostic::{Diagnostic, Severity};
+use crate::limits::*;
 use crate::model::*;
 use crate::resolved::*;
 use crate::yaml::{self, Location, Locator};
@@ -128,14 +129,37 @@ fn is_plain_word(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
 }
 
+/// A time limit: `90s`, `10m`, `2h`, `1d 12h`, or a bare number of minutes; never zero-checked
+/// here, but never longer than [`MAX_TIME_LIMIT`] (checked without overflow, so a huge
+/// number is refused rather than wrapped to a short limit).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    if let Ok(minutes) = t.parse::<u64>() {
+    let too_long = || {
+        format!(
+            "`{}` is longer than {} days, the longest time limit optgate accepts (no queue grants more)",
+            quote_prefix(t),
+            MAX_TIME_LIMIT.as_secs() / 86_400
+        )
+    };
+    let d = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         // A bare number is minutes, as in Slurm's and Flux's time limits.
-        return Ok(Duration::from_secs(minutes * 60));
+        match t.parse::<u64>().ok().and_then(|m| m.checked_mul(60)) {
+            Some(secs) => Duration::from_secs(secs),
+            None => return Err(too_long()),
+        }
+    } else {
+        humantime::parse_duration(t).map_err(|e| match e {
+            humantime::DurationError::NumberOverflow => too_long(),
+            e => format!(
+                "`{}` is not a duration like `90s`, `30m` or `2h` ({e})",
+                quote_prefix(t)
+            ),
+        })?
+    };
+    if d > MAX_TIME_LIMIT {
+        return Err(too_long());
     }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("`{s}` is not a duration like `90s`, `30m` or `2h` ({e})"))
+    Ok(d)
 }
 
 struct Checker {
@@ -266,6 +290,43 @@ impl Checker {
                     "replicates is {}, but at least {MIN_REPLICATES} per arm are needed to decide anything; \
                      set `allow_few_replicates: true` to run fewer anyway (the result will be inconclusive)",
                     f.replicates
+                ),
+            );
+        }
+        for (key, n) in [
+            ("replicates", Some(f.replicates)),
+            ("max_replicates", f.max_replicates),
+        ] {
+            if let Some(n) = n
+                && n > MAX_REPLICATES
+            {
+                self.error(
+                    key,
+                    format!(
+                        "{key} is {n}; at most {MAX_REPLICATES} runs per arm are accepted (exact tests decide with far fewer)"
+                    ),
+                );
+            }
+        }
+        // Runs the experiment may plan: the budget's blocks × arms, counted without overflow.
+        let blocks = u64::from(f.max_replicates.unwrap_or(f.replicates).max(f.replicates));
+        let arms = (f.variants.len() as u64)
+            .saturating_add(1)
+            .saturating_add(u64::from(f.aa_control));
+        let runs = blocks.saturating_mul(arms);
+        if runs > MAX_RUNS
+            && blocks <= u64::from(MAX_REPLICATES)
+            && f.variants.len() <= MAX_VARIANTS
+        {
+            let key = if f.max_replicates.is_some() {
+                "max_replicates"
+            } else {
+                "replicates"
+            };
+            self.error(
+                key,
+                format!(
+                    "{blocks} replicates × {arms} arms is {runs} runs; at most {MAX_RUNS} runs are accepted in one experiment"
                 ),
             );
         }
@@ -577,6 +638,17 @@ impl Checker {
                 "the experiment has no variants: list at least one proposal to compare with the baseline",
             );
         }
+        if f.variants.len() > MAX_VARIANTS {
+            // One error, not one per variant: the rest of the list is not checked.
+            self.key_error(
+                "variants",
+                format!(
+                    "the experiment has {} variants; at most {MAX_VARIANTS} are accepted (each is an arm of every block)",
+                    f.variants.len()
+                ),
+            );
+            return;
+        }
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, v) in f.variants.iter().enumerate() {
             let p = format!("variants[{i}]");
@@ -812,7 +884,9 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
             ..baseline.clone()
         });
     }
-    for v in &f.variants {
+    // Past the limit the experiment is refused anyway; resolving only the first
+    // MAX_VARIANTS keeps that refusal as quick as the limit is small.
+    for v in f.variants.iter().take(MAX_VARIANTS) {
         // A variant starts from the baseline arm and applies its own changes on top.
         let mut env = baseline.env.clone();
         for (k, val) in &v.env {

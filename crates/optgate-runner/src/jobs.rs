@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use optgate_experiment::{Design, Experiment, PlannedBlock, PlannedRun, plan::run_id};
+use optgate_experiment::{
+    Design, Experiment, MAX_TIME_LIMIT, PlannedBlock, PlannedRun, plan::run_id,
+};
 use optgate_sched::local::{LocalError, write_run_files};
 use optgate_sched::script::RunContext;
 use optgate_sched::{JobRun, JobSpec};
@@ -16,6 +18,19 @@ use crate::layout::Layout;
 pub const DEFAULT_RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// Slack added to a derived allocation time limit: probe, start-up, file-system latency.
 pub const ALLOCATION_SLACK: Duration = Duration::from_secs(5 * 60);
+
+/// The allocation time limit of a job of `runs` runs when the experiment sets none: each
+/// run's limit (or [`DEFAULT_RUN_LIMIT`]) times the runs, plus [`ALLOCATION_SLACK`], counted
+/// without overflow and never more than [`MAX_TIME_LIMIT`] (no queue grants more; a run's
+/// own limit is at most that, so at least one run always fits).
+pub fn derived_allocation_limit(run_limit: Option<Duration>, runs: usize) -> Duration {
+    let per_run = run_limit.unwrap_or(DEFAULT_RUN_LIMIT);
+    u32::try_from(runs)
+        .ok()
+        .and_then(|n| per_run.checked_mul(n))
+        .and_then(|d| d.checked_add(ALLOCATION_SLACK))
+        .map_or(MAX_TIME_LIMIT, |d| d.min(MAX_TIME_LIMIT))
+}
 
 /// The scheduler job name of a block or run: carries the experiment id and the work's id,
 /// so a job can be found by name after a crash between submitting and recording it.
@@ -111,10 +126,9 @@ fn job_spec(
     let tasks_per_node = runs.iter().map(|r| r.tasks_per_node).max().unwrap_or(1);
     let cpus_per_task = runs.iter().map(|r| r.cpus_per_task).max().unwrap_or(1);
     let gpus_per_task = runs.iter().map(|r| r.gpus_per_task).max().unwrap_or(0);
-    let time_limit = exp.allocation_time_limit.unwrap_or_else(|| {
-        let per_run = exp.run_time_limit.unwrap_or(DEFAULT_RUN_LIMIT);
-        per_run * runs.len() as u32 + ALLOCATION_SLACK
-    });
+    let time_limit = exp
+        .allocation_time_limit
+        .unwrap_or_else(|| derived_allocation_limit(exp.run_time_limit, runs.len()));
     JobSpec {
         dir: layout.job_dir(&name),
         name,

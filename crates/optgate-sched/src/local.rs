@@ -128,6 +128,19 @@ pub async fn execute_prepared(
                 path: record_path.clone(),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
             })?;
+    // The record is optgate's own file, but a person may have edited it: a limit no
+    // `Duration` holds (negative, NaN, past u64 seconds) is an error, not a panic.
+    let time_limit = match record.time_limit_s {
+        None => None,
+        Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|e| LocalError::Io {
+            op: "parse",
+            path: record_path.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("time_limit_s {s} is not a time limit: {e}"),
+            ),
+        })?),
+    };
     let script = run_dir.join(RUN_SCRIPT);
     let mut argv: Vec<String> = launcher.to_vec();
     argv.push("bash".into());
@@ -144,7 +157,7 @@ pub async fn execute_prepared(
         run_dir,
         &run_dir.join(STDOUT_FILE),
         &run_dir.join(STDERR_FILE),
-        record.time_limit_s.map(Duration::from_secs_f64),
+        time_limit,
         cancel,
     )
     .await?;

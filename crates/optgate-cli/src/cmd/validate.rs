@@ -33,7 +33,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
             anyhow::anyhow!("{warnings} warning(s) and --strict was given"),
         ));
     }
-    let runs = exp.arms.len() as u32 * exp.file.replicates;
+    let runs = (exp.arms.len() as u64).saturating_mul(u64::from(exp.file.replicates));
     println!(
         "{}: valid: experiment `{}`, {} arms ({}), {} build(s), {} replicates per arm = {} runs, scheduler {}",
         path.display(),
