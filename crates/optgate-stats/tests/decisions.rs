@@ -830,3 +830,118 @@ fn values_must_be_positive_and_finite() {
         StatsError::DuplicateArm("base".into())
     );
 }
+
+/// Baseline of `n` blocks with steady values 10.0, 10.1, …; epoch 1 at 20 s.
+fn base_n(n: u32) -> ArmData {
+    arm_of(
+        "base",
+        (1..=n)
+            .map(|b| run(b, b, 20.0, 10.0 + 0.1 * b as f64))
+            .collect(),
+    )
+}
+
+/// Like [`designed`] for any number of blocks: log speed-up δ + sign_b·step·b in block b.
+fn designed_n(name: &str, signs: &[f64], step: f64) -> ArmData {
+    let delta = (1.01f64).ln();
+    let base = base_n(signs.len() as u32);
+    arm_of(
+        name,
+        base.runs
+            .iter()
+            .zip(signs)
+            .map(|(r, s)| {
+                let b = r.block.unwrap();
+                let d = delta + s * step * b as f64;
+                run(b, b, 20.0, r.epochs[&2] * (-d).exp())
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn a_p_value_equal_to_alpha_is_not_significant() {
+    // n = 7, only rank 1 on the wrong side: one-sided exact p = 2/128 = 1/64 exactly.
+    let signs = [-1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+    let flipped = signs.map(|s| -s);
+    let at = |alpha: f64, signs: &[f64]| {
+        let cfg = AnalysisConfig {
+            alpha,
+            ..AnalysisConfig::default()
+        };
+        analyze(&base_n(7), &[designed_n("v", signs, 0.004)], &cfg)
+            .unwrap()
+            .variants
+            .remove(0)
+    };
+    let v = at(1.0 / 64.0, &signs);
+    assert_eq!(v.p_improvement, Some(1.0 / 64.0));
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert!(
+        v.reason.contains("neither test is significant"),
+        "{}",
+        v.reason
+    );
+    assert_eq!(at(0.0157, &signs).decision, Decision::Accept);
+    let v = at(1.0 / 64.0, &flipped);
+    assert_eq!(v.p_no_worthwhile, Some(1.0 / 64.0));
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert_eq!(at(0.0157, &flipped).decision, Decision::Reject);
+}
+
+#[test]
+fn when_no_test_can_decide_the_replicate_estimate_is_the_exact_floor() {
+    let all = |n: usize| vec![1.0; n];
+    let cfg = |alpha: f64, design: Design| AnalysisConfig {
+        alpha,
+        design,
+        ..AnalysisConfig::default()
+    };
+    // Five blocks, α = 1/64: the smallest p is 1/32; 2^-6 = α is not below α, 2^-7 is.
+    // A clear effect, so the normal-theory estimate is far below that floor.
+    let a = analyze(
+        &base_n(5),
+        &[designed_n("v", &all(5), 0.02)],
+        &cfg(1.0 / 64.0, Design::Paired),
+    )
+    .unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert!(v.reason.contains("no test can decide"), "{}", v.reason);
+    assert_eq!(v.replicates_to_decide, Some(7));
+    assert!(
+        v.reason
+            .contains("about 7 replicates per arm would be needed"),
+        "{}",
+        v.reason
+    );
+    // Six blocks: the smallest p equals α, which still cannot decide.
+    let a = analyze(
+        &base_n(6),
+        &[designed_n("v", &all(6), 0.02)],
+        &cfg(1.0 / 64.0, Design::Paired),
+    )
+    .unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.min_achievable_p, Some(1.0 / 64.0));
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert!(v.reason.contains("no test can decide"), "{}", v.reason);
+    // Independent, 5 per arm, α = 0.001: 1/C(12,6) = 1/924 > α, 1/C(14,7) = 1/3432 < α.
+    let a = analyze(
+        &base_n(5),
+        &[designed_n("v", &all(5), 0.02)],
+        &cfg(0.001, Design::Independent),
+    )
+    .unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert_eq!(v.replicates_to_decide, Some(7));
+    // Five replicates are enough when the exact test can reach α.
+    let a = analyze(&base(5), &[faster(5)], &AnalysisConfig::default()).unwrap();
+    assert_eq!(
+        a.variants[0].decision,
+        Decision::Accept,
+        "{}",
+        a.variants[0].reason
+    );
+}
