@@ -216,3 +216,49 @@ fn the_daemon_commands_from_start_to_stop() {
     let o = cli(&home, &["status"]);
     assert_eq!(o.status.code(), Some(4));
 }
+
+/// The state directory is checked before anything in it is opened: one that other users
+/// can write is refused by the daemon and by `optgate run` (they could plant a database,
+/// a log link, a build); a daemon's files are private.
+#[test]
+fn the_state_directory_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = cli(&home, &["daemon", "--foreground"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is writable by other users (mode 777)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !home.join("optgate.db").exists(),
+        "opened a database anyway"
+    );
+    let exp = write_experiment(dir.path(), &fake_app_experiment("private", ""));
+    let o = optgate()
+        .args(["run", exp.to_str().unwrap(), "--quiet"])
+        .env("OPTGATE_HOME", &home)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("writable by other users"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A directory others may only read is tightened; the daemon's files are 0600.
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _guard = StopOnDrop(home.clone());
+    let o = cli(&home, &["daemon"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&home), 0o700);
+    for f in ["optgate.db", "daemon.log", "daemon.pid", "daemon.lock"] {
+        assert_eq!(mode(&home.join(f)), 0o600, "{f}");
+    }
+}

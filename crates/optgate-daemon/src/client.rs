@@ -132,10 +132,7 @@ pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, C
     let start_err = |what: String| ClientError::Start(what);
     paths.prepare().map_err(|e| start_err(e.to_string()))?;
     let log_path = paths.log();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    let log = crate::paths::open_state_file(&log_path, true)
         .map_err(|e| start_err(format!("cannot open {}: {e}", log_path.display())))?;
     let log2 = log
         .try_clone()

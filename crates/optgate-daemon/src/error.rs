@@ -18,8 +18,19 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} belongs to uid {owner}, not to you; refusing to put the daemon's socket there")]
+    #[error("{path} belongs to uid {owner}, not to you; refusing to keep optgate's state there")]
     NotOwner { path: PathBuf, owner: u32 },
+    #[error(
+        "the state directory {path} is writable by other users (mode {mode:o}): they could plant \
+         a database, a log link or a build; refusing to use it. Run `chmod 700 {path}` or set \
+         OPTGATE_HOME to a private directory"
+    )]
+    StateDirWritableByOthers { path: PathBuf, mode: u32 },
+    #[error(
+        "{path} is a symbolic link; optgate's state files are never followed through links \
+         (another user may have planted it). Remove it, or set OPTGATE_HOME elsewhere"
+    )]
+    StateFileIsLink { path: PathBuf },
     #[error(
         "the socket path {path} is too long for a Unix socket (at most 107 bytes); set OPTGATE_HOME to a shorter directory"
     )]

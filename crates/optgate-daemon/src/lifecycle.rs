@@ -31,13 +31,8 @@ impl InstanceLock {
     /// Takes the state directory's lock, or says which daemon holds it.
     pub fn acquire(paths: &StatePaths) -> Result<InstanceLock, DaemonError> {
         let path = paths.lock();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(DaemonError::io("open", &path))?;
+        let file =
+            crate::paths::open_state_file(&path, false).map_err(DaemonError::io("open", &path))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
             if errno == nix::errno::Errno::EWOULDBLOCK {
                 DaemonError::AlreadyRunning {
@@ -113,6 +108,11 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
     let lock = InstanceLock::acquire(paths)?;
     let listener = bind_socket(paths)?;
     let store = Store::open(&paths.db())?;
+    // SQLite creates its files with the process's umask: make them private now that they
+    // exist (the checks in `prepare` already refused links and other owners).
+    for file in paths.state_files() {
+        crate::paths::private_file(&file)?;
+    }
     let optgate_bin = std::env::current_exe().map_err(DaemonError::io(
         "find the optgate binary",
         std::path::Path::new("/proc/self/exe"),

@@ -83,36 +83,131 @@ impl StatePaths {
             .ok()
     }
 
+    /// The files optgate keeps in the state directory, besides the socket: each must be
+    /// this user's, a plain file (never a link), and 0600.
+    pub fn state_files(&self) -> Vec<PathBuf> {
+        let db = self.db();
+        let with = |suffix: &str| {
+            let mut p = db.clone().into_os_string();
+            p.push(suffix);
+            PathBuf::from(p)
+        };
+        vec![
+            db.clone(),
+            with("-wal"),
+            with("-shm"),
+            self.log(),
+            self.pid(),
+            self.lock(),
+            self.dir.join("local-runs.lock"),
+        ]
+    }
+
     /// Creates the state directory and the socket directory, both 0700 and owned by this
-    /// user. A socket directory that others could enter is tightened, one owned by someone
-    /// else is refused.
+    /// user, and checks what is already there before anything is opened: a directory owned
+    /// by someone else or writable by others is refused (they could plant a database or a
+    /// link); one that others can merely read is tightened to 0700; a state file that is a
+    /// link or someone else's is refused, and every state file is made 0600.
     pub fn prepare(&self) -> Result<(), DaemonError> {
-        for dir in [&self.dir, &self.socket_dir()] {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(DaemonError::io("create", dir))?;
-        }
+        self.prepare_dir()?;
         let sock_dir = self.socket_dir();
-        let meta = std::fs::metadata(&sock_dir).map_err(DaemonError::io("inspect", &sock_dir))?;
-        let me = nix::unistd::getuid().as_raw();
-        if meta.uid() != me {
-            return Err(DaemonError::NotOwner {
-                path: sock_dir,
-                owner: meta.uid(),
-            });
-        }
-        if meta.mode() & 0o077 != 0 {
-            std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(DaemonError::io("restrict the permissions of", &sock_dir))?;
-        }
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&sock_dir)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(DaemonError::io("create", &sock_dir))?;
+        private_dir(&sock_dir)?;
         let socket = self.socket();
         if socket.as_os_str().len() > SUN_PATH_MAX {
             return Err(DaemonError::SocketPathTooLong { path: socket });
         }
         Ok(())
     }
+}
+
+impl StatePaths {
+    /// The state directory alone (what `optgate run` needs for its lock): created 0700,
+    /// checked as [`StatePaths::prepare`] says, its existing state files checked too.
+    pub fn prepare_dir(&self) -> Result<(), DaemonError> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(DaemonError::io("create", &self.dir))?;
+        private_dir(&self.dir)?;
+        for file in self.state_files() {
+            private_file(&file)?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a directory owned by another user or writable by group or others; tightens one
+/// that they can only read or enter to 0700.
+fn private_dir(dir: &Path) -> Result<(), DaemonError> {
+    let meta = std::fs::metadata(dir).map_err(DaemonError::io("inspect", dir))?;
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me {
+        return Err(DaemonError::NotOwner {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(DaemonError::StateDirWritableByOthers {
+            path: dir.to_path_buf(),
+            mode,
+        });
+    }
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(DaemonError::io("restrict the permissions of", dir))?;
+    }
+    Ok(())
+}
+
+/// An existing state file must not be a link nor another user's; it is made 0600. A file
+/// that does not exist yet is fine (it is created 0600 where it is opened).
+pub fn private_file(path: &Path) -> Result<(), DaemonError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(DaemonError::io("inspect", path)(e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(DaemonError::StateFileIsLink {
+            path: path.to_path_buf(),
+        });
+    }
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me {
+        return Err(DaemonError::NotOwner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+        });
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(DaemonError::io("restrict the permissions of", path))?;
+    }
+    Ok(())
+}
+
+/// Opens a state file for appending or writing: created 0600, never through a link.
+pub fn open_state_file(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(append)
+        .write(!append)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// `path` relative to the user's home as `~/…` for messages, when it is under it.
@@ -148,6 +243,73 @@ mod tests {
             Some(PathBuf::from("/h/.local/state/optgate"))
         );
         assert_eq!(state_dir_from(None, None, None), None);
+    }
+
+    #[test]
+    fn a_state_directory_others_can_write_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = StatePaths::new(d.path().join("state"));
+        std::fs::create_dir(&p.dir).unwrap();
+        for mode in [0o777, 0o770, 0o702, 0o1777] {
+            std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = p.prepare().unwrap_err();
+            assert!(
+                matches!(err, DaemonError::StateDirWritableByOthers { mode: m, .. } if m == mode),
+                "{mode:o}: {err}"
+            );
+            assert!(err.to_string().contains("chmod 700"), "{err}");
+        }
+        // Readable by others only: tightened, files included.
+        std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(p.log(), "x").unwrap();
+        std::fs::set_permissions(p.log(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        p.prepare().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().mode() & 0o777;
+        assert_eq!(mode(&p.dir), 0o700);
+        assert_eq!(mode(&p.log()), 0o600);
+        let fresh = StatePaths::new(d.path().join("fresh/state"));
+        fresh.prepare().unwrap();
+        assert_eq!(mode(&fresh.dir), 0o700);
+    }
+
+    #[test]
+    fn state_files_are_never_links() {
+        let d = tempfile::tempdir().unwrap();
+        let p = StatePaths::new(d.path().join("state"));
+        p.prepare().unwrap();
+        let target = d.path().join("elsewhere.log");
+        std::fs::write(&target, "").unwrap();
+        for file in [p.log(), p.db(), p.pid()] {
+            std::os::unix::fs::symlink(&target, &file).unwrap();
+            let err = p.prepare().unwrap_err();
+            assert!(
+                matches!(&err, DaemonError::StateFileIsLink { path } if *path == file),
+                "{err}"
+            );
+            // Opening it for writing does not follow the link either.
+            assert!(open_state_file(&file, true).is_err());
+            std::fs::remove_file(&file).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+    }
+
+    #[test]
+    fn a_state_directory_of_another_user_is_refused() {
+        if !nix::unistd::getuid().is_root() {
+            // Only root can make a directory someone else's; CI runs as root.
+            eprintln!("SKIPPED: needs root to chown a directory to another user");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = StatePaths::new(d.path().join("state"));
+        std::fs::create_dir(&p.dir).unwrap();
+        std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        nix::unistd::chown(&p.dir, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let err = p.prepare().unwrap_err();
+        assert!(
+            matches!(err, DaemonError::NotOwner { owner: 65534, .. }),
+            "{err}"
+        );
     }
 
     #[test]

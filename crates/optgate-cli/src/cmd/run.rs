@@ -231,17 +231,12 @@ fn show(bar: &ProgressBar, ev: Event) {
 fn lock_local_runs() -> Result<nix::fcntl::Flock<std::fs::File>> {
     use nix::fcntl::{Flock, FlockArg};
     let state = optgate_daemon::paths::StatePaths::from_env()?;
-    std::fs::create_dir_all(&state.dir)
-        .with_context(|| format!("cannot create the state directory {}", state.dir.display()))?;
+    state.prepare_dir()?;
     let path = optgate_sched::local_backend::LocalBackend::new(&state.dir)
         .lock_file()
         .to_path_buf();
     let open = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        optgate_daemon::paths::open_state_file(&path, false)
             .with_context(|| format!("cannot open {}", path.display()))
     };
     match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
