@@ -5,7 +5,7 @@
 //! the server and engine awaited before exit.
 
 use std::fs::File;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
