@@ -64,3 +64,94 @@ fn hostile_env_and_args_reach_the_program_literally() {
     assert_eq!(m["env_set"]["V0"], values[0]);
     assert_eq!(m["environment"]["V4"], "line1\nline2");
 }
+
+/// One character a shell gives a meaning to, as a whole value (and a few values in which a
+/// bare `$`, `~` or glob character would visibly expand: a lone `$` or `[` is literal to the
+/// shell, `*` and `??????` match the run directory's files, `~` becomes `$HOME`), plus
+/// whitespace, a line break and the empty string: each reaches the program exactly, once as
+/// an environment value and once as an argument.
+#[test]
+fn single_shell_characters_reach_the_program_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let values = [
+        "$",
+        "$$",
+        "$HOME",
+        "~",
+        "~/x",
+        "!",
+        "*",
+        "?",
+        "??????",
+        "[",
+        "#",
+        "&",
+        "a b",
+        "line1\nline2",
+        "",
+    ];
+    let vars: Vec<String> = (0..values.len()).map(|i| format!("\"$V{i}\"")).collect();
+    let script = format!(
+        "printf \"%s\\0\" {} \"$@\" > got; echo \"epoch 1 took 1 s\"; echo \"epoch 2 took 1 s\"",
+        vars.join(" ")
+    );
+    let mut yaml = format!(
+        "name: whole\napp:\n  command: [bash, -c, {}, app]\n  args:\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    for v in &values {
+        yaml.push_str(&format!("    - {}\n", serde_json::to_string(v).unwrap()));
+    }
+    yaml.push_str("  env:\n");
+    for (i, v) in values.iter().enumerate() {
+        yaml.push_str(&format!(
+            "    V{i}: {}\n",
+            serde_json::to_string(v).unwrap()
+        ));
+    }
+    yaml.push_str(
+        "metric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }\n\
+         replicates: 5\n\
+         variants:\n  - { name: v, dimension: l2_threading_model, env: { W: \"1\" } }\n",
+    );
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let got = String::from_utf8(std::fs::read(root.join("runs/b001-v/got")).unwrap()).unwrap();
+    // NUL-terminated words: the empty value is an empty word, not nothing.
+    let mut got: Vec<&str> = got.split('\0').collect();
+    assert_eq!(got.pop(), Some(""), "output ends with a NUL");
+    let (env, args) = got.split_at(got.len().min(values.len()));
+    assert_eq!(env, values, "environment values");
+    assert_eq!(args, values, "arguments");
+}
+
+/// A variant's `args` replace the app's and the baseline's arguments: the variant runs
+/// with exactly its own list (appending ran `6 20000000 4 20000000`, the baseline's
+/// settings first, which most programs take).
+#[test]
+fn a_variant_runs_with_its_own_args_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("args.log");
+    let yaml = format!(
+        r#"name: args
+app:
+  command: [bash, -c, 'echo "$OPTGATE_ARM:$*" >> {log}; for e in 1 2 3; do echo "epoch $e took 0.0$e s"; done', app]
+  args: ["6", "20000000"]
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 5
+variants:
+  - name: four
+    dimension: l2_threading_model
+    args: ["4", "20000000"]
+"#,
+        log = log.display()
+    );
+    let (o, _) = run_experiment(dir.path(), &yaml, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ran = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = ran.lines().collect();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines, ["baseline:6 20000000", "four:4 20000000"], "{ran}");
+}

@@ -917,8 +917,11 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
             env,
             unset,
             resources: resources(&launcher),
+            // A variant's `args` are its whole argument list: they replace `app.args` and
+            // the baseline's, never extend them (appending ran the baseline's settings
+            // followed by the variant's, and most programs read the first ones).
             args: match &v.args {
-                Some(a) => f.app.args.iter().chain(a).cloned().collect(),
+                Some(a) => a.clone(),
                 None => baseline_args.clone(),
             },
             build: match &v.build {

@@ -347,7 +347,7 @@ pub struct VariantSpec {
     /// Replaces the experiment's build for this arm (e.g. `-O3 -march=native`).
     #[serde(default)]
     pub build: Option<BuildSpec>,
-    /// Replaces the baseline's extra app arguments.
+    /// The arm's whole argument list: replaces `app.args` and the baseline's.
     #[serde(default)]
     pub args: Option<Vec<String>>,
     /// CPU governor to set for this arm's runs only (restored afterwards).
