@@ -765,12 +765,10 @@ fn sequential_looks_outside_the_plan_are_refused() {
     let plan = SequentialPlan::equally_spaced(3, 0.05).unwrap();
     let cfg = AnalysisConfig::default();
     for look in [0, 4] {
-        assert!(
-            matches!(
-                analyze_sequential(&base(10), &[faster(10)], &cfg, &plan, look),
-                Err(StatsError::InvalidConfig(_))
-            ),
-            "{look}"
+        let err = analyze_sequential(&base(10), &[faster(10)], &cfg, &plan, look).unwrap_err();
+        assert_eq!(
+            err,
+            StatsError::InvalidConfig(format!("look {look} is outside the plan of 3 looks"))
         );
     }
     for look in [1, 3] {
@@ -943,5 +941,28 @@ fn when_no_test_can_decide_the_replicate_estimate_is_the_exact_floor() {
         Decision::Accept,
         "{}",
         a.variants[0].reason
+    );
+}
+
+#[test]
+fn without_blocks_runs_are_paired_by_replicate() {
+    let unblock = |mut a: ArmData| {
+        for r in &mut a.runs {
+            r.block = None;
+        }
+        a
+    };
+    let cfg = AnalysisConfig::default();
+    let a = analyze(&unblock(base(6)), &[unblock(faster(6))], &cfg).unwrap();
+    assert_eq!(a.variants[0].decision, Decision::Accept);
+    let mut v = unblock(faster(6));
+    v.runs.pop();
+    assert_eq!(
+        analyze(&unblock(base(6)), &[v], &cfg).unwrap_err(),
+        StatsError::UnpairedRun {
+            arm: "base".into(),
+            other: "fast".into(),
+            key: "replicate 6".into()
+        }
     );
 }
