@@ -384,3 +384,138 @@ fn replicates_variants_and_runs_are_bounded() {
         "{err}"
     );
 }
+
+/// `optgate ARGS` under a 2 GiB address-space limit and a 60 s timeout, so that a
+/// regression to unbounded memory fails the test (allocation failure) instead of the machine.
+fn run_bounded(args: &[&str]) -> std::process::Output {
+    let c = optgate();
+    let mut b = std::process::Command::new("bash");
+    b.arg("-c")
+        .arg("ulimit -v 2097152; exec timeout 60 \"$@\"")
+        .arg("bash")
+        .arg(c.get_program())
+        .args(args);
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => b.env(k, v),
+            None => b.env_remove(k),
+        };
+    }
+    b.output().expect("bash starts")
+}
+
+/// `optgate analyze FILE --baseline baseline` on `csv` written to a temporary file.
+fn analyze_text(csv: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("samples.csv");
+    std::fs::write(&p, csv).unwrap();
+    run_bounded(&["analyze", p.to_str().unwrap(), "--baseline", "baseline"])
+}
+
+fn samples(arms: &[&str], replicates: u32, epochs: u32) -> String {
+    let mut s = String::from("variant,replicate,epoch,seconds\n");
+    let mut x = 1u64;
+    for arm in arms {
+        for r in 1..=replicates {
+            for e in 1..=epochs {
+                // Distinct values (no ties), deterministic.
+                x = x * 48271 % 2_147_483_647;
+                s.push_str(&format!("{arm},{r},{e},{}.{x:010}\n", 1 + e));
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn samples_beyond_the_replicate_and_variant_limits_are_refused() {
+    // More runs per arm than an experiment may plan (the exact statistics grow as n² to n³).
+    let o = analyze_text(&samples(&["baseline", "v1"], 1001, 2));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("line 2002: variant 'baseline' has more than 1000 replicates"),
+        "{err}"
+    );
+    // At the limit it is analysed.
+    let o = analyze_text(&samples(&["baseline", "v1"], 1000, 1));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let names: Vec<String> = (0..67).map(|i| format!("v{i}")).collect();
+    let mut arms: Vec<&str> = vec!["baseline"];
+    arms.extend(names.iter().map(String::as_str));
+    let o = analyze_text(&samples(&arms, 2, 1));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("line 134: more than 66 variants"), "{err}");
+}
+
+#[test]
+fn samples_problems_are_listed_briefly() {
+    // Every run has an epoch no other run has: each lacks 1999 epochs. Listing them all
+    // took ~24 MB of stderr (and 2.6 GB for a 300 KB file of 10,000 runs).
+    let mut csv = String::from("variant,replicate,epoch,seconds\n");
+    let mut epoch = 0;
+    for arm in ["baseline", "v1"] {
+        for r in 1..=1000 {
+            epoch += 1;
+            csv.push_str(&format!("{arm},{r},{epoch},1.5\n"));
+        }
+    }
+    let o = analyze_text(&csv);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", &err[..err.len().min(2000)]);
+    assert!(err.len() < 8 * 1024, "{} bytes of stderr", err.len());
+    assert!(
+        err.contains("2000 problems in the samples file")
+            && err.contains(
+                "line 2: variant 'baseline', replicate 1 lacks epochs 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 … (1999 in all)"
+            )
+            && err.contains("… and 1980 more"),
+        "{err}"
+    );
+
+    // A 10 MB field is quoted by a short prefix, not echoed.
+    let csv = format!(
+        "variant,replicate,epoch,seconds\nbaseline,1,1,{}x\n",
+        "9".repeat(10_000_000)
+    );
+    let o = analyze_text(&csv);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", &err[..err.len().min(2000)]);
+    assert!(err.len() < 1024, "{} bytes of stderr", err.len());
+    assert!(
+        err.contains("line 2: a field of 10000001 bytes ('9999999999"),
+        "{err}"
+    );
+}
+
+#[test]
+fn samples_file_must_be_a_regular_file_of_bounded_size() {
+    for (path, kind) in [("/dev/zero", "a character device"), ("/", "a directory")] {
+        let o = run_bounded(&["analyze", path, "--baseline", "baseline"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{path}: {err}");
+        assert!(
+            err.contains(&format!(
+                "cannot read samples file {path}: it is not a regular file (it is {kind})"
+            )),
+            "{err}"
+        );
+    }
+    // A sparse file past the limit is refused by its size, before it is read.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.csv");
+    std::fs::File::create(&p)
+        .unwrap()
+        .set_len(257 * 1024 * 1024)
+        .unwrap();
+    let o = run_bounded(&["analyze", p.to_str().unwrap(), "--baseline", "baseline"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", &err[..err.len().min(2000)]);
+    assert!(
+        err.contains("it is larger than 256 MiB, the limit of a samples file"),
+        "{}",
+        &err[..err.len().min(2000)]
+    );
+}

@@ -25,7 +25,7 @@ pub use checklist::{
 };
 pub use plots::{PlotError, write_plots};
 pub use render::{render_csv, render_json, render_markdown, render_table};
-pub use samples_csv::{Problem, Samples, SamplesError, parse_samples};
+pub use samples_csv::{Problem, Samples, SamplesError, parse_samples, read_samples_file};
 
 /// What the experiment declared about itself (the daemon fills this in; a samples file
 /// has none).

@@ -2,9 +2,15 @@
 //! header required, any column order) into arms for the statistics. Validation collects
 //! every problem with the file's line numbers (the header is line 1) instead of stopping
 //! at the first.
+//!
+//! Nothing here is sized or indexed by a number from the file: replicate, epoch and block
+//! numbers are map keys, so memory follows the rows the file holds, and the limits below
+//! bound those (see `docs/LIMITS.md`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::io::Read;
+use std::path::Path;
 
 use optgate_stats::{ArmData, Design, RunSamples};
 use thiserror::Error;
@@ -12,6 +18,49 @@ use thiserror::Error;
 /// The columns a samples file may have.
 pub const COLUMNS: [&str; 5] = ["variant", "replicate", "epoch", "seconds", "block"];
 const REQUIRED: [&str; 4] = ["variant", "replicate", "epoch", "seconds"];
+
+/// The largest samples file read: 256 MiB. The whole text is held in memory while it is
+/// parsed; a real file (every epoch of every run as one short row) is a few megabytes.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The most data rows: 1,000,000 (e.g. 66 arms × 1000 runs × 15 epochs). Each row is kept
+/// in maps until the file is validated; parsing stops at the first row past the limit.
+pub const MAX_ROWS: usize = 1_000_000;
+
+/// The longest field: 256 bytes. A variant name, a number or a column name is short; a
+/// longer field is refused, quoted by its first [`QUOTE_PREFIX`] bytes only.
+pub const MAX_FIELD_BYTES: usize = 256;
+
+/// The most runs (distinct replicate numbers) of one arm: as many as an experiment may
+/// plan per arm ([`optgate_experiment::MAX_REPLICATES`]). The rank statistics hold
+/// n(n+1)/2 Walsh averages and n₁·n₂ differences, so n must stay in the thousands.
+pub const MAX_REPLICATES: usize = optgate_experiment::MAX_REPLICATES as usize;
+
+/// The most arms (distinct variants, the baseline included): the baseline, the A/A
+/// control and [`optgate_experiment::MAX_VARIANTS`] variants, as in an experiment.
+pub const MAX_ARMS: usize = optgate_experiment::MAX_VARIANTS + 2;
+
+/// The most problems listed; the rest are counted in one line, "… and N more".
+pub const MAX_PROBLEMS_SHOWN: usize = 20;
+
+/// The most numbers (missing epochs, line ranges) listed in one problem.
+pub const MAX_LISTED: usize = 10;
+
+/// At most this many bytes of an offending value are quoted in a message.
+pub const QUOTE_PREFIX: usize = 40;
+
+/// `s` as a message quotes it: escaped, cut to [`QUOTE_PREFIX`] bytes (on a character
+/// boundary) with its full length when longer.
+pub fn quote_prefix(s: &str) -> String {
+    if s.len() <= QUOTE_PREFIX {
+        return s.escape_debug().to_string();
+    }
+    let mut end = QUOTE_PREFIX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", s[..end].escape_debug(), s.len())
+}
 
 /// One thing wrong with a samples file.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +83,29 @@ pub enum Problem {
     },
     UnterminatedQuote {
         line: usize,
+    },
+    /// A field longer than [`MAX_FIELD_BYTES`] (`prefix` is its first bytes).
+    LongField {
+        line: usize,
+        bytes: usize,
+        prefix: String,
+    },
+    /// More than [`MAX_ROWS`] data rows: parsing stopped at `line`.
+    TooManyRows {
+        line: usize,
+    },
+    /// More than [`MAX_ARMS`] variants; `line` is the first row of one too many.
+    TooManyArms {
+        line: usize,
+    },
+    /// A variant with more than [`MAX_REPLICATES`] runs; `line` is the first row past it.
+    TooManyReplicates {
+        line: usize,
+        variant: String,
+    },
+    /// Problems not listed, past [`MAX_PROBLEMS_SHOWN`].
+    More {
+        count: usize,
     },
     EmptyVariant {
         line: usize,
@@ -72,7 +144,10 @@ pub enum Problem {
     MissingEpochs {
         variant: String,
         replicate: u32,
+        /// The first [`MAX_LISTED`] missing epochs.
         missing: Vec<u32>,
+        /// How many are missing in all.
+        missing_count: usize,
         lines: Vec<usize>,
     },
     /// Rows of one run disagree on the block (or some leave it empty).
@@ -110,12 +185,38 @@ impl fmt::Display for Problem {
             }
             Problem::UnknownColumn { column } => write!(
                 f,
-                "line 1: unknown column '{column}' (allowed: {})",
+                "line 1: unknown column '{}' (allowed: {})",
+                quote_prefix(column),
                 COLUMNS.join(", ")
             ),
             Problem::DuplicateColumn { column } => {
-                write!(f, "line 1: column '{column}' appears twice")
+                write!(f, "line 1: column '{}' appears twice", quote_prefix(column))
             }
+            Problem::LongField {
+                line,
+                bytes,
+                prefix,
+            } => write!(
+                f,
+                "line {line}: a field of {bytes} bytes ('{prefix}…'); fields are at most \
+                 {MAX_FIELD_BYTES} bytes"
+            ),
+            Problem::TooManyRows { line } => write!(
+                f,
+                "line {line}: more than {MAX_ROWS} data rows; the rest of the file was not read"
+            ),
+            Problem::TooManyArms { line } => write!(
+                f,
+                "line {line}: more than {MAX_ARMS} variants (the baseline included); rows of \
+                 further variants were not read"
+            ),
+            Problem::TooManyReplicates { line, variant } => write!(
+                f,
+                "line {line}: variant '{}' has more than {MAX_REPLICATES} replicates; its \
+                 further runs were not read",
+                quote_prefix(variant)
+            ),
+            Problem::More { count } => write!(f, "… and {count} more"),
             Problem::FieldCount {
                 line,
                 expected,
@@ -135,11 +236,17 @@ impl fmt::Display for Problem {
                 } else {
                     "a whole number ≥ 0"
                 };
-                write!(f, "line {line}: {column} '{value}' is not {what}")
+                write!(
+                    f,
+                    "line {line}: {column} '{}' is not {what}",
+                    quote_prefix(value)
+                )
             }
-            Problem::BadSeconds { line, value } => {
-                write!(f, "line {line}: seconds '{value}' is not a positive number")
-            }
+            Problem::BadSeconds { line, value } => write!(
+                f,
+                "line {line}: seconds '{}' is not a positive number",
+                quote_prefix(value)
+            ),
             Problem::Duplicate {
                 line,
                 first_line,
@@ -148,18 +255,25 @@ impl fmt::Display for Problem {
                 epoch,
             } => write!(
                 f,
-                "line {line}: duplicate of line {first_line} (variant '{variant}', replicate \
-                 {replicate}, epoch {epoch})"
+                "line {line}: duplicate of line {first_line} (variant '{}', replicate \
+                 {replicate}, epoch {epoch})",
+                quote_prefix(variant)
             ),
             Problem::NoData => write!(f, "the file has a header but no data rows"),
             Problem::NoVariants { baseline } => write!(
                 f,
-                "the file holds only the baseline '{baseline}': there is no variant to compare"
+                "the file holds only the baseline '{}': there is no variant to compare",
+                quote_prefix(baseline)
             ),
             Problem::UnknownBaseline { baseline, known } => write!(
                 f,
-                "baseline '{baseline}' is not a variant in the file (it has: {})",
-                known.join(", ")
+                "baseline '{}' is not a variant in the file (it has: {})",
+                quote_prefix(baseline),
+                known
+                    .iter()
+                    .map(|k| quote_prefix(k))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Problem::TooFewReplicates {
                 variant,
@@ -167,37 +281,46 @@ impl fmt::Display for Problem {
                 lines,
             } => write!(
                 f,
-                "{}: variant '{variant}' has {replicates} replicate{}; at least 2 are needed \
+                "{}: variant '{}' has {replicates} replicate{}; at least 2 are needed \
                  (5 for a decision)",
                 lines_text(lines),
+                quote_prefix(variant),
                 if *replicates == 1 { "" } else { "s" }
             ),
             Problem::MissingEpochs {
                 variant,
                 replicate,
                 missing,
+                missing_count,
                 lines,
-            } => write!(
-                f,
-                "{}: variant '{variant}', replicate {replicate} lacks epoch{} {} that other \
-                 runs have",
-                lines_text(lines),
-                if missing.len() == 1 { "" } else { "s" },
-                missing
+            } => {
+                let mut list = missing
                     .iter()
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+                    .join(", ");
+                if *missing_count > missing.len() {
+                    list += &format!(" … ({missing_count} in all)");
+                }
+                write!(
+                    f,
+                    "{}: variant '{}', replicate {replicate} lacks epoch{} {list} that other \
+                     runs have",
+                    lines_text(lines),
+                    quote_prefix(variant),
+                    if *missing_count == 1 { "" } else { "s" },
+                )
+            }
             Problem::InconsistentBlock {
                 variant,
                 replicate,
                 lines,
             } => write!(
                 f,
-                "{}: variant '{variant}', replicate {replicate}: its rows do not all name \
+                "{}: variant '{}', replicate {replicate}: its rows do not all name \
                  the same block",
-                lines_text(lines)
+                lines_text(lines),
+                quote_prefix(variant)
             ),
             Problem::SharedBlock {
                 variant,
@@ -205,8 +328,9 @@ impl fmt::Display for Problem {
                 lines,
             } => write!(
                 f,
-                "{}: variant '{variant}' has more than one replicate in block {block}",
-                lines_text(lines)
+                "{}: variant '{}' has more than one replicate in block {block}",
+                lines_text(lines),
+                quote_prefix(variant)
             ),
             Problem::Unpaired {
                 key,
@@ -228,12 +352,13 @@ impl fmt::Display for Problem {
 fn quoted_list(names: &[String]) -> String {
     names
         .iter()
-        .map(|n| format!("'{n}'"))
+        .map(|n| format!("'{}'", quote_prefix(n)))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-/// "line 4", "lines 4–6, 9": line numbers as compact ranges.
+/// "line 4", "lines 4–6, 9": line numbers as compact ranges; at most [`MAX_LISTED`] ranges,
+/// then "… (N lines)".
 pub fn lines_text(lines: &[usize]) -> String {
     let mut v = lines.to_vec();
     v.sort_unstable();
@@ -253,20 +378,29 @@ pub fn lines_text(lines: &[usize]) -> String {
         i = j + 1;
     }
     let word = if v.len() == 1 { "line" } else { "lines" };
+    if parts.len() > MAX_LISTED {
+        parts.truncate(MAX_LISTED);
+        return format!("{word} {} … ({} lines)", parts.join(", "), v.len());
+    }
     format!("{word} {}", parts.join(", "))
 }
 
 /// Why a samples file could not be analysed.
 #[derive(Debug, Error)]
 pub enum SamplesError {
-    /// The file has problems; every one found is listed.
-    #[error("{origin}: {} problem{} in the samples file:\n{}", .problems.len(),
-        if .problems.len() == 1 { "" } else { "s" },
+    /// The file has problems: the first [`MAX_PROBLEMS_SHOWN`] found, then a
+    /// [`Problem::More`] counting the rest.
+    #[error("{origin}: {} problem{} in the samples file:\n{}", problem_count(.problems),
+        if problem_count(.problems) == 1 { "" } else { "s" },
         .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid {
         origin: String,
         problems: Vec<Problem>,
     },
+    /// The file cannot be read, is not a regular file, or is larger than
+    /// [`MAX_FILE_BYTES`].
+    #[error("cannot read samples file {path}: {reason}")]
+    Read { path: String, reason: String },
     /// The data parsed but the statistics refused it (e.g. an invalid alpha).
     #[error("{origin}: {error}")]
     Stats {
@@ -274,6 +408,108 @@ pub enum SamplesError {
         #[source]
         error: optgate_stats::StatsError,
     },
+}
+
+/// Problems in the order found, as [`SamplesError::Invalid`] shows them.
+fn problem_count(problems: &[Problem]) -> usize {
+    problems
+        .iter()
+        .map(|p| match p {
+            Problem::More { count } => *count,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// The problems found so far: the first [`MAX_PROBLEMS_SHOWN`] kept, the rest counted.
+#[derive(Debug, Default)]
+struct Problems {
+    shown: Vec<Problem>,
+    more: usize,
+}
+
+impl Problems {
+    fn push(&mut self, p: Problem) {
+        if self.shown.len() < MAX_PROBLEMS_SHOWN {
+            self.shown.push(p);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Whether the next problem will be shown (worth building in detail).
+    fn shows_next(&self) -> bool {
+        self.shown.len() < MAX_PROBLEMS_SHOWN
+    }
+
+    fn is_empty(&self) -> bool {
+        self.shown.is_empty() && self.more == 0
+    }
+
+    fn into_vec(mut self) -> Vec<Problem> {
+        if self.more > 0 {
+            self.shown.push(Problem::More { count: self.more });
+        }
+        self.shown
+    }
+}
+
+/// Reads the samples file at `path`: a regular file (not a directory, device or pipe) of at
+/// most [`MAX_FILE_BYTES`], as UTF-8 text.
+pub fn read_samples_file(path: &Path) -> Result<String, SamplesError> {
+    let fail = |reason: String| SamplesError::Read {
+        path: path.display().to_string(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(fail(format!(
+            "it is not a regular file (it is {})",
+            file_kind(&meta)
+        )));
+    }
+    let too_big = || {
+        fail(format!(
+            "it is larger than {} MiB, the limit of a samples file",
+            MAX_FILE_BYTES / (1024 * 1024)
+        ))
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_big());
+    }
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    // Bounded even if the file grows after the check.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "it is not UTF-8 text (byte {} is not valid)",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// Rows of one run, as read.
@@ -349,11 +585,16 @@ pub fn parse_samples(
     baseline: &str,
     design: Design,
 ) -> Result<Samples, SamplesError> {
-    let invalid = |problems: Vec<Problem>| SamplesError::Invalid {
+    let invalid = |problems: Problems| SamplesError::Invalid {
         origin: origin.to_string(),
-        problems,
+        problems: problems.into_vec(),
     };
-    let mut problems = Vec::new();
+    let one = |p: Problem| {
+        let mut ps = Problems::default();
+        ps.push(p);
+        invalid(ps)
+    };
+    let mut problems = Problems::default();
     // Line numbers are 1-based file lines; blank lines and '#' comments are skipped.
     let mut lines = text
         .trim_start_matches('\u{feff}')
@@ -363,12 +604,10 @@ pub fn parse_samples(
         .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
 
     let Some((header_line, header)) = lines.next() else {
-        return Err(invalid(vec![Problem::Empty]));
+        return Err(one(Problem::Empty));
     };
     let Some(names) = split_fields(header) else {
-        return Err(invalid(vec![Problem::UnterminatedQuote {
-            line: header_line,
-        }]));
+        return Err(one(Problem::UnterminatedQuote { line: header_line }));
     };
     let mut col: BTreeMap<&'static str, usize> = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
@@ -400,12 +639,32 @@ pub fn parse_samples(
     let mut order: Vec<String> = Vec::new();
     let mut arms: BTreeMap<String, BTreeMap<u32, RunRows>> = BTreeMap::new();
     let mut any_row = false;
+    let mut rows = 0usize;
+    let mut too_many_arms = false;
+    let mut too_many_replicates: BTreeSet<String> = BTreeSet::new();
     for (line, raw) in lines {
         any_row = true;
+        rows += 1;
+        if rows > MAX_ROWS {
+            problems.push(Problem::TooManyRows { line });
+            return Err(invalid(problems));
+        }
         let Some(fields) = split_fields(raw) else {
             problems.push(Problem::UnterminatedQuote { line });
             continue;
         };
+        if let Some(long) = fields.iter().find(|f| f.len() > MAX_FIELD_BYTES) {
+            let mut end = QUOTE_PREFIX;
+            while !long.is_char_boundary(end) {
+                end -= 1;
+            }
+            problems.push(Problem::LongField {
+                line,
+                bytes: long.len(),
+                prefix: long[..end].escape_debug().to_string(),
+            });
+            continue;
+        }
         if fields.len() != names.len() {
             problems.push(Problem::FieldCount {
                 line,
@@ -418,7 +677,7 @@ pub fn parse_samples(
         if variant.is_empty() {
             problems.push(Problem::EmptyVariant { line });
         }
-        let int = |column: &'static str, min: u32, problems: &mut Vec<Problem>| {
+        let int = |column: &'static str, min: u32, problems: &mut Problems| {
             let value = &fields[col[column]];
             match value.parse::<u32>() {
                 Ok(v) if v >= min => Some(v),
@@ -459,12 +718,25 @@ pub fn parse_samples(
             continue;
         }
         if !arms.contains_key(&variant) {
+            if arms.len() >= MAX_ARMS {
+                if !too_many_arms {
+                    too_many_arms = true;
+                    problems.push(Problem::TooManyArms { line });
+                }
+                continue;
+            }
             order.push(variant.clone());
             arms.insert(variant.clone(), BTreeMap::new());
         }
         let Some(runs) = arms.get_mut(&variant) else {
             continue;
         };
+        if !runs.contains_key(&replicate) && runs.len() >= MAX_REPLICATES {
+            if too_many_replicates.insert(variant.clone()) {
+                problems.push(Problem::TooManyReplicates { line, variant });
+            }
+            continue;
+        }
         let run = runs.entry(replicate).or_default();
         if let Some(&(_, first_line)) = run.epochs.get(&epoch) {
             problems.push(Problem::Duplicate {
@@ -481,7 +753,7 @@ pub fn parse_samples(
         run.lines.push(line);
     }
     if !any_row {
-        return Err(invalid(vec![Problem::NoData]));
+        return Err(one(Problem::NoData));
     }
     if !arms.is_empty() && !arms.contains_key(baseline) {
         problems.push(Problem::UnknownBaseline {
@@ -513,18 +785,27 @@ pub fn parse_samples(
             });
         }
         for (&replicate, run) in runs {
-            let missing: Vec<u32> = all_epochs
-                .iter()
-                .copied()
-                .filter(|e| !run.epochs.contains_key(e))
-                .collect();
-            if !missing.is_empty() {
-                problems.push(Problem::MissingEpochs {
-                    variant: name.clone(),
-                    replicate,
-                    missing,
-                    lines: run.lines.clone(),
-                });
+            // A run's epochs are among all epochs: the count is a subtraction, and the
+            // epochs themselves are looked up only for a problem that is shown.
+            let missing_count = all_epochs.len() - run.epochs.len();
+            if missing_count > 0 {
+                if problems.shows_next() {
+                    let missing: Vec<u32> = all_epochs
+                        .iter()
+                        .copied()
+                        .filter(|e| !run.epochs.contains_key(e))
+                        .take(MAX_LISTED)
+                        .collect();
+                    problems.push(Problem::MissingEpochs {
+                        variant: name.clone(),
+                        replicate,
+                        missing,
+                        missing_count,
+                        lines: run.lines.clone(),
+                    });
+                } else {
+                    problems.more += 1;
+                }
             }
             if run.blocks.len() > 1 {
                 problems.push(Problem::InconsistentBlock {

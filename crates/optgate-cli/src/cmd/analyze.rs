@@ -25,12 +25,8 @@ pub struct AnalyzeArgs {
 
 pub fn analyze(a: AnalyzeArgs) -> Result<i32> {
     let bad = |e: anyhow::Error| exit::with_code(exit::INVALID_INPUT, e);
-    let text = std::fs::read_to_string(&a.samples).map_err(|e| {
-        bad(anyhow::anyhow!(
-            "cannot read samples file {}: {e}",
-            a.samples.display()
-        ))
-    })?;
+    // A regular file of bounded size (optgate_report::samples_csv::MAX_FILE_BYTES).
+    let text = optgate_report::read_samples_file(&a.samples).map_err(|e| bad(e.into()))?;
     let mut opts = AnalyzeOptions::new(&a.baseline);
     opts.design = a.design.parse::<Design>().map_err(|e| bad(e.into()))?;
     opts.alpha = a.alpha;
