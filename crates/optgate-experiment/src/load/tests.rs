@@ -854,3 +854,84 @@ fn warnings_without_a_path_have_no_place_but_others_do() {
         .unwrap();
     assert_eq!(nothing.line, Some(6));
 }
+
+#[test]
+fn time_limits_are_capped_at_thirty_days_without_overflow() {
+    let thirty_days = Duration::from_secs(30 * 86_400);
+    assert_eq!(parse_duration("43200"), Ok(thirty_days));
+    assert_eq!(parse_duration("30d"), Ok(thirty_days));
+    for too_long in [
+        "43201",
+        "30d 1s",
+        "307445734561825861",
+        "99999999999999999999999h",
+    ] {
+        let e = parse_duration(too_long).unwrap_err();
+        assert!(
+            e.starts_with(&format!("`{too_long}` is longer than 30 days")),
+            "{too_long}: {e}"
+        );
+    }
+    // Not a number of minutes: humantime's own error, and a long value is quoted by prefix.
+    let e = parse_duration("").unwrap_err();
+    assert!(e.starts_with("`` is not a duration"), "{e}");
+    let e = parse_duration(&"x".repeat(100)).unwrap_err();
+    assert!(e.contains("… (100 bytes)` is not a duration"), "{e}");
+}
+
+fn variants(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!("  - {{ name: v{i}, dimension: l2_threading_model, env: {{ W: \"{i}\" }} }}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn replicates_and_runs_are_capped() {
+    no_errors(&base("replicates: 1000\nmax_replicates: 1000\n"));
+    one_error(
+        &base("replicates: 1001\n"),
+        "replicates",
+        "replicates is 1001; at most 1000 runs per arm",
+    );
+    one_error(
+        &base("max_replicates: 1001\n"),
+        "max_replicates",
+        "max_replicates is 1001; at most 1000",
+    );
+    // 1000 blocks × (1 baseline + 9 variants) is exactly the limit; one more arm is not.
+    let nine = base("replicates: 1000\n") + &variants(8);
+    no_errors(&nine);
+    one_error(
+        &(base("replicates: 1000\n") + &variants(9)),
+        "replicates",
+        "1000 replicates × 11 arms is 11000 runs; at most 10000 runs",
+    );
+    one_error(
+        &(base("replicates: 1000\naa_control: true\n") + &variants(8)),
+        "replicates",
+        "1000 replicates × 11 arms is 11000 runs",
+    );
+    // The budget is max_replicates when given, and the error points there.
+    one_error(
+        &(base("max_replicates: 1000\n") + &variants(9)),
+        "max_replicates",
+        "1000 replicates × 11 arms is 11000 runs",
+    );
+}
+
+#[test]
+fn variants_are_capped_with_one_error() {
+    // 64 variants is the limit (one here plus 63).
+    no_errors(&(base("") + &variants(63)));
+    // 65: one error about the list, nothing per variant, and no run count on top (200 ×
+    // 66 arms would be over the run limit too).
+    let text = base("replicates: 200\n") + &variants(64).replace("name: v0,", "name: 'bad name',");
+    let e = one_error(
+        &text,
+        "variants",
+        "the experiment has 65 variants; at most 64",
+    );
+    assert_eq!(e.line, Some(6), "points at the `variants` key");
+}
