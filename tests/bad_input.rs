@@ -519,3 +519,52 @@ fn samples_file_must_be_a_regular_file_of_bounded_size() {
         &err[..err.len().min(2000)]
     );
 }
+
+/// Every typo at once (serde stops at the first; the loader goes on past each), each at
+/// its line and column, printed as compiler-style diagnostics without a second prefix.
+#[test]
+fn validate_reports_every_typo_at_once() {
+    let yaml = "name: t\napp:\n  command: [echo]\n  timelimit: 5m\nmetric:\n  pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s'\nreplicates: 7\nseeds: 3\nvariants:\n  - name: v\n    dimension: l2_threading_model\n    env: { X: \"1\" }\n    governer: performance\n";
+    let (code, err) = validate(yaml);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("exp.yaml:4:3: error: app: unknown key `timelimit`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("exp.yaml:8:1: error: unknown key `seeds`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("exp.yaml:13:5: error: variants[0]: unknown key `governer`"),
+        "{err}"
+    );
+    assert!(err.contains("3 errors in the experiment file"), "{err}");
+    assert!(!err.contains("optgate: error:"), "doubled prefix: {err}");
+    // Rust's type names never reach the user.
+    let (code, err) =
+        validate("name: t\napp: { command: [echo] }\nmetric: { pattern: 'x' }\nreplicates: many\n");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("expected a whole number"), "{err}");
+    assert!(!err.contains("u32"), "{err}");
+}
+
+/// A missing file says so once, with the documented exit code, for every command that
+/// reads an experiment.
+#[test]
+fn a_missing_experiment_file_is_one_clear_line() {
+    for cmd in ["validate", "run", "plan", "submit"] {
+        let mut args = vec![cmd, "/nonexistent/exp.yaml"];
+        if cmd == "plan" {
+            args.extend(["--out", "/nonexistent/out"]);
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(
+            err.trim(),
+            "optgate: error: cannot read experiment file /nonexistent/exp.yaml: No such file or directory (os error 2)",
+            "{cmd}"
+        );
+    }
+}

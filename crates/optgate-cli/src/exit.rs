@@ -42,3 +42,12 @@ pub fn code_of(err: &anyhow::Error) -> i32 {
         .find_map(|e| e.downcast_ref::<ExitError>().map(|x| x.code))
         .unwrap_or(FAILED)
 }
+
+/// The experiment file's diagnostics when that is what the error is: they print as they
+/// are, each line with its own `FILE:LINE:COL: error:` prefix.
+pub fn diagnostics_of(err: &anyhow::Error) -> Option<&optgate_experiment::LoadError> {
+    err.chain()
+        .find_map(|e| e.downcast_ref::<ExitError>())
+        .and_then(|x| x.error.downcast_ref::<optgate_experiment::LoadError>())
+        .filter(|e| matches!(e, optgate_experiment::LoadError::Invalid { .. }))
+}

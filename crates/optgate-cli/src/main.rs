@@ -20,7 +20,11 @@ fn main() {
                 // `optgate report | head` is not an error.
                 exit::OK
             } else {
-                eprintln!("optgate: error: {err:#}");
+                match exit::diagnostics_of(&err) {
+                    // Each diagnostic already says `FILE:LINE:COL: error:`.
+                    Some(diagnostics) => eprintln!("{diagnostics}"),
+                    None => eprintln!("optgate: error: {err:#}"),
+                }
                 exit::code_of(&err)
             }
         }

@@ -19,11 +19,12 @@ use crate::yaml::{self, Location, Locator};
 /// Why an experiment could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read experiment file {path}: {source}")]
+    /// The I/O error is part of the message, not a `source`: printed as a chain it would
+    /// say "No such file or directory" twice.
+    #[error("cannot read experiment file {path}: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}", render_diagnostics(.diagnostics))]
     Invalid { diagnostics: Vec<Diagnostic> },
@@ -48,9 +49,9 @@ pub struct Loaded {
 
 /// Reads and validates the experiment file at `path`.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| LoadError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     load_str(&text, &abs)
@@ -59,14 +60,19 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
 /// Validates `text` as if read from `path` (which is used for messages and to resolve a
 /// relative `workdir`).
 pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
-    let file: ExperimentFile = yaml::from_str(text).map_err(|e| LoadError::Invalid {
-        diagnostics: vec![Diagnostic::new(
-            Severity::Error,
-            path.to_path_buf(),
-            e.location,
-            "",
-            explain_serde(&e.message),
-        )],
+    let file: ExperimentFile = yaml::from_str_all(text).map_err(|errors| LoadError::Invalid {
+        diagnostics: errors
+            .into_iter()
+            .map(|e| {
+                Diagnostic::new(
+                    Severity::Error,
+                    path.to_path_buf(),
+                    e.location,
+                    "",
+                    explain_serde(&e.message),
+                )
+            })
+            .collect(),
     })?;
     let mut checker = Checker {
         file: path.to_path_buf(),
@@ -97,8 +103,25 @@ fn explain_serde(message: &str) -> String {
             "a command must be a string (shell code) or a list of strings (argv)",
         );
     }
-    if m.starts_with("missing field") {
+    if m.contains("missing field") {
         return m.replacen("missing field", "missing required key", 1);
+    }
+    // Rust's type names mean nothing to someone writing YAML.
+    let mut m = m;
+    for (rust, words) in [
+        ("expected u8", "expected a whole number ≥ 0"),
+        ("expected u16", "expected a whole number ≥ 0"),
+        ("expected u32", "expected a whole number ≥ 0"),
+        ("expected u64", "expected a whole number ≥ 0"),
+        ("expected usize", "expected a whole number ≥ 0"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+    ] {
+        if m.ends_with(rust) {
+            m = m.replace(rust, words);
+        }
     }
     m
 }

@@ -207,6 +207,155 @@ impl MarkedEventReceiver for Prescan {
     }
 }
 
+/// Most problems one deserialisation reports, so that a file with many typos is answered
+/// in one go without an unbounded number of retries.
+pub const MAX_DESERIALIZE_ERRORS: usize = 20;
+
+/// Like [`from_str`], but reports every unknown key and badly typed value at once rather
+/// than the first only (serde stops at the first). After each error the offending entry is
+/// removed from an already parsed copy of the document and deserialisation is tried
+/// again, at most [`MAX_DESERIALIZE_ERRORS`] times; each attempt is linear in the input.
+pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>> {
+    let first = match from_str::<T>(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let mut errors = vec![first];
+    // A syntax error (or a limit) leaves nothing to retry on.
+    let Ok(mut doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
+        return Err(errors);
+    };
+    let locator = Locator::index(text);
+    while errors.len() < MAX_DESERIALIZE_ERRORS {
+        let last = &errors[errors.len() - 1].message;
+        let Some(path) = offending_path(last) else {
+            break;
+        };
+        if !remove_path(&mut doc, &path) {
+            break;
+        }
+        // Through text again: serde_yaml names the path of an error (`app.count: …`) only
+        // when it deserialises from text. Locations come from the original text's locator.
+        let Ok(again) = serde_yaml::to_string(&doc) else {
+            break;
+        };
+        match serde_yaml::from_str::<T>(&again) {
+            Ok(_) => break,
+            Err(e) => {
+                let message = tidy_serde_message(
+                    &e.to_string(),
+                    e.location().map(|l| Location {
+                        line: l.line(),
+                        column: l.column(),
+                    }),
+                );
+                // Removing a required entry that had a bad value makes it "missing": that
+                // is the same problem again, already reported.
+                let removed = path.rsplit('.').next().unwrap_or(&path);
+                if message.contains(&format!("missing field `{removed}`")) {
+                    break;
+                }
+                let location = error_path(&message).and_then(|p| {
+                    if message.contains("unknown field `") {
+                        locator.key(&offending_path(&message).unwrap_or(p))
+                    } else {
+                        locator.value(&p)
+                    }
+                });
+                if errors.iter().any(|x| x.message == message) {
+                    break;
+                }
+                errors.push(YamlError { location, message });
+            }
+        }
+    }
+    Err(errors)
+}
+
+/// The `a.b[2].c` path serde_yaml puts before its message (`a.b[2].c: invalid type …`),
+/// None for an error at the document's top level.
+fn error_path(message: &str) -> Option<String> {
+    const ROOT: [&str; 5] = [
+        "unknown field",
+        "missing field",
+        "invalid type",
+        "invalid value",
+        "duplicate field",
+    ];
+    if ROOT.iter().any(|r| message.starts_with(r)) {
+        return Some(String::new());
+    }
+    let (path, _) = message.split_once(": ")?;
+    (!path.contains(' ')).then(|| path.to_string())
+}
+
+/// The entry to drop so that deserialisation can go on past `message`: the unknown key
+/// itself, or the badly typed value. None when dropping cannot help (a missing key).
+fn offending_path(message: &str) -> Option<String> {
+    let path = error_path(message)?;
+    if message.contains("missing field") {
+        return None;
+    }
+    if let Some(rest) = message.split("unknown field `").nth(1) {
+        let key = rest.split('`').next()?;
+        return Some(if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        });
+    }
+    (!path.is_empty()).then_some(path)
+}
+
+/// Removes the entry at `path` (`a.b[2].c`) from `doc`; false when it is not there.
+fn remove_path(doc: &mut serde_yaml::Value, path: &str) -> bool {
+    let mut parts: Vec<PathPart> = Vec::new();
+    for segment in path.split('.') {
+        let (key, indices) = match segment.find('[') {
+            Some(i) => (&segment[..i], &segment[i..]),
+            None => (segment, ""),
+        };
+        if !key.is_empty() {
+            parts.push(PathPart::Key(key.to_string()));
+        }
+        for idx in indices.split('[').filter(|s| !s.is_empty()) {
+            match idx.trim_end_matches(']').parse() {
+                Ok(i) => parts.push(PathPart::Index(i)),
+                Err(_) => return false,
+            }
+        }
+    }
+    let Some((last, parents)) = parts.split_last() else {
+        return false;
+    };
+    let mut node = doc;
+    for part in parents {
+        let next = match (part, node) {
+            (PathPart::Key(k), serde_yaml::Value::Mapping(m)) => m.get_mut(k.as_str()),
+            (PathPart::Index(i), serde_yaml::Value::Sequence(s)) => s.get_mut(*i),
+            _ => None,
+        };
+        match next {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    match (last, node) {
+        (PathPart::Key(k), serde_yaml::Value::Mapping(m)) => m.remove(k.as_str()).is_some(),
+        // Keep the positions of later elements (and their paths): blank it instead.
+        (PathPart::Index(i), serde_yaml::Value::Sequence(s)) if *i < s.len() => {
+            s[*i] = serde_yaml::Value::Null;
+            true
+        }
+        _ => false,
+    }
+}
+
+enum PathPart {
+    Key(String),
+    Index(usize),
+}
+
 /// serde_yaml puts " at line L column C" into its messages; the location is reported
 /// separately, so drop that one mention (other places it names, like where a quoted
 /// scalar started, stay).
@@ -441,6 +590,75 @@ mod tests {
         // The locator never expands aliases, so indexing the same text is cheap.
         let loc = Locator::index(&bomb);
         assert!(loc.value("j").is_some());
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        command: String,
+        #[serde(default)]
+        count: u32,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        name: String,
+        app: Inner,
+        #[serde(default)]
+        items: Vec<Inner>,
+    }
+
+    #[test]
+    fn every_unknown_key_and_bad_value_is_reported_at_once() {
+        let text = "name: x\napp:\n  comand: a\n  command: b\n  count: many\nitems:\n  - command: c\n    typo: 1\nextra: 2\n";
+        let errors = from_str_all::<Outer>(text).unwrap_err();
+        let shown: Vec<(Option<usize>, &str)> = errors
+            .iter()
+            .map(|e| (e.location.map(|l| l.line), e.message.as_str()))
+            .collect();
+        assert_eq!(shown.len(), 4, "{shown:#?}");
+        assert!(
+            shown[0].1.starts_with("app: unknown field `comand`"),
+            "{shown:#?}"
+        );
+        assert_eq!(shown[0].0, Some(3));
+        let rest: Vec<_> = shown[1..]
+            .iter()
+            .map(|(l, m)| (*l, m.split(',').next().unwrap()))
+            .collect();
+        assert!(
+            rest.contains(&(Some(5), "app.count: invalid type: string \"many\"")),
+            "{rest:#?}"
+        );
+        assert!(
+            rest.contains(&(Some(8), "items[0]: unknown field `typo`")),
+            "{rest:#?}"
+        );
+        assert!(
+            rest.contains(&(Some(9), "unknown field `extra`")),
+            "{rest:#?}"
+        );
+        // A valid document comes back whole; a missing key stops the search.
+        assert!(from_str_all::<Outer>("name: x\napp: { command: a }\n").is_ok());
+        let errors = from_str_all::<Outer>("app: { command: a, x: 1 }\n").unwrap_err();
+        assert_eq!(errors.len(), 2, "{errors:#?}");
+        assert!(
+            errors[1].message.contains("missing field `name`"),
+            "{errors:#?}"
+        );
+    }
+
+    #[test]
+    fn the_number_of_reported_problems_is_bounded() {
+        let mut text = "name: x\napp: { command: a }\n".to_string();
+        for i in 0..100 {
+            text.push_str(&format!("typo{i}: 1\n"));
+        }
+        let errors = from_str_all::<Outer>(&text).unwrap_err();
+        assert_eq!(errors.len(), MAX_DESERIALIZE_ERRORS);
     }
 
     #[test]

@@ -126,6 +126,6 @@ pub fn load_experiment(path: &std::path::Path) -> Result<optgate_experiment::Loa
         Err(e @ optgate_experiment::LoadError::Read { .. }) => {
             Err(exit::with_code(exit::INVALID_INPUT, e))
         }
-        Err(e) => Err(exit::with_code(exit::INVALID_INPUT, anyhow::anyhow!("{e}"))),
+        Err(e) => Err(exit::with_code(exit::INVALID_INPUT, e)),
     }
 }
