@@ -136,8 +136,9 @@ fn the_daemon_commands_from_start_to_stop() {
     assert!(stdout(&o).starts_with("v1: accept"), "{}", stdout(&o));
     let o = cli(&home, &["gate", &fast_id, "--variant", "v1"]);
     assert_eq!(o.status.code(), Some(0));
+    // A misspelt variant is an error (3, like an unknown id), never "inconclusive" (2).
     let o = cli(&home, &["gate", &fast_id, "--variant", "v2"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(
         stderr(&o).contains("its variants are: v1"),
         "{}",
@@ -174,6 +175,15 @@ fn the_daemon_commands_from_start_to_stop() {
     let o = cli(&home, &["gate", &slow_id]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stdout(&o).contains("still"), "{}", stdout(&o));
+    // Before any look, a misspelt variant is already known to be one: a pipeline that
+    // waits while gate exits 2 would otherwise wait for the whole experiment.
+    let o = cli(&home, &["gate", &slow_id, "--variant", "v1x"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("has no variant `v1x`; its variants are: v1"),
+        "{}",
+        stderr(&o)
+    );
     let o = cli(&home, &["cancel", &slow_id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("cancelled"), "{}", stderr(&o));

@@ -15,6 +15,11 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
             anyhow::anyhow!("no experiment `{id}`; `optgate status` lists them"),
         ));
     };
+    // A misspelt variant is an error now, not "still running" until the end: a pipeline
+    // that waits while gate says 2 would wait forever.
+    if let Some(name) = variant {
+        check_variant_exists(id, name, &e)?;
+    }
     match e.state.as_str() {
         "decided" | "budget_exhausted" => {}
         "cancelled" => {
@@ -44,16 +49,6 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
         None => e.decisions.iter().collect(),
         Some(name) => {
             let found: Vec<_> = e.decisions.iter().filter(|d| d.variant == name).collect();
-            if found.is_empty() {
-                let names: Vec<&str> = e.decisions.iter().map(|d| d.variant.as_str()).collect();
-                return Err(exit::with_code(
-                    exit::INVALID_INPUT,
-                    anyhow::anyhow!(
-                        "experiment {id} has no variant `{name}`; its variants are: {}",
-                        names.join(", ")
-                    ),
-                ));
-            }
             found
         }
     };
@@ -67,4 +62,39 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
     } else {
         exit::INVALID_INPUT
     })
+}
+
+/// Fails with exit 3 (like an unknown id) when the experiment has no variant `name`. The
+/// names come from the experiment's own copy of its file (known before the first look),
+/// else from the decisions.
+fn check_variant_exists(
+    id: &str,
+    name: &str,
+    e: &optgate_daemon::protocol::ExperimentStatus,
+) -> Result<()> {
+    let copy =
+        optgate_runner::layout::Layout::new(std::path::PathBuf::from(&e.root)).experiment_copy();
+    let mut names: Vec<String> = match optgate_experiment::load(&copy) {
+        Ok(loaded) => loaded
+            .experiment
+            .arms
+            .iter()
+            .filter(|a| a.role == optgate_experiment::ArmRole::Variant)
+            .map(|a| a.name.clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if names.is_empty() {
+        names = e.decisions.iter().map(|d| d.variant.clone()).collect();
+    }
+    if names.is_empty() || names.iter().any(|n| n == name) {
+        return Ok(());
+    }
+    Err(exit::with_code(
+        exit::FAILED,
+        anyhow::anyhow!(
+            "experiment {id} has no variant `{name}`; its variants are: {}",
+            names.join(", ")
+        ),
+    ))
 }
