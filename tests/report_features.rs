@@ -183,3 +183,39 @@ fn analyze_bad_samples_exit_2_naming_rows() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("nope"), "{}", stderr(&o));
 }
+
+/// A change that rounds to nothing prints as `0.0%`, never `-0.0%` (B9): a sign on zero
+/// reads as a direction.
+#[test]
+fn a_change_that_rounds_to_zero_has_no_sign() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.csv");
+    let mut csv = String::from("variant,replicate,epoch,seconds\n");
+    for r in 1..=7 {
+        for e in 1..=4 {
+            let base = 10.0 + r as f64 * 0.01 + e as f64 * 0.001;
+            csv.push_str(&format!("base,{r},{e},{base}\n"));
+            // 0.03 % slower: App Impact ≈ -0.03 %.
+            csv.push_str(&format!("v,{r},{e},{}\n", base * 1.0003));
+        }
+    }
+    std::fs::write(&p, csv).unwrap();
+    let o = run(&["analyze", p.to_str().unwrap(), "--baseline", "base"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("-0.0%"), "{out}");
+    assert!(out.contains("0.0%"), "{out}");
+    let json = run(&[
+        "analyze",
+        p.to_str().unwrap(),
+        "--baseline",
+        "base",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let app = v["variants"][0]["app_impact_pct"].as_f64().unwrap();
+    assert!(
+        app < 0.0 && app > -0.05,
+        "the data make a tiny negative change: {app}"
+    );
+}

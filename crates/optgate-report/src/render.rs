@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use optgate_stats::{Analysis, VariantAnalysis, fmt_p};
+use optgate_stats::{Analysis, VariantAnalysis, fmt_p, fmt_signed_pct};
 
 use crate::checklist::{APPLICATION_ORDER, Verdict};
 use crate::{ArmSummary, Report};
@@ -32,7 +32,7 @@ pub fn proposal_order(analysis: &Analysis) -> Vec<&VariantAnalysis> {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map_or("—".into(), |v| format!("{v:+.1}%"))
+    v.map_or("—".into(), fmt_signed_pct)
 }
 
 fn p_pair(raw: Option<f64>, adj: Option<f64>) -> String {
@@ -45,7 +45,7 @@ fn p_pair(raw: Option<f64>, adj: Option<f64>) -> String {
 
 fn system_cell(v: &VariantAnalysis) -> String {
     match v.system_impact_pct {
-        Some(s) => format!("{s:+.1}%"),
+        Some(s) => fmt_signed_pct(s),
         None => "0 (not measured)".into(),
     }
 }
@@ -61,8 +61,8 @@ fn speedup_cell(v: &VariantAnalysis) -> String {
 fn first_epoch_cell(v: &VariantAnalysis) -> String {
     let f = &v.first_epoch;
     match (f.change_pct, f.baseline_s, f.variant_s) {
-        (Some(c), Some(b), Some(x)) => format!("{c:+.1}% ({:+.3})", x - b),
-        (Some(c), _, _) => format!("{c:+.1}%"),
+        (Some(c), Some(b), Some(x)) => format!("{} ({:+.3})", fmt_signed_pct(c), x - b),
+        (Some(c), _, _) => fmt_signed_pct(c),
         _ => "—".into(),
     }
 }
@@ -111,7 +111,9 @@ fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
                 desc,
                 pct(v.app_impact_pct),
                 system_cell(v),
-                v.weighted_score.map_or("—".into(), |s| format!("{s:+.1}")),
+                v.weighted_score.map_or("—".into(), |s| {
+                    fmt_signed_pct(s).trim_end_matches('%').to_string()
+                }),
                 v.decision.to_string(),
             ]
         })

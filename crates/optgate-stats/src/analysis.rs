@@ -1237,8 +1237,9 @@ fn decide(
                 format!(
                     "the steady-state gain is real ({est}, p_adj = {}) but the one-time cost is \
                      not repaid within {production_epochs} production epochs: App Impact \
-                     {app:+.1}%{}; {}",
+                     {}{}; {}",
                     fmt_p(pi),
+                    fmt_signed_pct(app),
                     one_time.map(|t| format!(", {t}")).unwrap_or_default(),
                     breakeven_text(p.breakeven)
                 ),
@@ -1250,8 +1251,11 @@ fn decide(
                     cfg.min_effect_pct,
                     fmt_p(pi),
                     fmt_p(alpha),
-                    app.map(|a| format!("; App Impact {a:+.1}% over {production_epochs} epochs"))
-                        .unwrap_or_default()
+                    app.map(|a| format!(
+                        "; App Impact {} over {production_epochs} epochs",
+                        fmt_signed_pct(a)
+                    ))
+                    .unwrap_or_default()
                 ),
             ),
         };
@@ -1298,8 +1302,7 @@ fn decide(
                 format!(
                     "; meanwhile {t}, {} (App Impact {} over {production_epochs} epochs)",
                     breakeven_text(p.breakeven),
-                    p.app_impact_pct
-                        .map_or("n/a".to_string(), |a| format!("{a:+.1}%"))
+                    p.app_impact_pct.map_or("n/a".to_string(), fmt_signed_pct)
                 )
             })
             .unwrap_or_default(),
@@ -1327,7 +1330,10 @@ fn one_time_text(p: &Partial, min_effect_pct: f64) -> Option<String> {
         (Some(b), Some(v)) => format!(" ({:+.3} s by medians)", v - b),
         _ => String::new(),
     };
-    Some(format!("one-time epoch-1 cost {change:+.1}%{secs}"))
+    Some(format!(
+        "one-time epoch-1 cost {}{secs}",
+        fmt_signed_pct(change)
+    ))
 }
 
 fn breakeven_text(b: Option<u32>) -> String {
@@ -1339,6 +1345,17 @@ fn breakeven_text(b: Option<u32>) -> String {
 }
 
 /// p-values for people: 4 significant digits, scientific below 1e-4.
+/// A signed percentage with one decimal (`+9.9%`, `-3.0%`); a value that rounds to zero
+/// is `0.0%`, never `-0.0%` (a sign on nothing reads as a direction).
+pub fn fmt_signed_pct(v: f64) -> String {
+    let s = format!("{v:+.1}");
+    if s == "-0.0" || s == "+0.0" {
+        "0.0%".to_string()
+    } else {
+        format!("{s}%")
+    }
+}
+
 pub fn fmt_p(p: f64) -> String {
     if p == 0.0 {
         "0".into()
@@ -1348,6 +1365,21 @@ pub fn fmt_p(p: f64) -> String {
         let s = format!("{p:.4}");
         let s = s.trim_end_matches('0').trim_end_matches('.');
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod fmt_tests {
+    use super::fmt_signed_pct;
+
+    #[test]
+    fn signed_percentages_never_show_minus_zero() {
+        assert_eq!(fmt_signed_pct(-0.04), "0.0%");
+        assert_eq!(fmt_signed_pct(0.04), "0.0%");
+        assert_eq!(fmt_signed_pct(-0.0), "0.0%");
+        assert_eq!(fmt_signed_pct(-0.05001), "-0.1%");
+        assert_eq!(fmt_signed_pct(9.94), "+9.9%");
+        assert_eq!(fmt_signed_pct(-45.0), "-45.0%");
     }
 }
 

@@ -19,7 +19,7 @@ pub mod trend;
 
 pub use analysis::{
     Analysis, Decision, EpochRow, FirstEpoch, MIN_REPLICATES, Method, SequentialLook, SpeedUp,
-    VariantAnalysis, analyze, analyze_sequential, fmt_p,
+    VariantAnalysis, analyze, analyze_sequential, fmt_p, fmt_signed_pct,
 };
 pub use error::StatsError;
 pub use htest::{Alternative, PMethod, RankTest, ShiftEstimate};
