@@ -262,6 +262,9 @@ fn a_cluster_experiment_is_not_run_on_the_login_node_by_accident() {
     let err = stderr(&o);
     assert!(err.contains("is a `scheduler: slurm` experiment"), "{err}");
     assert!(err.contains("optgate submit"), "{err}");
+    // One sentence, not a source line's indentation inside it (B4).
+    assert!(!err.contains("  "), "runs of spaces: {err:?}");
+    assert!(err.contains("on this machine, which on a login node"), "{err}");
     assert!(!root.exists(), "nothing may be written");
 
     let (o, _) = run_experiment(dir.path(), &yaml, &["--here"]);

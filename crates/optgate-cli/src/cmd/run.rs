@@ -32,7 +32,9 @@ pub fn run(
         return Err(exit::with_code(
             exit::INVALID_INPUT,
             anyhow::anyhow!(
-                "{} is a `scheduler: {kind}` experiment: `optgate run` executes runs on this machine,                  which on a login node is the wrong place. Submit it to {kind} with `optgate submit {}`,                  or pass --here to run it on this machine anyway",
+                "{} is a `scheduler: {kind}` experiment: `optgate run` executes runs on this \
+                 machine, which on a login node is the wrong place. Submit it to {kind} with \
+                 `optgate submit {}`, or pass --here to run it on this machine anyway",
                 path.display(),
                 path.display()
             ),
