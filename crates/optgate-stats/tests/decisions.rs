@@ -966,3 +966,31 @@ fn without_blocks_runs_are_paired_by_replicate() {
         }
     );
 }
+
+#[test]
+fn tiny_samples_have_a_spread_only_from_two_values_on() {
+    let paired = AnalysisConfig::default();
+    let indep = AnalysisConfig {
+        design: Design::Independent,
+        ..AnalysisConfig::default()
+    };
+    let mde = |b: u32, v: u32, cfg: &AnalysisConfig| {
+        let a = analyze(&base(b), &[faster(v)], cfg).unwrap();
+        let va = a.variants[0].clone();
+        assert!(!serde_json::to_string(&a).unwrap().contains("NaN"));
+        (va.mde_pct, va.replicates_to_decide)
+    };
+    // Two pairs have a sample SD; one pair does not.
+    let (m, r) = mde(2, 2, &paired);
+    assert!(m.is_some_and(f64::is_finite) && r.is_some(), "{m:?} {r:?}");
+    assert_eq!(mde(1, 1, &paired), (None, None));
+    // Independent: the pooled SD needs m + n ≥ 3 with both arms present.
+    for (b, v) in [(2, 1), (1, 2)] {
+        let (m, r) = mde(b, v, &indep);
+        assert!(
+            m.is_some_and(f64::is_finite) && r.is_some(),
+            "{b}+{v}: {m:?}"
+        );
+    }
+    assert_eq!(mde(1, 1, &indep), (None, None));
+}
