@@ -220,6 +220,11 @@ fn the_daemon_commands_from_start_to_stop() {
         table.contains(&fast_id) && table.contains(&slow_id),
         "{table}"
     );
+    // RUNS counts measured runs: the cancelled one reads 0/12, not 12/12 (B6).
+    let slow_line = table.lines().find(|l| l.starts_with(&slow_id)).unwrap();
+    assert!(slow_line.contains(" 0/12 (12 cancelled)"), "{table}");
+    let fast_line = table.lines().find(|l| l.starts_with(&fast_id)).unwrap();
+    assert!(fast_line.contains(" 12/12 "), "{table}");
 
     let o = cli(&home, &["daemon", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -71,10 +71,22 @@ pub fn status(id: Option<&str>, watch: bool, json: bool) -> Result<i32> {
     }
 }
 
+/// `completed/total`, then what else happened to the rest: a cancelled experiment reads
+/// "7/48 (41 cancelled)", not "48/48" (failed and cancelled runs are done, not measured).
 fn runs_text(e: &ExperimentStatus) -> String {
-    let mut s = format!("{}/{}", e.runs.done, e.runs.total);
-    if e.runs.failed > 0 {
-        s.push_str(&format!(" ({} failed)", e.runs.failed));
+    let r = &e.runs;
+    let mut s = format!("{}/{}", r.completed, r.total);
+    let others: Vec<String> = [
+        (r.failed, "failed"),
+        (r.cancelled, "cancelled"),
+        (r.queued, "queued"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    if !others.is_empty() {
+        s.push_str(&format!(" ({})", others.join(", ")));
     }
     s
 }
