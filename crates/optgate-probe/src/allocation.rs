@@ -24,7 +24,9 @@ where
     };
     let num = |k: &str| get(k).and_then(|v| v.parse::<u32>().ok());
     let slurm_job = get("SLURM_JOB_ID").or_else(|| get("SLURM_JOBID"));
-    let flux_job = get("FLUX_JOB_ID");
+    // A task of `flux run` has FLUX_JOB_ID; a `flux batch` script only FLUX_ENCLOSING_ID
+    // (both F58, kept as given here; the CLI writes Flux ids in decimal).
+    let flux_job = get("FLUX_JOB_ID").or_else(|| get("FLUX_ENCLOSING_ID"));
     let (scheduler, job_id) = match (&flux_job, &slurm_job) {
         (Some(f), _) => (Some("flux".to_string()), Some(f.clone())),
         (None, Some(s)) => (Some("slurm".to_string()), Some(s.clone())),
@@ -102,6 +104,17 @@ mod tests {
         assert_eq!(a.scheduler.as_deref(), Some("flux"));
         assert_eq!(a.job_id.as_deref(), Some("f2BLCW7Xo"));
         assert_eq!(a.ntasks, Some(2));
+    }
+
+    #[test]
+    fn a_flux_batch_script_is_flux() {
+        // What real Flux 0.88.0 sets in a `flux batch` script: no FLUX_JOB_ID.
+        let a = allocation_from_env(vars(&[
+            ("FLUX_ENCLOSING_ID", "ƒBLe2WvK"),
+            ("FLUX_URI", "local:///tmp/flux-x/local-0"),
+        ]));
+        assert_eq!(a.scheduler.as_deref(), Some("flux"));
+        assert_eq!(a.job_id.as_deref(), Some("ƒBLe2WvK"));
     }
 
     #[test]

@@ -182,8 +182,9 @@ pub struct CpufreqPolicy {
 /// The scheduler allocation the process runs in, as its environment shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
-    /// `flux` when `FLUX_JOB_ID` is set (Flux may run inside a Slurm job, and then it is
-    /// the inner, nearer allocation), else `slurm` when `SLURM_JOB_ID` is set, else none.
+    /// `flux` when `FLUX_JOB_ID` or `FLUX_ENCLOSING_ID` (a `flux batch` script) is set
+    /// (Flux may run inside a Slurm job, and then it is the inner, nearer allocation), else
+    /// `slurm` when `SLURM_JOB_ID` is set, else none.
     pub scheduler: Option<String>,
     /// The job id of that scheduler.
     pub job_id: Option<String>,

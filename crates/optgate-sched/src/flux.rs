@@ -63,6 +63,18 @@ pub fn parse_job_id(text: &str) -> Result<JobId, SchedError> {
         })
 }
 
+/// The id of the Flux job a process runs in, in decimal, from its environment (`var`
+/// answers a variable's value): `FLUX_JOB_ID` in a task of `flux run`/`flux submit`, else
+/// `FLUX_ENCLOSING_ID` — all a `flux batch` script has (Flux 0.88.0 sets no `FLUX_JOB_ID`
+/// there). Both are F58; a value that is not a job id is kept as given.
+pub fn job_id_in_env(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    ["FLUX_JOB_ID", "FLUX_ENCLOSING_ID"]
+        .into_iter()
+        .filter_map(|k| var(k).map(|v| v.trim().to_string()))
+        .find(|v| !v.is_empty())
+        .map(|v| parse_job_id(&v).map_or(v, |id| id.0))
+}
+
 /// `flux batch` prints the new job's id (F58) on stdout.
 pub fn parse_flux_batch(stdout: &str) -> Result<JobId, SchedError> {
     let line = stdout

@@ -24,24 +24,25 @@ pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
         );
         return Ok(exit::OK);
     }
-    let job_id = std::env::var("SLURM_JOB_ID")
-        .or_else(|_| std::env::var("FLUX_JOB_ID"))
-        .or_else(|_| std::env::var("OPTGATE_JOB_ID"))
-        .ok();
+    let job_id = scheduler_job_id(|k| std::env::var(k).ok());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // Schedulers stop jobs with a signal: Slurm with SIGTERM (time limit, scancel), Flux
+    // with SIGALRM then SIGHUP at a time limit and SIGTERM then SIGHUP on cancel. The run's
+    // process group (its own, which the scheduler's signals do not reach) is stopped and
+    // the manifest says "interrupted", so the run is re-planned, never counted. The
+    // handlers are in place before the app starts.
+    let stops = {
+        let _in_runtime = runtime.enter();
+        stop_signals()?
+    };
     let manifest = runtime.block_on(async {
         let cancel = CancellationToken::new();
         let c = cancel.clone();
-        // Schedulers stop jobs with SIGTERM (time limit, scancel); the run is stopped and
-        // its manifest says "interrupted" so it is re-planned, never counted.
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-            let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            stops.recv().await;
             c.cancel();
         });
         execute_prepared(run_dir, launcher, job_id, &cancel).await
@@ -51,4 +52,96 @@ pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
         Outcome::Interrupted => exit::INTERRUPTED,
         _ => exit::FAILED,
     })
+}
+
+/// The id of the scheduler job this run is part of, as the backend recorded it when it
+/// submitted the job: Flux's first (in decimal; a `flux batch` script has only
+/// `FLUX_ENCLOSING_ID`, in F58), then Slurm's, then the local backend's.
+fn scheduler_job_id(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let var = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+    optgate_sched::flux::job_id_in_env(var)
+        .or_else(|| var("SLURM_JOB_ID"))
+        .or_else(|| var("OPTGATE_JOB_ID"))
+}
+
+/// The signals that mean "the job is being stopped", each with its handler.
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    alrm: tokio::signal::unix::Signal,
+}
+
+/// SIGTERM, SIGINT, SIGHUP and SIGALRM: whichever a scheduler (or a person) sends.
+fn stop_signals() -> Result<StopSignals> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let handle = |k: SignalKind, name: &str| {
+        signal(k).with_context(|| format!("cannot install a {name} handler"))
+    };
+    Ok(StopSignals {
+        term: handle(SignalKind::terminate(), "SIGTERM")?,
+        int: handle(SignalKind::interrupt(), "SIGINT")?,
+        hup: handle(SignalKind::hangup(), "SIGHUP")?,
+        alrm: handle(SignalKind::alarm(), "SIGALRM")?,
+    })
+}
+
+impl StopSignals {
+    /// Returns when any of the signals arrives.
+    async fn recv(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+            _ = self.hup.recv() => {}
+            _ = self.alrm.recv() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_job_id_comes_from_the_nearest_scheduler() {
+        // A `flux batch` script as real Flux 0.88.0 starts it: no FLUX_JOB_ID.
+        let batch = [
+            ("FLUX_ENCLOSING_ID", "ƒBLe2WvK"),
+            ("FLUX_URI", "local:///x"),
+        ];
+        assert_eq!(
+            scheduler_job_id(env(&batch)).as_deref(),
+            Some("393576710144")
+        );
+        let ascii = [("FLUX_ENCLOSING_ID", "fhbLJV9h")];
+        assert_eq!(
+            scheduler_job_id(env(&ascii)).as_deref(),
+            Some("1545282256896")
+        );
+        // A task of `flux run`: its own job's id wins.
+        let task = [("FLUX_JOB_ID", "ƒ2JL"), ("FLUX_ENCLOSING_ID", "ƒBLe2WvK")];
+        assert_eq!(scheduler_job_id(env(&task)).as_deref(), Some("4369"));
+        // Flux started inside a Slurm job: Flux is the nearer scheduler.
+        let nested = [("SLURM_JOB_ID", "77"), ("FLUX_ENCLOSING_ID", "ƒ2JL")];
+        assert_eq!(scheduler_job_id(env(&nested)).as_deref(), Some("4369"));
+        assert_eq!(
+            scheduler_job_id(env(&[("SLURM_JOB_ID", "77")])).as_deref(),
+            Some("77")
+        );
+        assert_eq!(
+            scheduler_job_id(env(&[("OPTGATE_JOB_ID", "local-1"), ("SLURM_JOB_ID", " ")]))
+                .as_deref(),
+            Some("local-1")
+        );
+        assert_eq!(scheduler_job_id(env(&[])), None);
+    }
 }

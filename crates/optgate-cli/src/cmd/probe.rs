@@ -22,8 +22,21 @@ pub fn sysfs_root() -> std::path::PathBuf {
         .unwrap_or_else(|| std::path::PathBuf::from("/"))
 }
 
-/// This node's probe (or the probe of `$OPTGATE_SYSFS_ROOT`).
+/// This node's probe (or the probe of `$OPTGATE_SYSFS_ROOT`). A Flux job id is written in
+/// decimal, as the backend records it at submission.
 pub fn node_probe() -> optgate_probe::Probe {
+    let mut p = raw_node_probe();
+    if let Some(a) = p.allocation.as_mut()
+        && a.scheduler.as_deref() == Some("flux")
+        && let Some(id) = a.job_id.as_deref()
+        && let Ok(dec) = optgate_sched::flux::parse_job_id(id)
+    {
+        a.job_id = Some(dec.0);
+    }
+    p
+}
+
+fn raw_node_probe() -> optgate_probe::Probe {
     let root = sysfs_root();
     if root == std::path::Path::new("/") {
         optgate_probe::probe_live()
