@@ -123,19 +123,37 @@ pub fn flux_run_words(run: &JobRun) -> Vec<String> {
     w
 }
 
-/// The batch script of a job: the allocation in slots (one slot per task of the largest
-/// arm). Fails on values a directive line cannot carry.
+/// What one node of a job's allocation must hold: the cores and GPUs of the largest arm on
+/// a node (each arm's tasks per node × its cores or GPUs per task), not the largest task
+/// count times the largest cores per task taken from different arms (a 2-task × 1-core
+/// baseline and a 1-task × 2-core variant need 2 cores, not 4). A `flux batch` job is a
+/// Flux instance of its own: each arm's `flux run` places its tasks in whatever cores the
+/// allocation holds, so the slot shape does not constrain them.
+pub fn per_node_need(job: &JobSpec) -> (u64, u64) {
+    let need = |per_task: fn(&crate::backend::JobRun) -> u32| {
+        job.runs
+            .iter()
+            .map(|r| u64::from(r.tasks_per_node) * u64::from(per_task(r)))
+            .max()
+            .unwrap_or(0)
+    };
+    (need(|r| r.cpus_per_task).max(1), need(|r| r.gpus_per_task))
+}
+
+/// The batch script of a job: the allocation as one slot per node holding what the largest
+/// arm needs there ([`per_node_need`]). Fails on values a directive line cannot carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
     check_common(job, &[])?;
     check_job_dir(&job.dir)?;
+    let (cores, gpus) = per_node_need(job);
     let mut d: Vec<String> = vec![
         format!("--job-name={}", job.name),
         format!("--nodes={}", job.nodes),
-        format!("--nslots={}", job.nodes * job.tasks_per_node),
-        format!("--cores-per-slot={}", job.cpus_per_task),
+        format!("--nslots={}", job.nodes),
+        format!("--cores-per-slot={cores}"),
     ];
-    if job.gpus_per_task > 0 {
-        d.push(format!("--gpus-per-slot={}", job.gpus_per_task));
+    if gpus > 0 {
+        d.push(format!("--gpus-per-slot={gpus}"));
     }
     d.push(format!(
         "--time-limit={}",
@@ -491,8 +509,8 @@ mod tests {
     const EXPECTED: &str = r#"#!/bin/bash
 # flux: --job-name=og-e1-b003
 # flux: --nodes=1
-# flux: --nslots=16
-# flux: --cores-per-slot=6
+# flux: --nslots=1
+# flux: --cores-per-slot=96
 # flux: --time-limit=35m
 # flux: --queue=pdebug
 # flux: --bank=myproj
@@ -561,15 +579,53 @@ exit "$og_status"
             [
                 "# flux: --job-name=og-e1-b003",
                 "# flux: --nodes=2",
-                "# flux: --nslots=32",
-                "# flux: --cores-per-slot=6",
-                "# flux: --gpus-per-slot=1",
+                "# flux: --nslots=2",
+                "# flux: --cores-per-slot=96",
+                "# flux: --gpus-per-slot=16",
                 "# flux: --time-limit=90s",
                 "# flux: --output=flux-{{id}}.out",
                 "# flux: --error=flux-{{id}}.err",
             ]
         );
         assert!(s.contains(" -- flux run -N 2 -n 32 -c 6 -g 1; og_after $?\n"));
+    }
+
+    /// Issue 11: a 2-task × 1-core baseline and a 1-task × 2-core variant each need 2 cores
+    /// on the node; the allocation used to ask for max(tasks) × max(cores) = 4, which a
+    /// 2-core node refuses (exception `alloc`).
+    #[test]
+    fn the_allocation_holds_the_largest_arm_not_separate_maxima() {
+        let mut job = flux_job();
+        job.runs[0].tasks_per_node = 1;
+        job.runs[0].cpus_per_task = 2;
+        job.runs[1].tasks_per_node = 2;
+        job.runs[1].cpus_per_task = 1;
+        job.tasks_per_node = 2;
+        job.cpus_per_task = 2;
+        job.extra_directives.clear();
+        let s = render_script(&job).unwrap();
+        let d: Vec<&str> = s.lines().filter(|l| l.starts_with("# flux:")).collect();
+        assert_eq!(
+            d[1..4],
+            [
+                "# flux: --nodes=1",
+                "# flux: --nslots=1",
+                "# flux: --cores-per-slot=2"
+            ]
+        );
+        // Each arm still launches its own shape inside the allocation.
+        assert!(s.contains(" -- flux run -N 1 -n 1 -c 2 -o cpu-affinity=per-task; og_after"));
+        assert!(s.contains(" -- flux run -N 1 -n 2 -c 1; og_after"));
+
+        // GPUs the same way: 4 tasks × 1 GPU beside 1 task × 2 GPUs → 4 GPUs per node.
+        job.runs[0].gpus_per_task = 2;
+        job.runs[1].tasks_per_node = 4;
+        job.runs[1].gpus_per_task = 1;
+        job.gpus_per_task = 2;
+        job.nodes = 2;
+        job.runs[1].nodes = 2;
+        let s = render_script(&job).unwrap();
+        assert!(s.contains("# flux: --nodes=2\n# flux: --nslots=2\n# flux: --cores-per-slot=4\n# flux: --gpus-per-slot=4\n"), "{s}");
     }
 
     #[test]
