@@ -56,6 +56,20 @@ pub struct Engine {
     node: Option<Arc<Probe>>,
     /// A submission ended with its outcome unknown: reconcile before the next pass.
     pub(crate) in_doubt: bool,
+    /// A scheduler could not be reached in this pass: the next one waits the longest
+    /// interval instead of asking again at once.
+    pub(crate) unreachable: bool,
+}
+
+/// How an experiment's reason starts while its scheduler cannot be reached; cleared when
+/// the scheduler answers again.
+pub(crate) const UNREACHABLE: &str = "cannot reach the";
+
+/// The reason shown while `kind`'s scheduler cannot be reached.
+pub(crate) fn unreachable_reason(kind: &str, e: &optgate_sched::SchedError) -> String {
+    format!(
+        "{UNREACHABLE} {kind} scheduler: {e}; waiting for it (asked again at each pass, at the longest poll interval)"
+    )
 }
 
 /// Runs the engine until `shutdown` is cancelled: reconcile, then passes.
@@ -110,6 +124,7 @@ impl Engine {
             build_tasks: TaskTracker::new(),
             node: None,
             in_doubt: false,
+            unreachable: false,
         }
     }
 
@@ -163,10 +178,17 @@ impl Engine {
         &mut self,
         shutdown: &CancellationToken,
     ) -> Result<(Activity, BTreeSet<String>), DaemonError> {
+        self.unreachable = false;
         if self.in_doubt {
             self.in_doubt = false;
-            let r = reconcile(self).await?;
-            tracing::info!("reconciled: {r}");
+            match reconcile(self).await {
+                Ok(r) => tracing::info!("reconciled: {r}"),
+                Err(e) => {
+                    // Still in doubt: the next pass tries again.
+                    self.in_doubt = true;
+                    return Err(e);
+                }
+            }
         }
         self.builds.retain(|_, b| !b.handle.is_finished());
         let (active, live) = self
@@ -189,7 +211,7 @@ impl Engine {
                 Err(e) => tracing::error!("experiment {}: {e}", row.id),
             }
         }
-        let activity = if throttled {
+        let activity = if throttled || self.unreachable {
             Activity::Throttled
         } else if changed {
             Activity::Changed
@@ -236,8 +258,20 @@ impl Engine {
             let polled = tokio::task::spawn_blocking(move || backend.poll(&ids))
                 .await
                 .map_err(|e| DaemonError::Join(e.to_string()))?;
+            let of_kind: BTreeSet<String> = jobs.iter().map(|j| j.experiment_id.clone()).collect();
             match polled {
+                Err(e) if e.is_unreachable() => {
+                    tracing::warn!("cannot poll {kind} jobs: {e}");
+                    self.unreachable = true;
+                    let reason = unreachable_reason(&kind, &e);
+                    for id in of_kind {
+                        self.show_unreachable(&id, &reason).await?;
+                    }
+                }
                 Ok(states) => {
+                    for id in of_kind {
+                        self.clear_unreachable(&id).await?;
+                    }
                     for j in jobs {
                         if let Some(s) = j
                             .scheduler_job_id
@@ -356,6 +390,53 @@ impl Engine {
                     .filter(|u| queued.contains(u.run_id.as_str()))
                     .collect();
                 s.finish_job(&job, JobRecordState::Cancelled, Some(&detail), &updates)
+            })
+            .await
+    }
+
+    /// Shows why experiment `id` is not moving: its scheduler cannot be reached. Only a
+    /// running experiment's reason is set (a cancellation in between is never undone).
+    pub(crate) async fn show_unreachable(
+        &mut self,
+        id: &str,
+        reason: &str,
+    ) -> Result<(), DaemonError> {
+        let (id, reason) = (id.to_string(), reason.to_string());
+        self.ctx
+            .db
+            .call(move |s| {
+                s.transition(
+                    &id,
+                    ExperimentState::Running,
+                    ExperimentState::Running,
+                    Some(&reason),
+                )
+                .map(|_| ())
+            })
+            .await
+    }
+
+    /// The scheduler answered again: the "cannot reach" reason goes.
+    pub(crate) async fn clear_unreachable(&mut self, id: &str) -> Result<(), DaemonError> {
+        let id = id.to_string();
+        self.ctx
+            .db
+            .call(move |s| {
+                let showing = s.experiment(&id)?.is_some_and(|e| {
+                    e.state == ExperimentState::Running
+                        && e.state_reason
+                            .as_deref()
+                            .is_some_and(|r| r.starts_with(UNREACHABLE))
+                });
+                if showing {
+                    s.transition(
+                        &id,
+                        ExperimentState::Running,
+                        ExperimentState::Running,
+                        None,
+                    )?;
+                }
+                Ok(())
             })
             .await
     }
@@ -612,7 +693,20 @@ impl Engine {
                 self.ctx
                     .db
                     .call(move |s| s.job_submitted(jid, &sid.0))
-                    .await
+                    .await?;
+                self.clear_unreachable(&job.experiment_id).await
+            }
+            Err(e) if e.is_unreachable() => {
+                // Nothing reached the scheduler. The job stays `submitting`, so the next
+                // pass's reconciliation looks for it and submits it when the scheduler
+                // answers again; until then the reason is on the job and the experiment.
+                let reason = unreachable_reason(work.backend.kind(), &e);
+                tracing::warn!("cannot submit {}: {reason}", job.name);
+                self.in_doubt = true;
+                self.unreachable = true;
+                let (jid, msg) = (job.id, reason.clone());
+                self.ctx.db.call(move |s| s.job_note(jid, &msg)).await?;
+                self.show_unreachable(&job.experiment_id, &reason).await
             }
             Err(e) if e.is_transient() => {
                 tracing::warn!("submitting {} failed, will check and retry: {e}", job.name);

@@ -28,7 +28,7 @@ use optgate_experiment::SchedulerKind;
 use optgate_store::{ExperimentState, JobRecordState};
 
 use crate::context::kind_of;
-use crate::engine::Engine;
+use crate::engine::{Engine, unreachable_reason};
 use crate::error::DaemonError;
 
 /// What one reconciliation did, for the log.
@@ -131,7 +131,24 @@ pub async fn reconcile(engine: &mut Engine) -> Result<Repairs, DaemonError> {
         let names: Vec<String> = jobs.iter().map(|(j, _)| j.name.clone()).collect();
         let found = tokio::task::spawn_blocking(move || backend.find_by_name(&names))
             .await
-            .map_err(|e| DaemonError::Join(e.to_string()))??;
+            .map_err(|e| DaemonError::Join(e.to_string()))?;
+        let found = match found {
+            // Nothing can be looked up or submitted now: the jobs stay in doubt, with the
+            // reason shown, and the next pass (at the longest interval) asks again.
+            Err(e) if e.is_unreachable() => {
+                let reason = unreachable_reason(&kind, &e);
+                tracing::warn!("reconciliation: {reason}");
+                engine.in_doubt = true;
+                engine.unreachable = true;
+                for (job, row) in &jobs {
+                    let (jid, msg) = (job.id, reason.clone());
+                    ctx.db.call(move |s| s.job_note(jid, &msg)).await?;
+                    engine.show_unreachable(&row.id, &reason).await?;
+                }
+                continue;
+            }
+            found => found?,
+        };
         for (job, row) in jobs {
             if let Some(sid) = found.get(&job.name) {
                 tracing::info!(

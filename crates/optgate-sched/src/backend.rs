@@ -138,9 +138,28 @@ pub enum SchedError {
 }
 
 impl SchedError {
+    /// The scheduler cannot be reached at all: its command is missing (`flux`/`sbatch` not
+    /// on PATH), or Flux has no broker at `FLUX_URI` (`Unable to connect to Flux: broker
+    /// socket … was not found`). Every command fails the same way until someone starts the
+    /// scheduler or fixes the environment, so such an error is never retried in a loop
+    /// (not [`is_transient`](Self::is_transient)); the daemon shows it and asks again at
+    /// its next pass.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            SchedError::Spawn { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            SchedError::Command { stderr, .. } => stderr
+                .to_ascii_lowercase()
+                .contains("unable to connect to flux"),
+            _ => false,
+        }
+    }
+
     /// Worth retrying with back-off (a busy controller, a timed-out RPC), as opposed to a
-    /// rejected submission.
+    /// rejected submission or an unreachable scheduler.
     pub fn is_transient(&self) -> bool {
+        if self.is_unreachable() {
+            return false;
+        }
         match self {
             SchedError::Command { stderr, status, .. } => {
                 let s = stderr.to_ascii_lowercase();

@@ -877,15 +877,44 @@ exit "$og_status"
         let states = b.poll(&[JobId("5".into()), JobId("6".into())]).unwrap();
         assert_eq!(states[&JobId("5".into())], JobState::Completed);
         assert_eq!(states[&JobId("6".into())], JobState::Unknown);
+    }
 
-        let f = fake(
-            1,
-            "",
-            "flux-jobs: ERROR: Unable to connect to Flux: broker socket\n",
+    /// What real Flux 0.88.0 prints with no broker at FLUX_URI (exit 1): every command fails
+    /// at once and will keep failing, so nothing is retried — not the poll, not the
+    /// submission, not the name lookup inside a submission's retry.
+    const NO_BROKER: &str =
+        "flux-jobs: ERROR: Unable to connect to Flux: broker socket /tmp/x/local-0 was not found\n";
+
+    #[test]
+    fn an_unreachable_broker_is_not_retried() {
+        let f = fake(1, "", NO_BROKER);
+        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(5));
+        let err = b.poll(&[JobId("5".into())]).unwrap_err();
+        assert!(err.is_unreachable() && !err.is_transient(), "{err}");
+        assert_eq!(f.calls.lock().unwrap().len(), 1, "retried");
+
+        let tmp = tempfile::tempdir().unwrap();
+        let mut job = flux_job();
+        job.dir = tmp.path().join("jobs/og-e1-b003");
+        let f = fake(1, "", &NO_BROKER.replace("flux-jobs", "flux-batch"));
+        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(5));
+        let err = b.submit(&job).unwrap_err();
+        assert!(err.is_unreachable(), "{err}");
+        assert_eq!(f.calls.lock().unwrap().len(), 1, "retried");
+        assert!(
+            b.find_by_name(&[job.name.clone()])
+                .unwrap_err()
+                .is_unreachable()
         );
-        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(2));
-        assert!(b.poll(&[JobId("5".into())]).is_err());
-        assert_eq!(f.calls.lock().unwrap().len(), 2, "transient: retried");
+
+        // A `flux` that is not there at all is the same kind of trouble.
+        let b = FluxBackend::new().with_base_env(
+            [(OsString::from("PATH"), OsString::from("/nonexistent"))]
+                .into_iter()
+                .collect(),
+        );
+        let err = b.poll(&[JobId("5".into())]).unwrap_err();
+        assert!(err.is_unreachable() && !err.is_transient(), "{err}");
     }
 
     #[test]
