@@ -97,6 +97,126 @@ pub fn check_extra_directive(value: &str, also_forbidden: &[char]) -> Result<(),
     Ok(())
 }
 
+/// Long options of `sbatch` (Slurm 22.05–24.x) an `extra_directives` entry may use.
+#[rustfmt::skip]
+pub const SBATCH_LONG_OPTIONS: &[&str] = &[
+    "account", "acctg-freq", "array", "batch", "bb", "bbf", "begin", "chdir",
+    "cluster-constraint", "clusters", "comment", "constraint", "container", "container-id",
+    "contiguous", "core-spec", "cores-per-socket", "cpu-freq", "cpus-per-gpu", "cpus-per-task",
+    "deadline", "delay-boot", "dependency", "distribution", "error", "exclude", "exclusive",
+    "export", "export-file", "extra", "extra-node-info", "get-user-env", "gid", "gpu-bind",
+    "gpu-freq", "gpus", "gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres",
+    "gres-flags", "hint", "hold", "ignore-pbs", "input", "job-name", "kill-on-invalid-dep",
+    "licenses", "mail-type", "mail-user", "mcs-label", "mem", "mem-bind", "mem-per-cpu",
+    "mem-per-gpu", "mincpus", "network", "nice", "no-kill", "no-requeue", "nodefile",
+    "nodelist", "nodes", "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node",
+    "ntasks-per-socket", "open-mode", "output", "overcommit", "oversubscribe", "partition",
+    "power", "prefer", "priority", "profile", "propagate", "qos", "quiet", "reboot", "requeue",
+    "reservation", "signal", "sockets-per-node", "spread-job", "switches", "test-only",
+    "thread-spec", "threads-per-core", "time", "time-min", "tmp", "tres-bind", "tres-per-task",
+    "uid", "use-min-nodes", "verbose", "wait", "wait-all-nodes", "wckey",
+];
+/// Short options of `sbatch` (`-C cpu` is written `-Ccpu` or `--constraint=cpu`).
+pub const SBATCH_SHORT_OPTIONS: &str = "AaBbCcDdeFGHhiJkLMmNnOopQqSsTtVvWwx";
+
+/// Long options `flux batch` of flux-core 0.88.0 accepts (read from its `--help` and
+/// checked one by one against the real command).
+#[rustfmt::skip]
+pub const FLUX_BATCH_LONG_OPTIONS: &[&str] = &[
+    "add-brokers", "add-file", "bank", "begin-time", "broker-opts", "conf", "cores-per-slot",
+    "cwd", "dependency", "dump", "env", "env-file", "env-remove", "error", "exclusive", "flags",
+    "gpus-per-slot", "input", "job-name", "label-io", "nodes", "nslots", "output", "queue",
+    "requires", "resources-json", "resources-shape", "rlimit", "setattr", "setopt", "signal",
+    "time-limit", "unbuffered", "urgency",
+];
+/// Short options of `flux batch`.
+pub const FLUX_BATCH_SHORT_OPTIONS: &str = "BNSacgnoqtux";
+
+/// Options of the other scheduler a person may reach for, and what to write instead.
+const FLUX_INSTEAD: &[(&str, &str)] = &[
+    (
+        "constraint",
+        "--requires=… (RFC 35 constraints, e.g. `--requires=host:node[1-4]`)",
+    ),
+    (
+        "partition",
+        "the experiment's `scheduler.queue` (Flux's `--queue`)",
+    ),
+    (
+        "account",
+        "the experiment's `scheduler.account` (Flux's `--bank`)",
+    ),
+    (
+        "time",
+        "the experiment's `scheduler.time_limit` (Flux's `--time-limit`)",
+    ),
+    ("ntasks", "the arms' `tasks_per_node` (Flux's `--nslots`)"),
+    (
+        "cpus-per-task",
+        "the arms' `cpus_per_task` (Flux's `--cores-per-slot`)",
+    ),
+];
+const SBATCH_INSTEAD: &[(&str, &str)] = &[
+    ("requires", "--constraint=… (node features)"),
+    (
+        "bank",
+        "the experiment's `scheduler.account` (Slurm's `--account`)",
+    ),
+    (
+        "queue",
+        "the experiment's `scheduler.queue` (Slurm's `--partition`)",
+    ),
+    (
+        "time-limit",
+        "the experiment's `scheduler.time_limit` (Slurm's `--time`)",
+    ),
+];
+
+/// Why `directive` (one `extra_directives` entry) is not an option of the `kind` backend's
+/// batch command, or `None` when it is one. Only the option's name is checked (up to `=`);
+/// its value is the scheduler's business.
+pub fn unknown_directive(
+    kind: optgate_experiment::SchedulerKind,
+    directive: &str,
+) -> Option<String> {
+    use optgate_experiment::SchedulerKind;
+    let (command, long, short, instead): (&str, &[&str], &str, &[(&str, &str)]) = match kind {
+        SchedulerKind::Slurm => (
+            "sbatch",
+            SBATCH_LONG_OPTIONS,
+            SBATCH_SHORT_OPTIONS,
+            SBATCH_INSTEAD,
+        ),
+        SchedulerKind::Flux => (
+            "flux batch",
+            FLUX_BATCH_LONG_OPTIONS,
+            FLUX_BATCH_SHORT_OPTIONS,
+            FLUX_INSTEAD,
+        ),
+        SchedulerKind::Local => return None,
+    };
+    let (option, known) = if let Some(rest) = directive.strip_prefix("--") {
+        let name = rest.split('=').next().unwrap_or("");
+        (format!("--{name}"), long.contains(&name))
+    } else if let Some(c) = directive.strip_prefix('-').and_then(|r| r.chars().next()) {
+        (format!("-{c}"), short.contains(c))
+    } else {
+        (directive.to_string(), false)
+    };
+    if known {
+        return None;
+    }
+    let hint = instead
+        .iter()
+        .find(|(name, _)| option == format!("--{name}"))
+        .map(|(_, use_this)| format!("; use {use_this} instead"))
+        .unwrap_or_default();
+    Some(format!(
+        "`{option}` is not an option of `{command}`{hint}; the {kind} backend passes each \
+         `extra_directives` entry to `{command}` as written, which would refuse the job"
+    ))
+}
+
 /// Whole seconds, rounded up: a limit is never shortened. Zero is refused because both
 /// schedulers read a zero limit as "no limit".
 pub fn limit_seconds(limit: Duration) -> Result<u64, SchedError> {
@@ -300,6 +420,47 @@ mod tests {
     fn extra_directives_must_be_options() {
         assert!(check_extra_directive("constraint=cpu", &[]).is_err());
         check_extra_directive("--constraint=cpu", &[]).unwrap();
+    }
+
+    #[test]
+    fn extra_directives_are_checked_against_the_backends_options() {
+        use optgate_experiment::SchedulerKind::{Flux, Local, Slurm};
+        // Real Flux 0.88.0 refuses `--constraint` (`argument parsing failed`).
+        let e = unknown_directive(Flux, "--constraint=cpu").unwrap();
+        assert!(
+            e.contains("`--constraint`") && e.contains("`flux batch`"),
+            "{e}"
+        );
+        assert!(e.contains("--requires"), "{e}");
+        assert_eq!(unknown_directive(Slurm, "--constraint=cpu"), None);
+        for ok in [
+            "--requires=host:vm",
+            "--setattr=user.x=1",
+            "--urgency=0",
+            "-N2",
+            "--exclusive",
+        ] {
+            assert_eq!(unknown_directive(Flux, ok), None, "{ok}");
+        }
+        for ok in [
+            "--qos=debug",
+            "-Ccpu",
+            "--mem=4G",
+            "--gres=gpu:1",
+            "--exclusive",
+        ] {
+            assert_eq!(unknown_directive(Slurm, ok), None, "{ok}");
+        }
+        let e = unknown_directive(Slurm, "--requires=x").unwrap();
+        assert!(e.contains("--constraint") && e.contains("`sbatch`"), "{e}");
+        assert!(unknown_directive(Flux, "--qos=debug").is_some());
+        assert!(unknown_directive(Flux, "-C").is_some());
+        assert!(unknown_directive(Slurm, "--no-such-option").is_some());
+        assert_eq!(unknown_directive(Local, "--anything"), None);
+        // The lists stay sorted, so a reader finds an option at a glance.
+        for list in [SBATCH_LONG_OPTIONS, FLUX_BATCH_LONG_OPTIONS] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::exit;
 pub fn submit(path: &Path, no_start: bool) -> Result<i32> {
     let loaded = super::load_experiment(path)?;
     let exp = loaded.experiment;
+    super::validate::refuse_unknown_directives(path, &exp)?;
     let findings = super::validate::preflight_findings(&exp);
     for f in &findings {
         eprintln!("{}", super::validate::show_finding(path, f));

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use optgate_experiment::{Experiment, SchedulerKind};
+use optgate_experiment::yaml::Locator;
+use optgate_experiment::{Diagnostic, Experiment, SchedulerKind, Severity};
 use optgate_runner::preflight::{self, Finding, Level};
 
 use crate::exit;
@@ -13,6 +14,7 @@ use crate::exit;
 pub fn validate(path: &Path, strict: bool) -> Result<i32> {
     let loaded = super::load_experiment(path)?;
     let exp = &loaded.experiment;
+    refuse_unknown_directives(path, exp)?;
     let findings = preflight_findings(exp);
     for f in &findings {
         eprintln!("{}", show_finding(path, f));
@@ -59,6 +61,55 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         );
     }
     Ok(exit::OK)
+}
+
+/// Every `scheduler.extra_directives` entry the backend's batch command would not accept
+/// (`--constraint` under Flux, whose option is `--requires`), at its place in the file.
+pub fn unknown_directives(path: &Path, exp: &Experiment) -> Vec<Diagnostic> {
+    let kind = exp.file.scheduler.kind;
+    let locator = Locator::index(&exp.source_text);
+    exp.file
+        .scheduler
+        .extra_directives
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let at = format!("scheduler.extra_directives[{i}]");
+            optgate_sched::batch::unknown_directive(kind, d).map(|message| {
+                Diagnostic::new(
+                    Severity::Error,
+                    path.to_path_buf(),
+                    locator.value(&at),
+                    at,
+                    message,
+                )
+            })
+        })
+        .collect()
+}
+
+/// Prints [`unknown_directives`] and fails with exit 2 when there are any.
+pub fn refuse_unknown_directives(path: &Path, exp: &Experiment) -> Result<()> {
+    let found = unknown_directives(path, exp);
+    for d in &found {
+        eprintln!("{d}");
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!(
+                "{} error(s) in the experiment file: extra directives the {} scheduler does not know",
+                found.len(),
+                kind_name(exp)
+            ),
+        ))
+    }
+}
+
+fn kind_name(exp: &Experiment) -> String {
+    exp.file.scheduler.kind.to_string()
 }
 
 /// Over-subscription findings; on the local scheduler against this machine's cores, on a
