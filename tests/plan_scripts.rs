@@ -135,3 +135,56 @@ fn a_local_experiment_has_no_job_scripts() {
     assert_eq!(plan(&exp, &out).status.code(), Some(0));
     assert!(!out.join("jobs").exists());
 }
+
+/// Batch scripts call the `optgate` the compute nodes can see: `$OPTGATE_BIN` when set
+/// (a shared path, or a bare name their PATH resolves), else the binary that planned.
+#[test]
+fn job_scripts_call_the_optgate_named_by_optgate_bin() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("bin", "scheduler: { kind: slurm }\n");
+    let exp = write_experiment(dir.path(), &yaml);
+    let out = dir.path().join("plan");
+    let o = optgate()
+        .args([
+            "plan",
+            exp.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("OPTGATE_BIN", "/shared/apps/optgate")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scripts = job_scripts(&out);
+    assert!(!scripts.is_empty());
+    for (name, text) in &scripts {
+        // The script names it once; every launch line calls "$OPTGATE_BIN".
+        assert!(
+            text.contains("\nOPTGATE_BIN=/shared/apps/optgate\n"),
+            "{name}:\n{text}"
+        );
+        assert!(
+            text.contains("\"$OPTGATE_BIN\" exec-run "),
+            "{name}:\n{text}"
+        );
+        assert!(
+            !text.contains(env!("CARGO_BIN_EXE_optgate")),
+            "{name} still names the build's binary:\n{text}"
+        );
+    }
+    // Without it: the binary that made the plan.
+    let out2 = dir.path().join("plan2");
+    let o = optgate()
+        .args([
+            "plan",
+            exp.to_str().unwrap(),
+            "--out",
+            out2.to_str().unwrap(),
+        ])
+        .env_remove("OPTGATE_BIN")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (_, text) = &job_scripts(&out2)[0];
+    assert!(text.contains(env!("CARGO_BIN_EXE_optgate")), "{text}");
+}

@@ -113,10 +113,13 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
     for file in paths.state_files() {
         crate::paths::private_file(&file)?;
     }
-    let optgate_bin = std::env::current_exe().map_err(DaemonError::io(
-        "find the optgate binary",
-        std::path::Path::new("/proc/self/exe"),
-    ))?;
+    let optgate_bin = optgate_sched::batch::optgate_for_jobs(
+        std::env::var_os(optgate_sched::batch::OPTGATE_BIN_VAR),
+        std::env::current_exe().map_err(DaemonError::io(
+            "find the optgate binary",
+            std::path::Path::new("/proc/self/exe"),
+        ))?,
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("optgate-daemon")

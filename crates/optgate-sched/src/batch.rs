@@ -313,6 +313,23 @@ pub fn render_body(job: &JobSpec, backend: &str, launcher: &dyn Fn(&JobRun) -> S
 /// A VPIC-style block shared by the backends' snapshot tests: the 1-thread baseline and
 /// the 6-thread variant with its own launcher shape, under a directory whose name needs
 /// quoting.
+/// The environment variable that names the `optgate` batch jobs run on the compute nodes.
+pub const OPTGATE_BIN_VAR: &str = "OPTGATE_BIN";
+
+/// The `optgate` that batch scripts call (`optgate exec-run`, `optgate probe`): the value
+/// of `$OPTGATE_BIN` when set and not empty — an absolute path the compute nodes see (a
+/// shared file system), or a bare name their `PATH` resolves — else `current`, the binary
+/// running now (the one the user's `PATH` found, wherever it was installed).
+pub fn optgate_for_jobs(
+    optgate_bin: Option<std::ffi::OsString>,
+    current: std::path::PathBuf,
+) -> std::path::PathBuf {
+    match optgate_bin.filter(|v| !v.is_empty()) {
+        Some(v) => std::path::PathBuf::from(v),
+        None => current,
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn sample_job() -> JobSpec {
     let root = std::path::PathBuf::from("/p/lustre/me/vpic's run");

@@ -82,7 +82,10 @@ fn write_job_scripts(exp: &Experiment, plan: &Plan, layout: &Layout) -> Result<O
             SchedulerKind::Slurm => slurm::render_script,
             SchedulerKind::Flux => flux::render_script,
         };
-    let bin = std::env::current_exe().context("cannot find the optgate binary's path")?;
+    let bin = batch::optgate_for_jobs(
+        std::env::var_os(batch::OPTGATE_BIN_VAR),
+        std::env::current_exe().context("cannot find the optgate binary's path")?,
+    );
     let mut count = 0;
     for block in &plan.blocks {
         let jobs = optgate_runner::jobs::jobs_for_block(exp, block, layout, exp.name(), &bin)?;
