@@ -3,8 +3,9 @@
 //! decoding, pure parsers of `flux batch` and `flux jobs` output, and [`FluxBackend`].
 //!
 //! Job ids are kept as decimal integers (`flux jobs -o '{id.dec}'` prints those; `flux
-//! batch` prints F58, decoded here). Formats follow docs/SCHEDULERS.md; Flux itself cannot be
-//! installed here, so the end-to-end path is exercised against `schedulers/flux/fake-flux`.
+//! batch` prints F58, decoded here). Formats follow docs/SCHEDULERS.md and the output of real
+//! Flux 0.88.0 quoted in the tests; `tests/flux_real.rs` runs the backend end to end against
+//! the one-node instance of `schedulers/flux/setup-one-node.sh`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
