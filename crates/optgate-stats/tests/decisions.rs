@@ -994,3 +994,98 @@ fn tiny_samples_have_a_spread_only_from_two_values_on() {
     }
     assert_eq!(mde(1, 1, &indep), (None, None));
 }
+
+#[test]
+fn a_variant_without_runs_is_inconclusive_and_not_applicable_computes_nothing() {
+    let cfg = AnalysisConfig::default();
+    let empty = ArmData {
+        name: "empty".into(),
+        ..ArmData::default()
+    };
+    let a = analyze(&base(6), &[empty], &cfg).unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert!(
+        v.reason.contains("only 0 complete replicates"),
+        "{}",
+        v.reason
+    );
+    assert_eq!((v.n_baseline, v.n_variant), (6, 0));
+    // Not applicable even though it has runs: no p-values, no estimate, no family member.
+    let mut na = faster(6);
+    na.not_applicable = Some("needs AVX-512".into());
+    let a = analyze(&base(6), &[na, faster2(6)], &cfg).unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.decision, Decision::NotApplicable);
+    assert_eq!((v.p_improvement, v.speedup.estimate), (None, None));
+    assert_eq!(
+        a.variants[1].p_improvement,
+        a.variants[1].p_improvement_adjusted
+    );
+}
+
+fn faster2(n: u32) -> ArmData {
+    arm("fast2", n, 4, 19.0, 9.0, 0.005, 5)
+}
+
+#[test]
+fn missing_epochs_are_left_out_and_said() {
+    let cfg = AnalysisConfig::default();
+    // Complete data: no word about missing epochs.
+    let a = analyze(&base(7), &[faster(7)], &cfg).unwrap();
+    assert!(
+        a.variants[0]
+            .warnings
+            .iter()
+            .all(|w| !w.contains("missing")),
+        "{:?}",
+        a.variants[0].warnings
+    );
+    // Epoch 3 missing in one baseline run: the window is 2 and 4, and the report says so.
+    let mut b = base(7);
+    b.runs[1].epochs.remove(&3);
+    let a = analyze(&b, &[faster(7)], &cfg).unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.steady_epochs, vec![2, 4]);
+    assert!(
+        v.warnings.iter().any(
+            |w| w == "epochs 3 of the steady window are missing in some runs and were left out"
+        ),
+        "{:?}",
+        v.warnings
+    );
+}
+
+#[test]
+fn without_epoch_one_everywhere_the_projection_uses_steady_epochs_only() {
+    // Epoch 1 is missing in one variant run: every run is projected as E·s, so App Impact
+    // is 1 − median(s_var)/median(s_base) whatever E is.
+    let b = base(7);
+    let mut v = faster(7);
+    v.runs[2].epochs.remove(&1);
+    let steady = |a: &ArmData| -> Vec<f64> {
+        a.runs
+            .iter()
+            .map(|r| (2..=4).map(|e| r.epochs[&e]).sum::<f64>() / 3.0)
+            .collect()
+    };
+    let med = |mut x: Vec<f64>| {
+        x.sort_by(f64::total_cmp);
+        x[x.len() / 2]
+    };
+    let want = 100.0 * (1.0 - med(steady(&v)) / med(steady(&b)));
+    let a = analyze(&b, &[v], &AnalysisConfig::default()).unwrap();
+    let va = &a.variants[0];
+    assert!(
+        (va.app_impact_pct.unwrap() - want).abs() < 1e-9,
+        "{:?} vs {want}",
+        va.app_impact_pct
+    );
+    assert_eq!(va.first_epoch.change_pct, None);
+    assert_eq!(va.breakeven_epoch, None);
+    assert!(
+        va.warnings
+            .iter()
+            .any(|w| w.contains("epoch 1 is missing in some runs"))
+    );
+}
