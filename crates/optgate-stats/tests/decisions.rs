@@ -1089,3 +1089,26 @@ fn without_epoch_one_everywhere_the_projection_uses_steady_epochs_only() {
             .any(|w| w.contains("epoch 1 is missing in some runs"))
     );
 }
+
+#[test]
+fn system_impact_needs_both_arms_and_follows_its_direction() {
+    let cfg = AnalysisConfig::default();
+    // Measured in one arm only: not compared.
+    let mut v = faster(6);
+    v.system_metric = vec![120.0; 6];
+    let a = analyze(&base(6), &[v], &cfg).unwrap();
+    assert_eq!(a.variants[0].system_impact_pct, None);
+    let mut b = base(6);
+    b.system_metric = vec![100.0; 6];
+    let a = analyze(&b, &[faster(6)], &cfg).unwrap();
+    assert_eq!(a.variants[0].system_impact_pct, None);
+    // Lower is better (e.g. joules): 80 instead of 100 is +20 %.
+    let mut v = faster(6);
+    v.system_metric = vec![80.0; 6];
+    let lower = AnalysisConfig {
+        system_better: Better::Lower,
+        ..AnalysisConfig::default()
+    };
+    let a = analyze(&b, &[v], &lower).unwrap();
+    assert!((a.variants[0].system_impact_pct.unwrap() - 20.0).abs() < 1e-9);
+}
