@@ -264,7 +264,10 @@ fn a_cluster_experiment_is_not_run_on_the_login_node_by_accident() {
     assert!(err.contains("optgate submit"), "{err}");
     // One sentence, not a source line's indentation inside it (B4).
     assert!(!err.contains("  "), "runs of spaces: {err:?}");
-    assert!(err.contains("on this machine, which on a login node"), "{err}");
+    assert!(
+        err.contains("on this machine, which on a login node"),
+        "{err}"
+    );
     assert!(!root.exists(), "nothing may be written");
 
     let (o, _) = run_experiment(dir.path(), &yaml, &["--here"]);
@@ -570,4 +573,108 @@ fn a_missing_experiment_file_is_one_clear_line() {
             "{cmd}"
         );
     }
+}
+
+/// One complete DFTracer 2.x event line.
+fn trace_event(id: u64, name: &str, cat: &str, epoch: Option<u32>) -> String {
+    let args = epoch.map_or(String::new(), |e| format!(",\"args\":{{\"epoch\":{e}}}"));
+    format!(
+        "{{\"id\":{id},\"name\":\"{name}\",\"cat\":\"{cat}\",\"pid\":1,\"tid\":1,\"ts\":{id},\"dur\":5,\"ph\":1{args}}}\n"
+    )
+}
+
+#[test]
+fn trace_summary_keeps_long_and_many_names_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    // Names and categories of 70,000 bytes: the table's column width overflowed
+    // (`Formatting argument out of range`).
+    let long = dir.path().join("long.pfw");
+    let name = "n".repeat(70_000);
+    let cat = "c".repeat(70_000);
+    std::fs::write(
+        &long,
+        trace_event(1, &name, "io", Some(1)) + &trace_event(2, "read", &cat, Some(1)),
+    )
+    .unwrap();
+    let o = run_bounded(&["trace", "summary", long.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains(&format!("{}…", "n".repeat(256))), "{out}");
+    assert!(!out.contains(&"n".repeat(257)), "the name is kept whole");
+    assert!(out.contains(&format!("{}…", "c".repeat(256))), "{out}");
+
+    // 100,000 categories, then 10,000 epochs of the last one: every epoch's category
+    // table was as long as the file's category list (16 GB).
+    let many = dir.path().join("many.pfw");
+    let mut text = String::new();
+    for i in 0..100_000 {
+        text.push_str(&trace_event(i, "x", &format!("c{i}"), None));
+    }
+    for e in 1..=10_000 {
+        text.push_str(&trace_event(100_000 + u64::from(e), "x", "c99999", Some(e)));
+    }
+    std::fs::write(&many, text).unwrap();
+    let o = run_bounded(&["trace", "summary", many.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", &err[..err.len().min(2000)]);
+    assert!(
+        err.contains(
+            "many.pfw:1001: more than 1000 distinct categories; events of \"c1000\" and later new categories are counted under \"(other categories)\""
+        ),
+        "{err}"
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("(other categories)"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
+}
+
+#[test]
+fn trace_summary_refuses_devices_and_gzip_bombs_and_skips_long_lines() {
+    let o = run_bounded(&["trace", "summary", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("/dev/zero is not a trace file: it is a character device"),
+        "{}",
+        stderr(&o)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    // 200 MB of zeros in ~200 KB of gzip: one "line" that was buffered whole.
+    let bomb = dir.path().join("bomb.pfw.gz");
+    let made = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("head -c 200000000 /dev/zero | gzip -9 > \"$0\"")
+        .arg(&bomb)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let o = run_bounded(&["trace", "summary", bomb.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the gzip stream expands more than 200 times") && err.len() < 500,
+        "{err}"
+    );
+
+    // A 2 MiB line is skipped as it streams by; the events around it count.
+    let long = dir.path().join("longline.pfw");
+    let text = trace_event(1, "read", "posix", Some(1))
+        + &"z".repeat(2 * 1024 * 1024)
+        + "\n"
+        + &trace_event(2, "read", "posix", Some(2));
+    std::fs::write(&long, text).unwrap();
+    let o = run_bounded(&["trace", "summary", long.to_str().unwrap(), "--json"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "longline.pfw:2: line of 2097152 bytes, longer than the 1048576 a line may have"
+        ),
+        "{err}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(j["total"]["events"], 2, "{j}");
 }

@@ -13,6 +13,10 @@ use serde::Serialize;
 
 use crate::error::{Diagnostic, DiagnosticKind};
 use crate::event::{NumField, Number, Phase, RawEvent, num_field, str_field};
+use crate::limits::{
+    MAX_CATEGORIES, MAX_EPOCHS, MAX_MESSAGE_BYTES, MAX_NAMES, OTHER_CATEGORIES, OTHER_NAMES, key,
+    prefix, quoted,
+};
 
 /// What to aggregate and how.
 #[derive(Debug, Clone, Default)]
@@ -79,23 +83,52 @@ pub struct Aggregate {
     pub by_epoch: BTreeMap<u32, EpochStat>,
 }
 
+/// Adds `v` under `k`, or under `other` when `k` is new and `map` already holds `cap` keys.
+fn add_capped(map: &mut BTreeMap<String, Stat>, k: &str, v: &Stat, cap: usize, other: &str) {
+    if let Some(mine) = map.get_mut(k) {
+        mine.add(v);
+    } else if map.len() < cap {
+        map.insert(k.to_string(), *v);
+    } else {
+        map.entry(other.to_string()).or_default().add(v);
+    }
+}
+
 impl Aggregate {
     /// Adds another aggregate into this one (e.g. one rank's file into the run total).
+    /// The sum keeps the limits of one file: at most [`MAX_CATEGORIES`] categories and
+    /// [`MAX_NAMES`] names (the rest under [`OTHER_CATEGORIES`], [`OTHER_NAMES`]) and
+    /// [`MAX_EPOCHS`] epochs (further epochs' events count in the totals only).
     pub fn merge(&mut self, other: &Aggregate) {
         self.events += other.events;
         self.dur_s += other.dur_s;
         for (k, v) in &other.by_category {
-            self.by_category.entry(k.clone()).or_default().add(v);
+            add_capped(
+                &mut self.by_category,
+                k,
+                v,
+                MAX_CATEGORIES,
+                OTHER_CATEGORIES,
+            );
         }
         for (k, v) in &other.by_name {
-            self.by_name.entry(k.clone()).or_default().add(v);
+            add_capped(&mut self.by_name, k, v, MAX_NAMES, OTHER_NAMES);
         }
         for (e, v) in &other.by_epoch {
+            if !self.by_epoch.contains_key(e) && self.by_epoch.len() >= MAX_EPOCHS {
+                continue;
+            }
             let mine = self.by_epoch.entry(*e).or_default();
             mine.count += v.count;
             mine.dur_s += v.dur_s;
             for (k, s) in &v.by_category {
-                mine.by_category.entry(k.clone()).or_default().add(s);
+                add_capped(
+                    &mut mine.by_category,
+                    k,
+                    s,
+                    MAX_CATEGORIES,
+                    OTHER_CATEGORIES,
+                );
             }
         }
     }
@@ -301,18 +334,15 @@ impl Raw {
 #[derive(Default)]
 struct EpochRaw {
     total: Raw,
-    /// Indexed by category index.
-    by_cat: Vec<Raw>,
+    /// Keyed by category index: only the categories this epoch has (a vector indexed by
+    /// the index would cost every epoch as much as the file's last category).
+    by_cat: FastMap<u32, Raw>,
 }
 
 impl EpochRaw {
     fn add(&mut self, cat: u32, dur: f64) {
         self.total.add(dur);
-        let i = cat as usize;
-        if self.by_cat.len() <= i {
-            self.by_cat.resize(i + 1, Raw::default());
-        }
-        self.by_cat[i].add(dur);
+        self.by_cat.entry(cat).or_default().add(dur);
     }
 }
 
@@ -352,11 +382,12 @@ impl Diagnostics {
     pub fn push(&mut self, line: u64, kind: DiagnosticKind, message: impl Into<String>) {
         self.total += 1;
         if self.list.len() < MAX_DIAGNOSTICS_PER_FILE {
+            let message = message.into();
             self.list.push(Diagnostic {
                 file: self.file.clone(),
                 line,
                 kind,
-                message: message.into(),
+                message: prefix(&message, MAX_MESSAGE_BYTES).into_owned(),
             });
         }
     }
@@ -396,6 +427,9 @@ pub(crate) struct FileAcc<'o> {
     /// Where the first such record is, to point the diagnostic at it.
     pub first_other_line: Option<u64>,
     pub skipped_events: u64,
+    /// Events counted in no epoch because the file has [`MAX_EPOCHS`] epochs already.
+    pub epochless_events: u64,
+    other_category: Option<u32>,
 }
 
 impl<'o> FileAcc<'o> {
@@ -417,18 +451,55 @@ impl<'o> FileAcc<'o> {
             other_records: 0,
             first_other_line: None,
             skipped_events: 0,
+            epochless_events: 0,
+            other_category: None,
         }
     }
 
-    fn cat_id(&mut self, cat: &str) -> u32 {
-        if let Some(&i) = self.cat_index.get(cat) {
-            return i;
-        }
-        let i = u32::try_from(self.cat_names.len()).expect("fewer than 2^32 categories");
+    fn new_cat(&mut self, cat: &str) -> u32 {
+        // At most MAX_CATEGORIES + 1 entries (the overflow bucket), so this fits.
+        let i = self.cat_names.len() as u32;
         self.cat_index.insert(cat.into(), i);
         self.cat_names.push(cat.into());
         self.cat_raw.push(Raw::default());
         i
+    }
+
+    fn cat_id(&mut self, cat: &str, line: u64, diags: &mut Diagnostics) -> u32 {
+        let cat = key(cat);
+        if let Some(&i) = self.cat_index.get(cat.as_ref()) {
+            return i;
+        }
+        if self.cat_names.len() < MAX_CATEGORIES {
+            return self.new_cat(&cat);
+        }
+        if let Some(i) = self.other_category {
+            return i;
+        }
+        diags.push(
+            line,
+            DiagnosticKind::TooMany,
+            format!(
+                "more than {MAX_CATEGORIES} distinct categories; events of {} and later new \
+                 categories are counted under {OTHER_CATEGORIES:?}",
+                quoted(&cat)
+            ),
+        );
+        let i = match self.cat_index.get(OTHER_CATEGORIES) {
+            Some(&i) => i,
+            None => self.new_cat(OTHER_CATEGORIES),
+        };
+        self.other_category = Some(i);
+        i
+    }
+
+    fn add_epoch(&mut self, e: u32, cat: u32, dur: f64) {
+        let room = self.epochs.len() < MAX_EPOCHS;
+        match self.epochs.get_mut(&e) {
+            Some(er) => er.add(cat, dur),
+            None if room => self.epochs.entry(e).or_default().add(cat, dur),
+            None => self.epochless_events += 1,
+        }
     }
 
     fn metadata(&mut self, ev: &RawEvent<'_>, line: u64, diags: &mut Diagnostics) {
@@ -459,8 +530,8 @@ impl<'o> FileAcc<'o> {
                 line,
                 DiagnosticKind::UnknownTimeUnit,
                 format!(
-                    "unknown time_metric {:?}; assuming microseconds",
-                    value.as_deref().unwrap_or("(not a string)")
+                    "unknown time_metric {}; assuming microseconds",
+                    quoted(value.as_deref().unwrap_or("(not a string)"))
                 ),
             ),
         }
@@ -493,7 +564,8 @@ impl<'o> FileAcc<'o> {
                     line,
                     DiagnosticKind::BadValue,
                     format!(
-                        "event {name:?} has negative dur {}; not counted",
+                        "event {} has negative dur {}; not counted",
+                        quoted(&name),
                         d.as_f64()
                     ),
                 );
@@ -504,7 +576,7 @@ impl<'o> FileAcc<'o> {
                 diags.push(
                     line,
                     DiagnosticKind::MissingDur,
-                    format!("event {name:?} has no dur; not counted"),
+                    format!("event {} has no dur; not counted", quoted(&name)),
                 );
                 return;
             }
@@ -513,7 +585,10 @@ impl<'o> FileAcc<'o> {
                 diags.push(
                     line,
                     DiagnosticKind::BadValue,
-                    format!("event {name:?} has a dur that is not a number; not counted"),
+                    format!(
+                        "event {} has a dur that is not a number; not counted",
+                        quoted(&name)
+                    ),
                 );
                 return;
             }
@@ -525,7 +600,7 @@ impl<'o> FileAcc<'o> {
                 diags.push(
                     line,
                     DiagnosticKind::BadValue,
-                    format!("event {name:?} has a ts that is not a number"),
+                    format!("event {} has a ts that is not a number", quoted(&name)),
                 );
                 None
             }
@@ -544,7 +619,10 @@ impl<'o> FileAcc<'o> {
                 diags.push(
                     line,
                     DiagnosticKind::BadValue,
-                    format!("event {name:?} has an args.epoch that is not a non-negative integer"),
+                    format!(
+                        "event {} has an args.epoch that is not a non-negative integer",
+                        quoted(&name)
+                    ),
                 );
                 None
             }
@@ -575,14 +653,30 @@ impl<'o> FileAcc<'o> {
         {
             return;
         }
-        let cat = self.cat_id(&cat);
+        let cat = self.cat_id(&cat, line, diags);
         self.cat_raw[cat as usize].add(dur);
+        let name = key(&name);
+        let room = self.names.len() < MAX_NAMES;
         match self.names.get_mut(name.as_ref()) {
             Some(r) => r.add(dur),
-            None => {
+            None if room => {
                 let mut r = Raw::default();
                 r.add(dur);
                 self.names.insert(name.as_ref().into(), r);
+            }
+            None => {
+                if !self.names.contains_key(OTHER_NAMES) {
+                    diags.push(
+                        line,
+                        DiagnosticKind::TooMany,
+                        format!(
+                            "more than {MAX_NAMES} distinct event names; events of {} and later \
+                             new names are counted under {OTHER_NAMES:?}",
+                            quoted(&name)
+                        ),
+                    );
+                }
+                self.names.entry(OTHER_NAMES.into()).or_default().add(dur);
             }
         }
 
@@ -598,12 +692,14 @@ impl<'o> FileAcc<'o> {
                 });
             }
         } else if let Some(e) = arg_epoch {
-            self.epochs.entry(e).or_default().add(cat, dur);
+            self.add_epoch(e, cat, dur);
         }
     }
 
-    /// Resolves epochs and converts ticks to seconds.
-    pub fn finish(mut self) -> (Aggregate, TimeUnit, u64) {
+    /// Resolves epochs and converts ticks to seconds. Returns the aggregate, the time
+    /// unit, the number of epoch markers and of events left in no epoch for
+    /// [`MAX_EPOCHS`].
+    pub fn finish(mut self) -> (Aggregate, TimeUnit, u64, u64) {
         self.markers.sort_by_key(|m| m.start);
         let marker_epochs: Vec<u32> = self
             .markers
@@ -620,7 +716,7 @@ impl<'o> FileAcc<'o> {
                 (ts < m.end || ts == m.start).then(|| marker_epochs[k - 1])
             });
             if let Some(e) = by_marker.or(p.arg_epoch) {
-                self.epochs.entry(e).or_default().add(p.cat, p.dur);
+                self.add_epoch(e, p.cat, p.dur);
             }
         }
 
@@ -641,9 +737,7 @@ impl<'o> FileAcc<'o> {
             let by_category = er
                 .by_cat
                 .iter()
-                .enumerate()
-                .filter(|(_, r)| r.count > 0)
-                .map(|(i, r)| (self.cat_names[i].to_string(), r.seconds(k)))
+                .map(|(&i, r)| (self.cat_names[i as usize].to_string(), r.seconds(k)))
                 .collect();
             let s = er.total.seconds(k);
             agg.by_epoch.insert(
@@ -655,7 +749,12 @@ impl<'o> FileAcc<'o> {
                 },
             );
         }
-        (agg, self.unit, self.markers.len() as u64)
+        (
+            agg,
+            self.unit,
+            self.markers.len() as u64,
+            self.epochless_events,
+        )
     }
 }
 

@@ -27,6 +27,14 @@ pub enum TraceError {
     /// `summarize_paths` was called with an empty list.
     #[error("no trace paths given")]
     NoPaths,
+    /// A path that is neither a directory nor a regular file (a device, a pipe, a socket):
+    /// reading it might never end.
+    #[error("{} is not a trace file: it is {kind}", path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
+    /// A file whose text outgrew [`crate::MAX_TEXT_BYTES`] or, compressed, expanded more
+    /// than [`crate::MAX_GZIP_RATIO`] times (a gzip bomb).
+    #[error("{}: {reason}; the file is refused", path.display())]
+    TooLarge { path: PathBuf, reason: String },
 }
 
 /// What went wrong on a line (or in a file) that was otherwise skipped or tolerated.
@@ -51,6 +59,10 @@ pub enum DiagnosticKind {
     ReadError,
     /// Too many diagnostics in one file: the rest are only counted.
     Suppressed,
+    /// A line longer than [`crate::MAX_LINE_BYTES`]: skipped without being read whole.
+    LongLine,
+    /// More distinct categories, names or epochs than the limits keep.
+    TooMany,
 }
 
 /// One tolerated problem, located by file and 1-based line number.

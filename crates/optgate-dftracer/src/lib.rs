@@ -24,6 +24,7 @@
 mod aggregate;
 mod error;
 mod event;
+pub mod limits;
 mod reader;
 mod render;
 mod scan;
@@ -34,6 +35,10 @@ pub use aggregate::{
     TraceSummary, epoch_seconds,
 };
 pub use error::{Diagnostic, DiagnosticKind, TraceError};
+pub use limits::{
+    GZIP_RATIO_FREE_BYTES, MAX_CATEGORIES, MAX_EPOCHS, MAX_GZIP_RATIO, MAX_KEY_BYTES,
+    MAX_LINE_BYTES, MAX_NAMES, MAX_TEXT_BYTES, OTHER_CATEGORIES, OTHER_NAMES,
+};
 pub use reader::{expand_paths, summarize_paths, summarize_reader};
 pub use render::render_table;
 

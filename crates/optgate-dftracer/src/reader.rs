@@ -2,11 +2,14 @@
 //! line numbers, and the parallel fold over files.
 //!
 //! A file is read in large chunks into one reused buffer and split in place, so no line
-//! is copied; only the partial line at the end of a chunk is moved to the front.
+//! is copied; only the partial line at the end of a chunk is moved to the front. The
+//! buffer never grows past [`MAX_LINE_BYTES`]: a longer line is skipped as it streams by.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use flate2::bufread::MultiGzDecoder;
 use rayon::prelude::*;
@@ -16,6 +19,7 @@ use crate::aggregate::{
 };
 use crate::error::{Diagnostic, DiagnosticKind, TraceError};
 use crate::event::RawEvent;
+use crate::limits::{GZIP_RATIO_FREE_BYTES, MAX_GZIP_RATIO, MAX_LINE_BYTES, MAX_TEXT_BYTES};
 
 /// Bytes of decompressed text handled per read; large enough that per-read overhead
 /// vanishes, small enough to stay in L2 on most machines.
@@ -26,7 +30,8 @@ const CHUNK: usize = 256 * 1024;
 /// A directory stands for its `*.pfw` and `*.pfw.gz` files (not recursive), in name
 /// order; a file is read whatever its name. The same file given twice is read once.
 /// Files are read in parallel on rayon's global pool. Damaged content becomes
-/// diagnostics; only paths that cannot be listed or opened are errors.
+/// diagnostics; paths that cannot be listed or opened, that are not regular files or
+/// directories, and files past [`MAX_TEXT_BYTES`] or [`MAX_GZIP_RATIO`] are errors.
 pub fn summarize_paths(
     paths: &[PathBuf],
     opts: &AggregateOptions,
@@ -45,10 +50,18 @@ pub fn summarize_paths(
 }
 
 /// Summarises one trace from any reader (plain or gzip text; detected from the first
-/// bytes). `name` is used for the file summary and diagnostics.
+/// bytes). `name` is used for the file summary and diagnostics. Past [`MAX_TEXT_BYTES`]
+/// or [`MAX_GZIP_RATIO`] the rest of the stream is not read; a diagnostic says so.
 pub fn summarize_reader(name: &Path, reader: impl Read, opts: &AggregateOptions) -> TraceSummary {
-    let (file, diagnostics) =
-        summarize_stream(name, BufReader::with_capacity(CHUNK, reader), 0, opts);
+    let (file, mut diagnostics, refused) = summarize_stream(name, reader, 0, opts);
+    if let Some(reason) = refused {
+        diagnostics.push(Diagnostic {
+            file: name.to_path_buf(),
+            line: file.lines + 1,
+            kind: DiagnosticKind::ReadError,
+            message: format!("{reason}; the rest of the stream is not read"),
+        });
+    }
     TraceSummary {
         total: file.aggregate.clone(),
         files: vec![file],
@@ -93,8 +106,13 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TraceError> {
             }
             found.sort();
             out.extend(found);
-        } else {
+        } else if meta.is_file() {
             out.push(p.clone());
+        } else {
+            return Err(TraceError::NotRegular {
+                path: p.clone(),
+                kind: file_kind(&meta),
+            });
         }
     }
     // Keep the first occurrence: `dir dir/a.pfw.gz` must not count a.pfw.gz twice.
@@ -113,20 +131,90 @@ fn summarize_file(
         source,
     })?;
     let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-    Ok(summarize_stream(
-        path,
-        BufReader::with_capacity(CHUNK, f),
-        file_bytes,
-        opts,
-    ))
+    match summarize_stream(path, f, file_bytes, opts) {
+        (_, _, Some(reason)) => Err(TraceError::TooLarge {
+            path: path.to_path_buf(),
+            reason,
+        }),
+        (summary, diags, None) => Ok((summary, diags)),
+    }
 }
 
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Counts the bytes read through it (the compressed size consumed so far).
+struct Counting<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// How much text a file may yield: [`MAX_TEXT_BYTES`], and for gzip at most
+/// [`MAX_GZIP_RATIO`] times the compressed bytes read, past [`GZIP_RATIO_FREE_BYTES`].
+struct TextLimit {
+    gzip: bool,
+    compressed: Rc<Cell<u64>>,
+}
+
+impl TextLimit {
+    /// Why `text` bytes are too many, if they are.
+    fn exceeded(&self, text: u64) -> Option<String> {
+        if text > MAX_TEXT_BYTES {
+            return Some(format!(
+                "more than {} GiB of text (the limit of one trace file)",
+                MAX_TEXT_BYTES >> 30
+            ));
+        }
+        let compressed = self.compressed.get().max(1);
+        if self.gzip
+            && text > GZIP_RATIO_FREE_BYTES
+            && text > compressed.saturating_mul(MAX_GZIP_RATIO)
+        {
+            return Some(format!(
+                "the gzip stream expands more than {MAX_GZIP_RATIO} times ({text} bytes of text \
+                 from {compressed} compressed bytes): not a trace"
+            ));
+        }
+        None
+    }
+}
+
+/// Reads one stream; the third value is why it was cut short by a limit, if it was.
 fn summarize_stream<R: Read>(
     path: &Path,
-    mut input: BufReader<R>,
+    raw: R,
     file_bytes: u64,
     opts: &AggregateOptions,
-) -> (FileSummary, Vec<Diagnostic>) {
+) -> (FileSummary, Vec<Diagnostic>, Option<String>) {
+    let compressed = Rc::new(Cell::new(0u64));
+    let mut input = BufReader::with_capacity(
+        CHUNK,
+        Counting {
+            inner: raw,
+            count: Rc::clone(&compressed),
+        },
+    );
     let mut diags = Diagnostics::new(path);
     // gzip is recognised by its magic bytes, not the file name: renamed and
     // uncompressed-but-`.gz` files both occur in the wild.
@@ -139,10 +227,14 @@ fn summarize_stream<R: Read>(
         parser: opts.parser,
         seen_content: false,
     };
+    let limit = TextLimit {
+        gzip: is_gzip,
+        compressed,
+    };
     let read = if is_gzip {
-        fold_lines(MultiGzDecoder::new(input), &mut state, &mut diags)
+        fold_lines(MultiGzDecoder::new(input), &mut state, &mut diags, &limit)
     } else {
-        fold_lines(input, &mut state, &mut diags)
+        fold_lines(input, &mut state, &mut diags, &limit)
     };
     let bracketed = state.acc.bracketed;
     let mut format = state.acc.format;
@@ -164,7 +256,18 @@ fn summarize_stream<R: Read>(
             ),
         );
     }
-    let (aggregate, time_unit, epoch_markers) = state.acc.finish();
+    let (aggregate, time_unit, epoch_markers, epochless) = state.acc.finish();
+    if epochless > 0 {
+        diags.push(
+            read.lines,
+            DiagnosticKind::TooMany,
+            format!(
+                "more than {} distinct epochs; {epochless} events of later new epochs count in \
+                 the totals but in no epoch",
+                crate::limits::MAX_EPOCHS
+            ),
+        );
+    }
     let (diagnostics, list) = diags.finish(read.lines);
     let summary = FileSummary {
         path: path.to_path_buf(),
@@ -180,12 +283,14 @@ fn summarize_stream<R: Read>(
         diagnostics,
         aggregate,
     };
-    (summary, list)
+    (summary, list, read.refused)
 }
 
 struct ReadStats {
     lines: u64,
     bytes: u64,
+    /// Why reading stopped at a limit, if it did.
+    refused: Option<String>,
 }
 
 struct LineState<'o> {
@@ -247,16 +352,48 @@ impl LineState<'_> {
     }
 }
 
-/// Reads `r` to the end (or to a read error), feeding each line to `state`.
-fn fold_lines(mut r: impl Read, state: &mut LineState<'_>, diags: &mut Diagnostics) -> ReadStats {
+/// Reads `r` to the end (or to a read error, or to `limit`), feeding each line to
+/// `state`. A line longer than [`MAX_LINE_BYTES`] is skipped as it streams by (a
+/// [`DiagnosticKind::LongLine`] of its line): the buffer never grows past the limit.
+fn fold_lines(
+    mut r: impl Read,
+    state: &mut LineState<'_>,
+    diags: &mut Diagnostics,
+    limit: &TextLimit,
+) -> ReadStats {
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0usize;
-    let mut stats = ReadStats { lines: 0, bytes: 0 };
+    let mut stats = ReadStats {
+        lines: 0,
+        bytes: 0,
+        refused: None,
+    };
     let mut failure: Option<io::Error> = None;
+    // While skipping a long line: its number and its bytes so far.
+    let mut skipping: Option<(u64, u64)> = None;
+    let long_line = |diags: &mut Diagnostics, no: u64, bytes: u64| {
+        diags.push(
+            no,
+            DiagnosticKind::LongLine,
+            format!(
+                "line of {bytes} bytes, longer than the {MAX_LINE_BYTES} a line may have (no \
+                 trace event is that long); skipped"
+            ),
+        );
+    };
     loop {
         if filled == buf.len() {
-            // A single line longer than the buffer: grow rather than split it.
-            buf.resize(buf.len() * 2, 0);
+            if buf.len() <= MAX_LINE_BYTES {
+                // A line longer than the buffer: grow rather than split it, up to the
+                // limit (and its newline).
+                buf.resize((buf.len() * 2).min(MAX_LINE_BYTES + 1), 0);
+            } else {
+                // The buffer holds the start of one line past the limit: drop it and skip
+                // the rest of the line as it arrives.
+                stats.lines += 1;
+                skipping = Some((stats.lines, filled as u64));
+                filled = 0;
+            }
         }
         let n = match r.read(&mut buf[filled..]) {
             Ok(0) => break,
@@ -270,8 +407,27 @@ fn fold_lines(mut r: impl Read, state: &mut LineState<'_>, diags: &mut Diagnosti
         let scan_from = filled;
         filled += n;
         stats.bytes += n as u64;
+        if let Some(reason) = limit.exceeded(stats.bytes) {
+            stats.refused = Some(reason);
+            return stats;
+        }
         let mut start = 0usize;
         let mut search = scan_from;
+        if let Some((no, bytes)) = skipping {
+            match find_newline(&buf[scan_from..filled]) {
+                None => {
+                    skipping = Some((no, bytes + n as u64));
+                    filled = 0;
+                    continue;
+                }
+                Some(off) => {
+                    long_line(diags, no, bytes + off as u64);
+                    skipping = None;
+                    start = scan_from + off + 1;
+                    search = start;
+                }
+            }
+        }
         while let Some(off) = find_newline(&buf[search..filled]) {
             let end = search + off;
             stats.lines += 1;
@@ -282,7 +438,9 @@ fn fold_lines(mut r: impl Read, state: &mut LineState<'_>, diags: &mut Diagnosti
         buf.copy_within(start..filled, 0);
         filled -= start;
     }
-    if filled > 0 {
+    if let Some((no, bytes)) = skipping {
+        long_line(diags, no, bytes + filled as u64);
+    } else if filled > 0 {
         stats.lines += 1;
         state.line(&buf[..filled], stats.lines, true, diags);
     }

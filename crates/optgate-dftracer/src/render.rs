@@ -9,6 +9,9 @@ use crate::aggregate::{Stat, TraceSummary};
 const TOP_NAMES: usize = 20;
 /// How many diagnostics the table lists; the JSON output carries all that were kept.
 const SHOWN_DIAGNOSTICS: usize = 20;
+/// The widest a column is padded to: a longer path or name overflows its column rather
+/// than widening the table (and a width past 65,535 is not even a valid format width).
+const MAX_COLUMN: usize = 100;
 
 fn label(s: &str) -> &str {
     if s.is_empty() { "(none)" } else { s }
@@ -35,7 +38,7 @@ pub fn render_table(summary: &TraceSummary) -> String {
         .map(|f| f.path.display().to_string().len())
         .max()
         .unwrap_or(4)
-        .max(4);
+        .clamp(4, MAX_COLUMN);
     let _ = writeln!(
         out,
         "  {:<w$}  {:>7}  {:>4}  {:>10}  {:>12}  {:>5}",
@@ -66,7 +69,7 @@ pub fn render_table(summary: &TraceSummary) -> String {
             .map(|(k, _)| label(k).len())
             .max()
             .unwrap_or(0)
-            .max(title.len());
+            .clamp(title.len(), MAX_COLUMN);
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -106,7 +109,7 @@ pub fn render_table(summary: &TraceSummary) -> String {
             .map(|k| label(k).len())
             .max()
             .unwrap_or(0)
-            .max("category".len());
+            .clamp("category".len(), MAX_COLUMN);
         let _ = writeln!(out);
         let _ = writeln!(
             out,

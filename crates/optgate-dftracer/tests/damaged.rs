@@ -483,7 +483,8 @@ fn a_file_of_garbage_is_capped_but_counted() {
 
 #[test]
 fn a_line_longer_than_the_read_buffer_is_one_line() {
-    let long_name = "x".repeat(1 << 20);
+    // 512 KiB: longer than the 256 KiB read buffer, within MAX_LINE_BYTES.
+    let long_name = "x".repeat(1 << 19);
     let text = lines(2) + &ev(9, &long_name, "compute", 1, 3, None) + "\n" + &lines(1);
     let s = summarize_reader(
         Path::new("long.pfw"),
@@ -492,7 +493,25 @@ fn a_line_longer_than_the_read_buffer_is_one_line() {
     );
     assert!(s.diagnostics.is_empty());
     assert_eq!(s.total.events, 4);
-    assert_eq!(s.total.by_name[&long_name].count, 1);
+    // Names are kept to MAX_KEY_BYTES and an ellipsis.
+    let kept = format!("{}…", &long_name[..optgate_dftracer::MAX_KEY_BYTES]);
+    assert_eq!(s.total.by_name[&kept].count, 1);
+    assert_eq!(s.files[0].lines, 4);
+}
+
+#[test]
+fn a_line_past_the_line_limit_is_skipped_and_the_rest_counts() {
+    let long_name = "x".repeat(optgate_dftracer::MAX_LINE_BYTES);
+    let text = lines(2) + &ev(9, &long_name, "compute", 1, 3, None) + "\n" + &lines(1);
+    let s = summarize_reader(
+        Path::new("long.pfw"),
+        text.as_bytes(),
+        &AggregateOptions::default(),
+    );
+    assert_eq!(s.diagnostics.len(), 1, "{:?}", s.diagnostics);
+    assert_eq!(s.diagnostics[0].kind, DiagnosticKind::LongLine);
+    assert_eq!(s.diagnostics[0].line, 3);
+    assert_eq!(s.total.events, 3);
     assert_eq!(s.files[0].lines, 4);
 }
 
