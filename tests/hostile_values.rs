@@ -155,3 +155,50 @@ variants:
     lines.dedup();
     assert_eq!(lines, ["baseline:6 20000000", "four:4 20000000"], "{ran}");
 }
+
+/// Manifests keep no secrets: the arm's own variables and the allow-listed inherited ones
+/// (threading, schedulers, CUDA, PyTorch…) are recorded with their values, any other
+/// inherited variable by name only; the execution directory is the user's alone (0700).
+#[test]
+fn manifests_record_inherited_secrets_by_name_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_experiment(dir.path(), &fake_app_experiment("secrets", ""));
+    let root = dir.path().join("exec");
+    let o = optgate()
+        .args([
+            "run",
+            p.to_str().unwrap(),
+            "--out",
+            root.to_str().unwrap(),
+            "--quiet",
+        ])
+        .env("MY_API_TOKEN", "s3cr3t-value")
+        .env("OMP_PLACES", "cores")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut manifests = 0;
+    for e in std::fs::read_dir(root.join("runs")).unwrap() {
+        let path = e.unwrap().path().join("manifest.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("s3cr3t-value"), "{}: {text}", path.display());
+        let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(m["environment"].get("MY_API_TOKEN").is_none(), "{m:#}");
+        let withheld: Vec<&str> = m["environment_withheld"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(withheld.contains(&"MY_API_TOKEN"), "{withheld:?}");
+        assert_eq!(m["environment"]["OMP_PLACES"], "cores");
+        if m["arm"] == "v1" {
+            assert_eq!(m["environment"]["X"], "1", "the arm's own variable");
+        }
+        manifests += 1;
+    }
+    assert_eq!(manifests, 10);
+    let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the execution directory is private");
+}

@@ -145,11 +145,11 @@ pub async fn execute_prepared(
     let mut argv: Vec<String> = launcher.to_vec();
     argv.push("bash".into());
     argv.push(script.display().to_string());
-    let mut environment: BTreeMap<String, String> = std::env::vars().collect();
-    environment.extend(record.env_set.clone());
-    for u in &record.env_unset {
-        environment.remove(u);
-    }
+    let (environment, environment_withheld) = crate::manifest::recordable_environment(
+        std::env::vars(),
+        &record.env_set,
+        &record.env_unset,
+    );
     let started_at = now_rfc3339();
     let t0 = std::time::Instant::now();
     let end = run_command(
@@ -186,6 +186,7 @@ pub async fn execute_prepared(
         env_set: record.env_set,
         env_unset: record.env_unset,
         environment,
+        environment_withheld,
         script,
         scheduler_job_id,
         optgate_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -42,12 +42,80 @@ pub struct RunManifest {
     /// Variables the arm sets and removes, as rendered into the run script.
     pub env_set: BTreeMap<String, String>,
     pub env_unset: Vec<String>,
-    /// The full environment the run's process started with.
+    /// The environment the run's process started with, as far as it is safe to keep:
+    /// every variable the arm sets, and inherited ones whose names are on
+    /// [`RECORDED_ENV_PREFIXES`] / [`RECORDED_ENV_NAMES`] (what shapes a measurement:
+    /// threading, schedulers, CUDA, PyTorch). Other inherited values may be secrets.
     pub environment: BTreeMap<String, String>,
+    /// Names of the inherited variables whose values were not recorded.
+    #[serde(default)]
+    pub environment_withheld: Vec<String>,
     pub script: PathBuf,
     #[serde(default)]
     pub scheduler_job_id: Option<String>,
     pub optgate_version: String,
+}
+
+/// Inherited variables whose values a manifest records, by prefix: what changes how a run
+/// behaves, not who runs it. Everything else inherited is recorded by name only.
+pub const RECORDED_ENV_PREFIXES: &[&str] = &[
+    "OMP_",
+    "KMP_",
+    "GOMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "BLIS_",
+    "SLURM_",
+    "FLUX_",
+    "PMI_",
+    "CUDA_",
+    "NCCL_",
+    "ROCR_",
+    "HIP_",
+    "TORCH",
+    "PYTORCH_",
+    "TRITON_",
+    "OPTGATE_",
+    "DFTRACER_",
+];
+
+/// Inherited variables recorded by exact name.
+pub const RECORDED_ENV_NAMES: &[&str] = &[
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PYTHONPATH",
+    "HOSTNAME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+];
+
+/// Splits an inherited environment (with the arm's own variables applied) into what a
+/// manifest may record and the names it withholds. The arm's `set` variables are always
+/// recorded: they are in the experiment file already.
+pub fn recordable_environment(
+    inherited: impl IntoIterator<Item = (String, String)>,
+    set: &BTreeMap<String, String>,
+    unset: &[String],
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut kept = BTreeMap::new();
+    let mut withheld = Vec::new();
+    for (name, value) in inherited {
+        if set.contains_key(&name) || unset.contains(&name) {
+            continue;
+        }
+        let recorded = RECORDED_ENV_NAMES.contains(&name.as_str())
+            || RECORDED_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
+        if recorded {
+            kept.insert(name, value);
+        } else {
+            withheld.push(name);
+        }
+    }
+    kept.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+    withheld.sort();
+    (kept, withheld)
 }
 
 #[derive(Debug, thiserror::Error)]

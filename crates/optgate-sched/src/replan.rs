@@ -109,6 +109,7 @@ mod tests {
             env_set: Default::default(),
             env_unset: vec![],
             environment: Default::default(),
+            environment_withheld: vec![],
             script: "run.sh".into(),
             scheduler_job_id: Some("7".into()),
             optgate_version: "0".into(),
