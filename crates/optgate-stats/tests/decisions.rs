@@ -1112,3 +1112,30 @@ fn system_impact_needs_both_arms_and_follows_its_direction() {
     let a = analyze(&b, &[v], &lower).unwrap();
     assert!((a.variants[0].system_impact_pct.unwrap() - 20.0).abs() < 1e-9);
 }
+
+#[test]
+fn the_baseline_trend_is_judged_over_the_window_actually_compared() {
+    // The baseline slows down from epoch 7 on; the variant was measured for 6 epochs
+    // only, so the comparison uses epochs 2..6, where the baseline is steady. The
+    // baseline's finding over its own window 2..12 is reported, but does not block.
+    let mut b = arm("base", 8, 12, 20.0, 10.0, 0.005, 1);
+    for r in &mut b.runs {
+        for (e, v) in r.epochs.iter_mut() {
+            if *e >= 7 {
+                *v *= 1.0 + 0.03 * (*e - 6) as f64;
+            }
+        }
+    }
+    let v = arm("v", 8, 6, 19.0, 9.0, 0.005, 2);
+    let a = analyze(&b, &[v], &AnalysisConfig::default()).unwrap();
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.starts_with("base: the steady window 2..12 is not steady yet")),
+        "{:?}",
+        a.warnings
+    );
+    let va = &a.variants[0];
+    assert_eq!(va.steady_epochs, vec![2, 3, 4, 5, 6]);
+    assert_eq!(va.decision, Decision::Accept, "{}", va.reason);
+}
