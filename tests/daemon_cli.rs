@@ -228,8 +228,32 @@ fn the_daemon_commands_from_start_to_stop() {
 
     let o = cli(&home, &["daemon", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // With the daemon stopped the answers are still in its database: status, report and
+    // gate read it (read-only) and say so, instead of exiting 4.
     let o = cli(&home, &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&fast_id), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("the daemon is not running"),
+        "{}",
+        stderr(&o)
+    );
+    let s = status(&home, &fast_id);
+    assert_eq!(s["state"], "decided");
+    let o = cli(&home, &["status", &fast_id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "--watch ends: {}", stderr(&o));
+    let o = cli(&home, &["report", &fast_id, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["variants"][0]["decision"], "accept");
+    let o = cli(&home, &["gate", &fast_id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli(&home, &["gate", "nope"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    // Commands that need the daemon still say it is not running.
+    let o = cli(&home, &["cancel", &fast_id]);
     assert_eq!(o.status.code(), Some(4));
+    assert!(!home.join("sock/daemon.sock").exists());
 }
 
 /// The state directory is checked before anything in it is opened: one that other users

@@ -126,6 +126,68 @@ pub fn call(paths: &StatePaths, request: &Request) -> Result<Response, ClientErr
     }
 }
 
+/// Where an answer came from: the running daemon, or its database read while none runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Daemon,
+    /// No daemon answered; the database was read read-only (it is as the daemon left it).
+    Database,
+}
+
+/// Like [`call`], but a status or report request that finds no daemon is answered from
+/// the state directory's database, read-only, when there is one: the answer is there even
+/// while the daemon is stopped. Other requests, and a missing database, keep the
+/// `NotRunning` error.
+pub fn call_or_read(
+    paths: &StatePaths,
+    request: &Request,
+) -> Result<(Response, Source), ClientError> {
+    match call(paths, request) {
+        Err(ClientError::NotRunning { socket }) if paths.db().exists() => {
+            let read = match request {
+                Request::Status(r) => read_offline(paths, |store, info| {
+                    Ok(crate::handlers::status::answer(store, r.clone(), info)?)
+                }),
+                Request::Report(r) => read_offline(paths, |store, _| {
+                    crate::handlers::report::answer(store, r.clone())
+                }),
+                _ => return Err(ClientError::NotRunning { socket }),
+            };
+            match read {
+                Ok(Response::Error(e)) => Err(ClientError::Refused {
+                    kind: e.kind,
+                    message: e.message,
+                }),
+                Ok(r) => Ok((r, Source::Database)),
+                Err(e) => Err(ClientError::Start(format!(
+                    "the daemon is not running, and its database cannot be read: {e}"
+                ))),
+            }
+        }
+        other => other.map(|r| (r, Source::Daemon)),
+    }
+}
+
+/// Answers from the state directory's database opened read-only, as a stopped daemon.
+fn read_offline(
+    paths: &StatePaths,
+    answer: impl FnOnce(
+        &optgate_store::Store,
+        crate::protocol::DaemonInfo,
+    ) -> Result<Response, crate::error::DaemonError>,
+) -> Result<Response, crate::error::DaemonError> {
+    let store = optgate_store::Store::open_read_only(&paths.db())?;
+    let info = crate::protocol::DaemonInfo {
+        // No daemon: pid 0 and no start time say so in the JSON.
+        pid: 0,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        protocol: crate::protocol::PROTOCOL_VERSION,
+        state_dir: paths.dir.clone(),
+        started_at: String::new(),
+    };
+    answer(&store, info)
+}
+
 /// Starts `optgate daemon --foreground` detached (own session, output appended to the
 /// daemon's log) and waits until it answers. `optgate` is the binary to run.
 pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, ClientError> {

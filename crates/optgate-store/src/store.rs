@@ -89,6 +89,42 @@ impl Store {
         Ok(Store { conn, path })
     }
 
+    /// Opens an existing database without writing anything (no migration, no journal mode
+    /// change): what the CLI reads when no daemon runs. A database of another schema
+    /// version is refused — only a daemon migrates.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
+        let err = |op: &'static str| {
+            let path = path.clone();
+            move |e| StoreError::from_sqlite(op, path, e)
+        };
+        let conn = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(err("open"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(err("set the busy timeout"))?;
+        let version = migrations::user_version(&conn).map_err(err("read the schema version"))?;
+        if version > LATEST {
+            return Err(StoreError::TooNew {
+                path,
+                found: version,
+                supported: LATEST,
+            });
+        }
+        if version < LATEST {
+            return Err(StoreError::Corrupt {
+                path,
+                detail: format!(
+                    "schema version {version} needs an upgrade to {LATEST}, which only a \
+                     running daemon does: start it with `optgate daemon`"
+                ),
+            });
+        }
+        Ok(Store { conn, path })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

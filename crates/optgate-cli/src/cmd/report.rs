@@ -57,9 +57,10 @@ pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Resul
     use optgate_daemon::protocol::{ReportRequest, Request, Response};
     let paths = super::daemon::state_paths()?;
     let request = Request::Report(ReportRequest { id: id.to_string() });
-    let reply = match optgate_daemon::client::call(&paths, &request)
-        .map_err(super::daemon::client_error)?
-    {
+    let (reply, source) = optgate_daemon::client::call_or_read(&paths, &request)
+        .map_err(super::daemon::client_error)?;
+    super::status::say_if_offline(source);
+    let reply = match reply {
         Response::Report(r) => r,
         other => anyhow::bail!("the daemon answered {other:?} to a report request"),
     };

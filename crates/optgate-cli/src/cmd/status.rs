@@ -27,11 +27,23 @@ pub fn fetch(id: Option<&str>) -> Result<StatusReply> {
     let request = Request::Status(StatusRequest {
         id: id.map(str::to_string),
     });
-    match client::call(&paths, &request).map_err(client_error)? {
+    let (reply, source) = client::call_or_read(&paths, &request).map_err(client_error)?;
+    say_if_offline(source);
+    match reply {
         Response::Status(s) => Ok(s),
         other => Err(anyhow::anyhow!(
             "the daemon answered {other:?} to a status request"
         )),
+    }
+}
+
+/// One line on stderr when the answer comes from a stopped daemon's database.
+pub fn say_if_offline(source: client::Source) {
+    if source == client::Source::Database {
+        eprintln!(
+            "optgate: the daemon is not running; this is its database as it left it \
+             (start it with `optgate daemon` to go on)"
+        );
     }
 }
 
@@ -64,7 +76,8 @@ pub fn status(id: Option<&str>, watch: bool, json: bool) -> Result<i32> {
             last = text;
         }
         drop(out);
-        if reply.experiments.iter().all(|e| is_ended(&e.state)) {
+        // pid 0: the answer came from a stopped daemon's database; nothing will change it.
+        if reply.daemon.pid == 0 || reply.experiments.iter().all(|e| is_ended(&e.state)) {
             return Ok(exit::OK);
         }
         std::thread::sleep(WATCH_INTERVAL);

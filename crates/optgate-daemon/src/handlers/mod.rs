@@ -1,9 +1,9 @@
 //! One handler per request; [`dispatch`] is the single match from request to handler.
 
 mod cancel;
-mod report;
+pub mod report;
 mod shutdown;
-mod status;
+pub mod status;
 mod submit;
 
 use crate::context::Daemon;

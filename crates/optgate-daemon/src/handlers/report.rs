@@ -6,20 +6,18 @@ use crate::context::Daemon;
 use crate::protocol::{ErrorKind, ErrorReply, ReportReply, ReportRequest, Response};
 
 pub async fn report(ctx: &Daemon, req: ReportRequest) -> HandlerResult {
+    ctx.db.call(move |s| Ok(answer(s, req))).await?
+}
+
+/// The report reply from the database alone (the daemon's answer, and the CLI's from a
+/// stopped daemon's database).
+pub fn answer(s: &optgate_store::Store, req: ReportRequest) -> HandlerResult {
     let id = req.id.clone();
-    let found = ctx
-        .db
-        .call(move |s| {
-            let Some(row) = s.experiment(&id)? else {
-                return Ok(None);
-            };
-            let counts = s.run_counts()?.remove(&id).unwrap_or_default();
-            Ok(Some((row, counts, s.report(&id)?)))
-        })
-        .await?;
-    let Some((row, counts, report)) = found else {
+    let Some(row) = s.experiment(&id)? else {
         return Ok(unknown(&req.id));
     };
+    let counts = s.run_counts()?.remove(&id).unwrap_or_default();
+    let report = s.report(&id)?;
     match report {
         Some(text) => {
             let report =

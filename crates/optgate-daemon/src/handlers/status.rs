@@ -9,23 +9,29 @@ use crate::protocol::{
 };
 
 pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
+    let info = ctx.info();
+    ctx.db.call(move |s| answer(s, req, info)).await
+}
+
+/// The status reply from the database alone: what the daemon answers, and what the CLI
+/// shows from a stopped daemon's database (read-only).
+pub fn answer(
+    s: &optgate_store::Store,
+    req: StatusRequest,
+    daemon: crate::protocol::DaemonInfo,
+) -> Result<Response, optgate_store::StoreError> {
     let one = req.id.clone();
-    let (rows, mut counts, mut looks, blocks, jobs) = ctx
-        .db
-        .call(move |s| {
-            let rows = match &one {
-                Some(id) => s.experiment(id)?.into_iter().collect(),
-                None => s.experiments()?,
-            };
-            // Grouped queries: the cost does not grow with the number of experiments.
-            let blocks = s.block_counts()?;
-            let jobs = match &one {
-                Some(id) => Some(s.jobs(id)?),
-                None => None,
-            };
-            Ok((rows, s.run_counts()?, s.latest_looks()?, blocks, jobs))
-        })
-        .await?;
+    let rows: Vec<_> = match &one {
+        Some(id) => s.experiment(id)?.into_iter().collect(),
+        None => s.experiments()?,
+    };
+    // Grouped queries: the cost does not grow with the number of experiments.
+    let blocks = s.block_counts()?;
+    let jobs = match &one {
+        Some(id) => Some(s.jobs(id)?),
+        None => None,
+    };
+    let (mut counts, mut looks) = (s.run_counts()?, s.latest_looks()?);
     if let Some(id) = &req.id
         && rows.is_empty()
     {
@@ -74,7 +80,7 @@ pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
         })
         .collect();
     Ok(Response::Status(StatusReply {
-        daemon: ctx.info(),
+        daemon,
         experiments,
     }))
 }
