@@ -854,24 +854,36 @@ fn a_node_failure_is_lost_and_resubmitted_within_max_resubmits() {
     );
     let id = submit(&home, &exp);
 
-    // Raise a node failure on the first job Flux shows running.
+    // Raise a node failure on a job while one of its runs is in progress (its first run
+    // has started, its last has no manifest yet), so some of its work must run again.
     let give_up = Instant::now() + DEADLINE;
     let lost = loop {
         let s = support::status(&home, &id);
-        let running = job_ids(&s)
-            .into_iter()
-            .find(|j| flux_states(&[j.as_str()]).iter().any(|st| st == "RUN"));
-        if let Some(j) = running {
+        let runs = PathBuf::from(s["root"].as_str().unwrap_or("/nonexistent")).join("runs");
+        let busy = s["jobs"].as_array().into_iter().flatten().find(|j| {
+            let ids: Vec<&str> = j["run_ids"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            j["scheduler_job_id"].is_string()
+                && ids
+                    .first()
+                    .is_some_and(|r| runs.join(r).join("stdout").exists())
+                && ids
+                    .last()
+                    .is_some_and(|r| !runs.join(r).join("manifest.json").exists())
+        });
+        if let Some(j) = busy.and_then(|j| j["scheduler_job_id"].as_str()) {
             let o = Command::new("flux")
-                .args(["job", "raise", "--type=node-failure", "-m", "node died", &j])
+                .args(["job", "raise", "--type=node-failure", "-m", "node died", j])
                 .output()
                 .unwrap();
             if o.status.success() {
-                break j;
+                break j.to_string();
             }
         }
         assert!(Instant::now() < give_up, "no job ever ran: {s:#}");
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(200));
     };
 
     let s = wait_until(&home, &id, "a decision", ended);
