@@ -301,3 +301,37 @@ fn the_state_directory_must_be_private() {
         assert_eq!(mode(&home.join(f)), 0o600, "{f}");
     }
 }
+
+/// Without `max_replicates` there is one look and no budget: an experiment whose variant
+/// stays inconclusive ends `decided` (its decision is "inconclusive"), not
+/// `budget_exhausted`.
+#[test]
+fn one_look_inconclusive_is_decided_not_budget_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    // The variant is twice as fast in some blocks and twice as slow in others.
+    let yaml = r#"name: mixed
+app:
+  command: [bash, -c, 'f=1000; if [ "${X:-0}" = 1 ]; then case $OPTGATE_BLOCK in 1|3) f=500;; 2|4) f=2000;; *) f=1001;; esac; fi; for e in 1 2 3; do echo "epoch $e took $f.0 s"; done']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 5
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: { X: "1" }
+"#;
+    let exp = write_experiment(dir.path(), yaml);
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = status(&home, &id);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    assert_eq!(s["decisions"][0]["decision"], "inconclusive", "{s:#}");
+    assert_eq!(s["blocks"], 5, "no block beyond the one look");
+    let o = cli(&home, &["gate", &id]);
+    assert_eq!(o.status.code(), Some(2), "inconclusive: {}", stdout(&o));
+}

@@ -112,7 +112,9 @@ pub fn next_step(
         .variants
         .iter()
         .any(|v| v.decision == Decision::Inconclusive);
-    if !open {
+    if !open || schedule.planned_looks() == 1 {
+        // Without `max_replicates` there is one look and no budget to exhaust: an
+        // inconclusive variant is that experiment's answer.
         Next::Decided
     } else if blocks < schedule.max {
         Next::Extend(1)
@@ -275,9 +277,30 @@ mod tests {
         let a = analyze(&arm("baseline", &[]), &[arm("v", &[])], &config()).unwrap();
         let next = next_step(&a, 5, &schedule, &[("baseline".into(), 0), ("v".into(), 5)]);
         assert!(matches!(next, Next::Failed(m) if m.contains("`baseline`")));
+        // One look (no max_replicates): inconclusive is the decision, not a spent budget.
         assert_eq!(
             next_step(&a, 5, &schedule, &[("baseline".into(), 5), ("v".into(), 5)]),
+            Next::Decided
+        );
+        // With a budget, an inconclusive variant at its end has exhausted it.
+        let with_budget = LookSchedule::new(5, Some(8));
+        assert_eq!(
+            next_step(
+                &a,
+                8,
+                &with_budget,
+                &[("baseline".into(), 8), ("v".into(), 8)]
+            ),
             Next::BudgetExhausted
+        );
+        assert_eq!(
+            next_step(
+                &a,
+                6,
+                &with_budget,
+                &[("baseline".into(), 6), ("v".into(), 6)]
+            ),
+            Next::Extend(1)
         );
     }
 }
