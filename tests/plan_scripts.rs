@@ -73,8 +73,9 @@ fn the_vpic_variant_gets_six_cores_per_task_and_the_baseline_one() {
     let (_, text) = &job_scripts(&out)[0];
     for line in [
         "# flux: --nodes=1\n",
-        "# flux: --nslots=16\n",
-        "# flux: --cores-per-slot=6\n",
+        // One slot per node holding the largest arm: 16 tasks × 6 cores.
+        "# flux: --nslots=1\n",
+        "# flux: --cores-per-slot=96\n",
         "# flux: --time-limit=1h\n",
         "# flux: --queue=pdebug\n",
     ] {
