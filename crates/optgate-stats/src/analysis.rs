@@ -117,6 +117,12 @@ pub struct VariantAnalysis {
     pub first_epoch: FirstEpoch,
     /// Projected change of the production job's time, positive = faster.
     pub app_impact_pct: Option<f64>,
+    /// Interval of `app_impact_pct` from the ends of the steady speed-up's interval (see
+    /// `Method::app_impact`); null where that end is unbounded or there is no App Impact.
+    #[serde(default)]
+    pub app_impact_ci_low: Option<f64>,
+    #[serde(default)]
+    pub app_impact_ci_high: Option<f64>,
     /// Change of the system metric, positive = better; null when not measured.
     pub system_impact_pct: Option<f64>,
     /// 0.5·App Impact + 0.5·System Impact (System Impact 0 when not measured).
@@ -213,7 +219,10 @@ impl Method {
                           100·(exp(−HL) − 1), positive = slower (a one-time cost); not gated on"
                 .into(),
             app_impact: "T[a,r] = f[a,r] + (E − 1)·s[a,r], E = production_epochs; App Impact = \
-                         100·(1 − median_r T[var,r] / median_r T[base,r]), positive = faster"
+                         100·(1 − median_r T[var,r] / median_r T[base,r]), positive = faster; its \
+                         interval: the same projection with the variant's steady values moved \
+                         to each end of the steady speed-up's interval, \
+                         s[var,r]·exp(HL − bound), epoch 1 as measured"
                 .into(),
             breakeven: "from the medians of f and s: the first epoch N with \
                         f_var + (N−1)·s_var ≤ f_base + (N−1)·s_base that stays so"
@@ -668,6 +677,7 @@ struct Partial {
     first: FirstEpoch,
     first_log: Option<ShiftEstimate>,
     app_impact_pct: Option<f64>,
+    app_impact_ci: (Option<f64>, Option<f64>),
     system_impact_pct: Option<f64>,
     breakeven: Option<u32>,
     per_epoch: Vec<EpochRow>,
@@ -836,6 +846,7 @@ fn compare_arms(
         first: FirstEpoch::default(),
         first_log: None,
         app_impact_pct: None,
+        app_impact_ci: (None, None),
         system_impact_pct: None,
         breakeven: None,
         per_epoch: per_epoch_rows(base, var, cfg.better),
@@ -926,11 +937,12 @@ fn compare_arms(
     // Production projection T = f + (E − 1)·s per replicate (E·s without epoch 1).
     if !steady.is_empty() {
         let e = production_epochs as f64;
-        let t = |arm: &Arm, idx: &[usize]| -> Vec<f64> {
+        // `scale` multiplies the steady values (1 for the point estimate).
+        let t = |arm: &Arm, idx: &[usize], scale: f64| -> Vec<f64> {
             idx.iter()
                 .map(|&i| {
                     let r = &arm.runs[i];
-                    let s = steady_value(r, &steady);
+                    let s = steady_value(r, &steady) * scale;
                     match r.t.get(&1) {
                         Some(f) if has_first => f + (e - 1.0) * s,
                         _ => e * s,
@@ -938,9 +950,15 @@ fn compare_arms(
                 })
                 .collect()
         };
-        let tb = median(&t(base, &base_idx));
-        let tv = median(&t(var, &var_idx));
-        partial.app_impact_pct = Some(100.0 * (1.0 - tv / tb));
+        let tb = median(&t(base, &base_idx, 1.0));
+        let app = |scale: f64| 100.0 * (1.0 - median(&t(var, &var_idx, scale)) / tb);
+        partial.app_impact_pct = Some(app(1.0));
+        // The interval: the variant's steady values as if its speed-up were each end of
+        // the steady interval (HL and its bounds are log speed-ups).
+        if let Some(est) = partial.steady_est {
+            let at = |bound: Option<f64>| bound.map(|b| app((est.estimate - b).exp()));
+            partial.app_impact_ci = (at(est.ci_low), at(est.ci_high));
+        }
 
         if has_first {
             let fb = median(&first(base, &base_idx));
@@ -1115,6 +1133,8 @@ fn finish_variant(
         replicates_to_decide,
         first_epoch: p.first,
         app_impact_pct: app,
+        app_impact_ci_low: p.app_impact_ci.0,
+        app_impact_ci_high: p.app_impact_ci.1,
         system_impact_pct: p.system_impact_pct,
         weighted_score,
         breakeven_epoch: p.breakeven,
