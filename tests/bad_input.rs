@@ -678,3 +678,45 @@ fn trace_summary_refuses_devices_and_gzip_bombs_and_skips_long_lines() {
     let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(j["total"]["events"], 2, "{j}");
 }
+
+/// What must exist is checked before anything runs: the workdir, and a program the app's
+/// argument vector names outright (absolute path or a bare name on PATH).
+#[test]
+fn a_missing_workdir_or_program_is_a_preflight_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("paths", "workdir: no/such/dir\n");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("error: pre-flight: workdir "), "{err}");
+    assert!(err.contains("no/such/dir does not exist"), "{err}");
+    // `run` stops before creating anything under the missing workdir.
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!root.exists());
+    assert!(
+        !dir.path().join("no").exists(),
+        "created the missing workdir"
+    );
+
+    let yaml = fake_app_experiment("paths", "")
+        .replace("command: [bash, -c,", "command: [/no/such/program, -c,");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("app.command: `/no/such/program` is not an executable file"),
+        "{err}"
+    );
+    let yaml = fake_app_experiment("paths", "")
+        .replace("command: [bash, -c,", "command: [no-such-program-xyz, -c,");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("app.command: `no-such-program-xyz` is not on PATH"),
+        "{err}"
+    );
+    // On a cluster the compute node may provide it: a warning.
+    let yaml = yaml.replace("replicates: 5", "replicates: 5\nscheduler: { kind: slurm }");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("warning: pre-flight: app.command"), "{err}");
+}

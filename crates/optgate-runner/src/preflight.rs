@@ -40,6 +40,82 @@ pub fn usable_cores(probe: &Probe) -> u32 {
     probe.physical_cores.min(allowed).max(1)
 }
 
+/// What must exist before anything runs, checked on the login node (the one check here
+/// that reads the file system): the `workdir`, and the programs that the app's and the
+/// builds' argument vectors start when they name them outright — an absolute path must be
+/// an executable file, a bare name must be on `PATH`. A missing app program is an error
+/// for the local scheduler and a warning for Slurm/Flux (compute nodes may load it, e.g.
+/// through modules). Shell-code commands and `$VAR` paths are left to the run.
+pub fn required_paths(exp: &Experiment, path_var: Option<&std::ffi::OsStr>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if !exp.workdir.is_dir() {
+        out.push(Finding {
+            level: Level::Error,
+            arm: String::new(),
+            message: format!(
+                "workdir {} does not exist (or is not a directory); builds and runs start there",
+                exp.workdir.display()
+            ),
+        });
+        return out;
+    }
+    let local = exp.file.scheduler.kind == optgate_experiment::SchedulerKind::Local;
+    let app_level = if local { Level::Error } else { Level::Warning };
+    let app = &exp.file.app.command;
+    if let Some(problem) = missing_program(app, None, path_var) {
+        out.push(Finding {
+            level: app_level,
+            arm: String::new(),
+            message: format!("app.command: {problem}"),
+        });
+    }
+    for build in &exp.builds {
+        if let Some(problem) = missing_program(&build.spec.command, Some(&exp.workdir), path_var) {
+            out.push(Finding {
+                level: Level::Error,
+                arm: String::new(),
+                message: format!("build `{}`: {problem}", build.id),
+            });
+        }
+    }
+    out
+}
+
+/// Why the program an argument vector starts cannot be run, if it visibly cannot.
+/// `relative_to`: where a relative path with a `/` is resolved (a build runs in workdir;
+/// a run in its own directory, unknown here, so then relative paths are not checked).
+fn missing_program(
+    command: &optgate_experiment::CommandSpec,
+    relative_to: Option<&Path>,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let optgate_experiment::CommandSpec::Argv(argv) = command else {
+        return None;
+    };
+    let program = argv.first()?;
+    if program.contains('$') || program.is_empty() {
+        return None;
+    }
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = Path::new(program);
+        let full = match (p.is_absolute(), relative_to) {
+            (true, _) => p.to_path_buf(),
+            (false, Some(dir)) => dir.join(p),
+            (false, None) => return None,
+        };
+        return (!executable(&full))
+            .then(|| format!("`{program}` is not an executable file ({})", full.display()));
+    }
+    let found = path_var
+        .map(|paths| std::env::split_paths(paths).any(|d| executable(&d.join(program))))
+        .unwrap_or(false);
+    (!found).then(|| format!("`{program}` is not on PATH"))
+}
+
 /// Over-subscription: ranks per node × cpus per task against the node's cores, and the
 /// thread-count variables against `cpus_per_task`. Errors become warnings when the
 /// experiment allows over-subscription explicitly.
@@ -57,8 +133,14 @@ pub fn oversubscription(exp: &Experiment, cores_per_node: Option<u32>, node: &st
                 level: hard,
                 arm: arm.name.clone(),
                 message: format!(
-                    "{} task(s) per node × {} cpus per task = {per_node} CPUs, but {node} has {cores} cores: over-subscribed",
-                    r.tasks_per_node, r.cpus_per_task
+                    "{} task(s) per node × {} cpus per task = {per_node} CPUs, but {node} has {cores} cores: over-subscribed{}",
+                    r.tasks_per_node,
+                    r.cpus_per_task,
+                    if allow {
+                        ""
+                    } else {
+                        " (set `preflight.allow_oversubscription: true` only if over-subscription is the point of the experiment)"
+                    }
                 ),
             });
         }

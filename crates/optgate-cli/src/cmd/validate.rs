@@ -23,9 +23,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
     if errors > 0 {
         return Err(exit::with_code(
             exit::INVALID_INPUT,
-            anyhow::anyhow!(
-                "{errors} pre-flight error(s); set `preflight.allow_oversubscription: true` only if over-subscription is the point of the experiment"
-            ),
+            anyhow::anyhow!("{errors} pre-flight error(s)"),
         ));
     }
     let warnings = loaded.warnings.len() + findings.len();
@@ -115,7 +113,8 @@ fn kind_name(exp: &Experiment) -> String {
 /// Over-subscription findings; on the local scheduler against this machine's cores, on a
 /// cluster against nothing yet (the compute node's probe checks again).
 pub fn preflight_findings(exp: &Experiment) -> Vec<Finding> {
-    if exp.file.scheduler.kind == SchedulerKind::Local {
+    let mut findings = preflight::required_paths(exp, std::env::var_os("PATH").as_deref());
+    findings.extend(if exp.file.scheduler.kind == SchedulerKind::Local {
         let probe = super::probe::node_probe();
         let node = probe
             .hostname
@@ -124,7 +123,8 @@ pub fn preflight_findings(exp: &Experiment) -> Vec<Finding> {
         preflight::oversubscription(exp, Some(preflight::usable_cores(&probe)), &node)
     } else {
         preflight::oversubscription(exp, None, "the compute node")
-    }
+    });
+    findings
 }
 
 pub fn show_finding(path: &Path, f: &Finding) -> String {
@@ -132,6 +132,9 @@ pub fn show_finding(path: &Path, f: &Finding) -> String {
         Level::Error => "error",
         Level::Warning => "warning",
     };
+    if f.arm.is_empty() {
+        return format!("{}: {level}: pre-flight: {}", path.display(), f.message);
+    }
     format!(
         "{}: {level}: pre-flight: arm `{}`: {}",
         path.display(),
