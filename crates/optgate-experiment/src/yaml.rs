@@ -138,13 +138,18 @@ impl Prescan {
         }
         let expanded = self.total + self.stack.iter().map(|f| f.nodes).sum::<u64>();
         if expanded > MAX_EXPANDED_NODES {
-            self.fail(
-                mark,
+            let message = if self.anchors.is_empty() {
+                format!(
+                    "the document has more than {MAX_EXPANDED_NODES} nodes (the size limit \
+                     of experiment files)"
+                )
+            } else {
                 format!(
                     "aliases expand this document past {MAX_EXPANDED_NODES} nodes (the \
                      repetition limit of experiment files)"
-                ),
-            );
+                )
+            };
+            self.fail(mark, message);
         }
     }
 
@@ -397,6 +402,12 @@ impl Locator {
         }
     }
 
+    /// Whether the document itself has a value at exactly `path` (no fallback): tells a key
+    /// written in the file from one serde filled in with its default.
+    pub fn has(&self, path: &str) -> bool {
+        self.values.contains_key(path)
+    }
+
     /// The place of the key that introduces `path` (for "unknown key" style messages).
     pub fn key(&self, path: &str) -> Option<Location> {
         self.keys.get(path).copied().or_else(|| self.value(path))
@@ -583,6 +594,16 @@ mod tests {
         assert!(err.message.contains("repetition limit"), "{}", err.message);
         // Caught at the alias that crosses the limit: 9^6 > 100,000 nodes, on line 6.
         assert_eq!(err.location.map(|l| l.line), Some(6));
+        // A document that is simply large (no aliases) is told so in those words.
+        let big = format!("[{}0]", "0,".repeat(MAX_EXPANDED_NODES as usize));
+        let Err(err) = from_str::<serde_yaml::Value>(&big) else {
+            panic!("a document of more than {MAX_EXPANDED_NODES} nodes was accepted");
+        };
+        assert!(
+            err.message.starts_with("the document has more than"),
+            "{}",
+            err.message
+        );
         // Aliases that stay under the limit are expanded as usual.
         let fine = "a: &a [x, y]\nb: [*a, *a]\n";
         let v: serde_yaml::Value = from_str(fine).unwrap();
