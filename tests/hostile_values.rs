@@ -121,8 +121,12 @@ fn single_shell_characters_reach_the_program_whole() {
     let mut got: Vec<&str> = got.split('\0').collect();
     assert_eq!(got.pop(), Some(""), "output ends with a NUL");
     let (env, args) = got.split_at(got.len().min(values.len()));
-    assert_eq!(env, values, "environment values");
-    assert_eq!(args, values, "arguments");
+    // Both at once, so that a failure shows every value that changed on either path.
+    assert_eq!(
+        (env, args),
+        (&values[..], &values[..]),
+        "(environment values, arguments)"
+    );
 }
 
 /// A variant's `args` replace the app's and the baseline's arguments: the variant runs
