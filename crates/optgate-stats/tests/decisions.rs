@@ -1139,3 +1139,25 @@ fn the_baseline_trend_is_judged_over_the_window_actually_compared() {
     assert_eq!(va.steady_epochs, vec![2, 3, 4, 5, 6]);
     assert_eq!(va.decision, Decision::Accept, "{}", va.reason);
 }
+
+#[test]
+fn the_replicate_floor_is_for_the_holm_level() {
+    // Two variants at α = 1/32: Holm's first step tests at 1/64, which 6 pairs (2^-6)
+    // cannot beat, 7 can: with 5 pairs the estimate is 7, not the 6 of α alone.
+    let cfg = AnalysisConfig {
+        alpha: 1.0 / 32.0,
+        ..AnalysisConfig::default()
+    };
+    let all = [1.0; 5];
+    let a = analyze(
+        &base_n(5),
+        &[designed_n("v1", &all, 0.02), designed_n("v2", &all, 0.03)],
+        &cfg,
+    )
+    .unwrap();
+    for v in &a.variants {
+        assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+        assert_eq!(v.min_achievable_p_adjusted, Some(1.0 / 16.0));
+        assert_eq!(v.replicates_to_decide, Some(7), "{}", v.reason);
+    }
+}
