@@ -144,6 +144,17 @@ pub fn is_env_name(s: &str) -> bool {
         && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
 
+/// The Linux cpufreq governors a variant may ask for (`governor:`). The name reaches
+/// `srun --cpu-freq=` on Slurm and `scaling_governor` locally, so nothing else is accepted.
+pub const CPUFREQ_GOVERNORS: [&str; 6] = [
+    "performance",
+    "powersave",
+    "ondemand",
+    "conservative",
+    "schedutil",
+    "userspace",
+];
+
 /// Words that go into scheduler directives verbatim (queue, account, governor, flags).
 fn is_plain_word(s: &str) -> bool {
     !s.is_empty()
@@ -722,11 +733,15 @@ impl Checker {
                 _ => {}
             }
             if let Some(g) = &v.governor
-                && !is_plain_word(g)
+                && !CPUFREQ_GOVERNORS.contains(&g.as_str())
             {
                 self.error(
                     &format!("{p}.governor"),
-                    format!("`{}` is not a governor name", g.escape_debug()),
+                    format!(
+                        "`{}` is not a governor name; expected one of {}",
+                        g.escape_debug(),
+                        CPUFREQ_GOVERNORS.join(", ")
+                    ),
                 );
             }
             for (j, r) in v.requires.iter().enumerate() {

@@ -110,6 +110,7 @@ pub fn prepare_run(
         gpus_per_task: res.gpus_per_task,
         launcher_args: res.extra_args.clone(),
         time_limit: exp.run_time_limit,
+        governor: arm.governor.clone(),
     })
 }
 

@@ -45,6 +45,11 @@ pub struct JobRun {
     pub launcher_args: Vec<String>,
     /// Wall-clock limit of this run alone.
     pub time_limit: Option<Duration>,
+    /// The cpufreq governor the arm asks for (one of
+    /// [`optgate_experiment::load::CPUFREQ_GOVERNORS`]): Slurm applies it to the run's step
+    /// (`srun --cpu-freq=`); Flux has no equivalent.
+    #[serde(default)]
+    pub governor: Option<String>,
 }
 
 /// What a backend is asked to run.

@@ -345,6 +345,7 @@ pub(crate) fn sample_job() -> JobSpec {
         gpus_per_task: 0,
         launcher_args: args.iter().map(|s| s.to_string()).collect(),
         time_limit: Some(Duration::from_secs(600)),
+        governor: None,
     };
     JobSpec {
         name: "og-e1-b003".into(),

@@ -333,6 +333,7 @@ mod tests {
             gpus_per_task: 0,
             launcher_args: vec![],
             time_limit: None,
+            governor: None,
         };
         JobSpec {
             name: "og-e1-b001".into(),

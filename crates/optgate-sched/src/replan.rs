@@ -88,6 +88,7 @@ mod tests {
             gpus_per_task: 0,
             launcher_args: vec![],
             time_limit: None,
+            governor: None,
         }
     }
 

@@ -33,8 +33,11 @@ pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedErro
 }
 
 /// The `srun` words of one run: its own shape (not the allocation's), `-c` always
-/// explicit, the whole environment exported, then the arm's extra launcher arguments.
-pub fn srun_words(run: &JobRun) -> Vec<String> {
+/// explicit, the arm's governor as `--cpu-freq=<governor>` (Slurm sets it on the step's
+/// CPUs and puts the old one back after), the whole environment exported, then the arm's
+/// extra launcher arguments. A governor outside [`optgate_experiment::load::CPUFREQ_GOVERNORS`]
+/// is refused (`SchedError::Unrepresentable`), never passed on.
+pub fn srun_words(run: &JobRun) -> Result<Vec<String>, SchedError> {
     let mut w: Vec<String> = vec![
         "srun".into(),
         "-N".into(),
@@ -47,9 +50,22 @@ pub fn srun_words(run: &JobRun) -> Vec<String> {
     if run.gpus_per_task > 0 {
         w.push(format!("--gpus-per-task={}", run.gpus_per_task));
     }
+    if let Some(g) = &run.governor {
+        if !optgate_experiment::load::CPUFREQ_GOVERNORS.contains(&g.as_str()) {
+            return Err(SchedError::Unrepresentable {
+                field: format!("governor of run {}", run.run_id),
+                value: g.clone(),
+                reason: format!(
+                    "not a cpufreq governor (one of {})",
+                    optgate_experiment::load::CPUFREQ_GOVERNORS.join(", ")
+                ),
+            });
+        }
+        w.push(format!("--cpu-freq={g}"));
+    }
     w.push("--export=ALL".into());
     w.extend(run.launcher_args.iter().cloned());
-    w
+    Ok(w)
 }
 
 /// The batch script of a job. Fails on values a directive line cannot carry.
@@ -88,7 +104,12 @@ pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
         s.push_str(&line);
         s.push('\n');
     }
-    s.push_str(&render_body(job, "Slurm", &|run| join(srun_words(run))));
+    for run in &job.runs {
+        srun_words(run)?;
+    }
+    s.push_str(&render_body(job, "Slurm", &|run| {
+        join(srun_words(run).expect("checked above"))
+    }));
     Ok(s)
 }
 
@@ -565,6 +586,29 @@ exit "$og_status"
             .status()
             .unwrap();
         assert!(st.success());
+    }
+
+    #[test]
+    fn a_governor_variant_asks_srun_for_it_on_its_own_launch_line() {
+        let mut job = sample_job();
+        job.runs[0].governor = Some("performance".into());
+        let s = render_script(&job).unwrap();
+        let launches: Vec<&str> = s.lines().filter(|l| l.contains(" exec-run ")).collect();
+        assert_eq!(
+            launches,
+            [
+                r#""$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' -- srun -N 1 -n 16 -c 6 --cpu-freq=performance --export=ALL --cpu-bind=cores; og_after $?"#,
+                r#""$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?"#,
+            ]
+        );
+        // Only the known cpufreq governors pass; anything else is refused, not quoted.
+        for bad in ["performance; rm -rf ~", "turbo", "", "Performance"] {
+            job.runs[0].governor = Some(bad.into());
+            match render_script(&job) {
+                Err(SchedError::Unrepresentable { value, .. }) => assert_eq!(value, bad),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

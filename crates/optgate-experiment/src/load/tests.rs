@@ -646,7 +646,13 @@ fn variants_without_a_dimension_or_a_change_are_warned_about() {
     let w = warnings(&base("").replace(", dimension: l2_threading_model", ""));
     assert!(
         w.iter().any(
+    one_error(
+        &base("").replace(V, &format!("{V}, governor: turbo")),
+        "variants[0].governor",
+        "`turbo` is not a governor name; expected one of performance, powersave, ondemand, conservative, schedutil, userspace",
+    );
             |d| d.path == "variants[0]" && d.message.contains("names no checklist `dimension`")
+    no_errors(&base("").replace(V, &format!("{V}, governor: schedutil")));
         ),
         "{w:#?}"
     );
