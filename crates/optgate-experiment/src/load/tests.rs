@@ -139,10 +139,23 @@ fn serde_messages_are_reworded() {
 fn explain_serde_leaves_other_messages_alone() {
     assert_eq!(explain_serde("invalid type: x"), "invalid type: x");
     assert_eq!(
-        explain_serde("a missing field `x`"),
-        "a missing field `x`",
-        "only a leading `missing field` is reworded"
+        explain_serde("variants[0]: missing field `name`"),
+        "variants[0]: missing required key `name`"
     );
+    // Rust's type names at the end of a message become words; elsewhere they stay.
+    assert_eq!(
+        explain_serde("invalid type: string \"a\", expected u32"),
+        "invalid type: string \"a\", expected a whole number ≥ 0"
+    );
+    assert_eq!(
+        explain_serde("invalid type: map, expected i64"),
+        "invalid type: map, expected a whole number"
+    );
+    assert_eq!(
+        explain_serde("invalid type: map, expected f64"),
+        "invalid type: map, expected a number"
+    );
+    assert_eq!(explain_serde("expected u32 here"), "expected u32 here");
 }
 
 #[test]
