@@ -15,7 +15,10 @@ pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use limits::{MAX_REPLICATES, MAX_RUNS, MAX_TIME_LIMIT, MAX_VARIANTS};
-pub use load::{LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration};
+pub use load::{
+    LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration,
+    smallest_deciding_replicates, smallest_reachable_p,
+};
 pub use model::*;
 pub use plan::{Plan, PlannedBlock, PlannedRun};
 pub use resolved::*;

@@ -196,6 +196,44 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A p-value with up to 6 significant digits (1/32 is 0.03125, not 0.0312).
+fn fmt_small_p(p: f64) -> String {
+    if p < 1e-4 {
+        return format!("{p:.3e}");
+    }
+    let s = format!("{p:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn stats_design(d: Design) -> optgate_stats::Design {
+    match d {
+        Design::Blocked => optgate_stats::Design::Paired,
+        Design::Independent => optgate_stats::Design::Independent,
+    }
+}
+
+/// The smallest one-sided p-value the exact test can give with `n` replicates per arm,
+/// after Holm's first step over `family` variants: `family · 2^−n` (paired signed-rank) or
+/// `family / C(2n, n)` (Mann–Whitney, `n` per arm), at most 1.
+pub fn smallest_reachable_p(design: optgate_stats::Design, n: u32, family: usize) -> f64 {
+    let n = n as usize;
+    let p = match design {
+        optgate_stats::Design::Paired => optgate_stats::signed_rank::min_p_paired(n),
+        optgate_stats::Design::Independent => optgate_stats::mann_whitney::min_p_unpaired(n, n),
+    };
+    (p * family.max(1) as f64).min(1.0)
+}
+
+/// The smallest `replicates` (at least 1, at most [`MAX_REPLICATES`]) whose
+/// [`smallest_reachable_p`] is below `alpha`; `None` when none is.
+pub fn smallest_deciding_replicates(
+    design: optgate_stats::Design,
+    family: usize,
+    alpha: f64,
+) -> Option<u32> {
+    (1..=MAX_REPLICATES).find(|&n| smallest_reachable_p(design, n, family) < alpha)
+}
+
 struct Checker {
     file: PathBuf,
     locator: Locator,
@@ -241,7 +279,7 @@ impl Checker {
         self.push(Severity::Error, loc, path, message.into());
     }
 
-    fn resolve(&mut self, file: ExperimentFile, text: &str, path: &Path) -> Experiment {
+    fn resolve(&mut self, mut file: ExperimentFile, text: &str, path: &Path) -> Experiment {
         if !is_safe_name(&file.name) {
             self.error(
                 "name",
@@ -251,6 +289,7 @@ impl Checker {
                 ),
             );
         }
+        self.check_decidable(&mut file);
         self.check_replicates(&file);
         self.check_compare(&file);
         self.check_metric(&file);
@@ -373,6 +412,68 @@ impl Checker {
                     "max_replicates ({m}) is smaller than replicates ({})",
                     f.replicates
                 ),
+            );
+        }
+    }
+
+    /// "Designs that can decide": with `replicates` blocks and the variants of the file, the
+    /// smallest p-value the exact test can give, times the Holm family size (Holm's first
+    /// step), must be below α, else no variant can ever be decided at the first look. A
+    /// `replicates` given is refused (a warning with `allow_few_replicates: true`), naming
+    /// the smallest number that can decide; a `replicates` not given becomes that number.
+    fn check_decidable(&mut self, f: &mut ExperimentFile) {
+        let alpha = f.compare.alpha;
+        if !(alpha > 0.0 && alpha < 0.5) || f.variants.is_empty() {
+            return; // reported by check_compare / check_variants
+        }
+        let design = stats_design(f.design);
+        let family = f.variants.len();
+        let needed = smallest_deciding_replicates(design, family, alpha);
+        let given = self.locator.has("replicates");
+        if !given {
+            if let Some(n) = needed {
+                f.replicates = n.max(MIN_REPLICATES);
+            }
+            return;
+        }
+        let n = f.replicates;
+        if n == 0 || n > MAX_REPLICATES || (n < MIN_REPLICATES && !f.allow_few_replicates) {
+            return; // check_replicates said why
+        }
+        let reach = smallest_reachable_p(design, n, family);
+        if reach < alpha {
+            return;
+        }
+        let min_p = reach / family as f64;
+        let holm = if family > 1 {
+            format!(", {} after Holm over {family} variants", fmt_small_p(reach))
+        } else {
+            String::new()
+        };
+        let test = match design {
+            optgate_stats::Design::Paired => format!("1/2^{n}"),
+            optgate_stats::Design::Independent => format!("1/C({}, {n})", 2 * n),
+        };
+        let min_p = fmt_small_p(min_p);
+        let fix = match needed {
+            Some(k) => format!("replicates: {k} is the smallest number that can decide"),
+            None => format!(
+                "no number of replicates up to {MAX_REPLICATES} can decide {family} variants at this α"
+            ),
+        };
+        let msg = format!(
+            "replicates is {n}: with {family} variant{} the smallest reachable p-value is {test} = {min_p}{holm} — not below α = {alpha}, so no variant can ever be decided; {fix}",
+            if family == 1 { "" } else { "s" },
+        );
+        if f.allow_few_replicates {
+            self.warning(
+                "replicates",
+                format!("{msg} (allowed by `allow_few_replicates: true`: every variant will be inconclusive)"),
+            );
+        } else {
+            self.error(
+                "replicates",
+                format!("{msg}, or set `allow_few_replicates: true` to run these anyway"),
             );
         }
     }

@@ -31,9 +31,12 @@ pub struct ExperimentFile {
     pub scheduler: SchedulerSpec,
     #[serde(default)]
     pub design: Design,
+    /// Blocks (runs per arm) at the first look. Not given: the smallest number whose exact
+    /// test can reach α after Holm over the variants, at least 5 (set by the loader).
     #[serde(default = "default_replicates")]
     pub replicates: u32,
-    /// Allows `replicates` below 5; the report then says the result cannot be decided.
+    /// Allows `replicates` below 5, or too few to reach α after Holm (a warning instead of
+    /// an error); the report then says the result cannot be decided.
     #[serde(default)]
     pub allow_few_replicates: bool,
     /// Budget for adding replicates while the answer is inconclusive (daemon).

@@ -646,7 +646,13 @@ fn variant_checks() {
         "variants[0].governor",
         "not a governor name",
     );
+    one_error(
+        &base("").replace(V, &format!("{V}, governor: turbo")),
+        "variants[0].governor",
+        "`turbo` is not a governor name; expected one of performance, powersave, ondemand, conservative, schedutil, userspace",
+    );
     no_errors(&base("").replace(V, &format!("{V}, governor: performance")));
+    no_errors(&base("").replace(V, &format!("{V}, governor: schedutil")));
     one_error(
         &base("").replace(V, &format!("{V}, requires: [avx2, 'a b']")),
         "variants[0].requires[1]",
@@ -659,13 +665,7 @@ fn variants_without_a_dimension_or_a_change_are_warned_about() {
     let w = warnings(&base("").replace(", dimension: l2_threading_model", ""));
     assert!(
         w.iter().any(
-    one_error(
-        &base("").replace(V, &format!("{V}, governor: turbo")),
-        "variants[0].governor",
-        "`turbo` is not a governor name; expected one of performance, powersave, ondemand, conservative, schedutil, userspace",
-    );
             |d| d.path == "variants[0]" && d.message.contains("names no checklist `dimension`")
-    no_errors(&base("").replace(V, &format!("{V}, governor: schedutil")));
         ),
         "{w:#?}"
     );
@@ -953,4 +953,98 @@ fn variants_are_capped_with_one_error() {
         "the experiment has 65 variants; at most 64",
     );
     assert_eq!(e.line, Some(6), "points at the `variants` key");
+}
+
+/// Designs that can decide (issue 12, D3). The numbers are worked by hand: paired, the
+/// smallest one-sided p is 2^−n; independent 1/C(2n, n); Holm's first step multiplies by
+/// the number of variants.
+#[test]
+fn replicates_that_cannot_reach_alpha_after_holm_are_refused() {
+    const V2: &str = "  - { name: w, dimension: l1_vectorization, env: { X: \"1\" } }\n";
+    const V3: &str = "  - { name: u, dimension: l3_frequency_power, env: { Y: \"1\" } }\n";
+    // One variant: 1/32 = 0.03125 < 0.05 — decidable at 5.
+    no_errors(&base("replicates: 5\n"));
+    // Two variants: 2/32 = 0.0625 ≥ 0.05; 2/64 = 0.03125 < 0.05 → 6.
+    let two = base("replicates: 5\n") + V2;
+    let d = one_error(
+        &two,
+        "replicates",
+        "replicates: 6 is the smallest number that can decide",
+    );
+    assert!(
+        d.message
+            .contains("1/2^5 = 0.03125, 0.0625 after Holm over 2 variants"),
+        "{}",
+        d.message
+    );
+    assert_eq!((d.line, d.column), (Some(5), Some(13)), "{d:?}");
+    no_errors(&(base("replicates: 6\n") + V2));
+    // Allowed: a warning at the same place, naming the same number.
+    let allowed = base("replicates: 5\nallow_few_replicates: true\n") + V2;
+    no_errors(&allowed);
+    let w = warnings(&allowed);
+    assert!(
+        w.iter().any(|w| w.path == "replicates"
+            && w.message.contains("replicates: 6 is the smallest")
+            && w.message.contains("allow_few_replicates")),
+        "{w:#?}"
+    );
+    // Three variants: 3/64 = 0.046875 < 0.05 → 6; at α = 0.025: 3/128 = 0.0234 → 7.
+    let three = |extra: &str| base(extra) + V2 + V3;
+    one_error(&three("replicates: 5\n"), "replicates", "replicates: 6 is");
+    no_errors(&three("replicates: 6\n"));
+    one_error(
+        &three("replicates: 6\ncompare: { alpha: 0.025 }\n"),
+        "replicates",
+        "replicates: 7 is",
+    );
+    // Independent: 1/C(10,5) = 1/252 decides two variants at 5 per arm.
+    no_errors(&(base("replicates: 5\ndesign: independent\n") + V2));
+    // α = 0.005, independent, 2 variants: 2/252 ≥ 0.005, 2/924 ≈ 0.00216 < 0.005 → 6.
+    one_error(
+        &(base("replicates: 5\ndesign: independent\ncompare: { alpha: 0.005 }\n") + V2),
+        "replicates",
+        "replicates: 6 is",
+    );
+}
+
+#[test]
+fn replicates_not_given_default_to_the_smallest_that_can_decide() {
+    const V2: &str = "  - { name: w, dimension: l1_vectorization, env: { X: \"1\" } }\n";
+    const V3: &str = "  - { name: u, dimension: l3_frequency_power, env: { Y: \"1\" } }\n";
+    assert_eq!(ok(&base("")).experiment.file.replicates, 5);
+    assert_eq!(ok(&(base("") + V2)).experiment.file.replicates, 6);
+    assert_eq!(
+        ok(&(base("compare: { alpha: 0.025 }\n") + V2 + V3))
+            .experiment
+            .file
+            .replicates,
+        7
+    );
+    // Never below the floor of 5, even where fewer could reach α.
+    assert_eq!(
+        ok(&base("design: independent\n"))
+            .experiment
+            .file
+            .replicates,
+        5
+    );
+    // The plan follows.
+    let exp = ok(&(base("") + V2)).experiment;
+    assert_eq!(crate::Plan::for_experiment(&exp).blocks.len(), 6);
+}
+
+#[test]
+fn smallest_deciding_replicates_by_hand() {
+    use optgate_stats::Design::{Independent, Paired};
+    assert_eq!(smallest_deciding_replicates(Paired, 1, 0.05), Some(5)); // 1/32
+    assert_eq!(smallest_deciding_replicates(Paired, 2, 0.05), Some(6)); // 2/64
+    assert_eq!(smallest_deciding_replicates(Paired, 4, 0.05), Some(7)); // 4/128
+    assert_eq!(smallest_deciding_replicates(Paired, 7, 0.05), Some(8)); // 7/256 (7/128 > α)
+    // 1/C(6, 3) = 1/20 = α exactly: not below it; 1/C(8, 4) = 1/70.
+    assert_eq!(smallest_deciding_replicates(Independent, 1, 0.05), Some(4));
+    assert_eq!(smallest_deciding_replicates(Independent, 2, 0.05), Some(4)); // 2/70
+    assert_eq!(smallest_reachable_p(Paired, 5, 2), 0.0625);
+    assert_eq!(smallest_reachable_p(Independent, 2, 1), 1.0 / 6.0);
+    assert_eq!(smallest_reachable_p(Paired, 1, 3), 1.0);
 }
