@@ -171,8 +171,13 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
     let id = stdout(&o).trim().to_string();
 
     // As soon as Slurm itself shows one of the experiment's jobs PENDING (queued behind
-    // the others on the one node), kill the daemon hard.
-    wait_until(&home, &id, "a job Slurm shows as PENDING", |s| {
+    // the others on the one node) and the daemon's status says so too (B8: it said only
+    // "submitted" until a job ended), kill the daemon hard.
+    wait_until(&home, &id, "a job Slurm and status show as pending", |s| {
+        let status_says_pending = s["jobs"].as_array().is_some_and(|j| {
+            j.iter()
+                .any(|j| j["state"] == "submitted" && j["scheduler_state"] == "pending")
+        });
         let ids: Vec<&str> = s["jobs"]
             .as_array()
             .map(|j| {
@@ -181,7 +186,7 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
                     .collect()
             })
             .unwrap_or_default();
-        !ids.is_empty() && slurm_states(&ids).iter().any(|st| st == "PENDING")
+        status_says_pending && slurm_states(&ids).iter().any(|st| st == "PENDING")
     });
     let pid: i32 = std::fs::read_to_string(home.join("daemon.pid"))
         .unwrap()

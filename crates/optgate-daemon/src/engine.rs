@@ -198,6 +198,15 @@ impl Engine {
             .await?;
         let mut changed = false;
         let (states, throttled) = self.poll_all(&active, &live).await?;
+        // What the scheduler says of each job, for `status` (only changes are written).
+        let words: Vec<(i64, String)> = states
+            .iter()
+            .map(|(id, s)| (*id, s.word().to_string()))
+            .collect();
+        self.ctx
+            .db
+            .call(move |s| s.set_scheduler_states(&words))
+            .await?;
         changed |= self.stop_ended(&active, &live, &states).await?;
         let kinds = active.iter().map(|e| e.scheduler.clone()).collect();
         let active_ids: BTreeSet<&str> = active.iter().map(|e| e.id.as_str()).collect();
@@ -342,7 +351,10 @@ impl Engine {
                     continue;
                 }
             }
-            self.cancel_job_runs(job, &row).await?;
+            // A job the scheduler already reported ended keeps that end: it finished before
+            // the cancel, and only its unfinished runs are cancelled.
+            self.cancel_job_runs(job, &row, states.get(&job.id).filter(|s| s.is_finished()))
+                .await?;
             changed = true;
         }
         Ok(changed)
@@ -354,6 +366,7 @@ impl Engine {
         &mut self,
         job: &JobRow,
         row: &ExperimentRow,
+        ended_as: Option<&JobState>,
     ) -> Result<(), DaemonError> {
         let layout = optgate_runner::Layout::new(&row.root);
         let updates: Vec<RunUpdate> = job
@@ -375,7 +388,13 @@ impl Engine {
             )
             .collect();
         let job = job.clone();
-        let detail = format!("stopped: the experiment is {}", row.state);
+        let (job_state, detail) = match ended_as {
+            Some(end) => (JobRecordState::Finished, describe(end)),
+            None => (
+                JobRecordState::Cancelled,
+                format!("stopped: the experiment is {}", row.state),
+            ),
+        };
         self.ctx
             .db
             .call(move |s| {
@@ -389,7 +408,7 @@ impl Engine {
                     .into_iter()
                     .filter(|u| queued.contains(u.run_id.as_str()))
                     .collect();
-                s.finish_job(&job, JobRecordState::Cancelled, Some(&detail), &updates)
+                s.finish_job(&job, job_state, Some(&detail), &updates)
             })
             .await
     }

@@ -204,6 +204,10 @@ pub struct JobStatus {
     /// submitting, submitted, finished, cancelled.
     pub state: String,
     pub detail: Option<String>,
+    /// What the scheduler last said of the job (pending, running, completed, failed,
+    /// cancelled, timeout, lost, refused, unknown); absent before the first poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_state: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

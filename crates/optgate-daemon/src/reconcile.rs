@@ -159,7 +159,7 @@ pub async fn reconcile(engine: &mut Engine) -> Result<Repairs, DaemonError> {
                 ctx.db.call(move |s| s.job_submitted(jid, &sid)).await?;
                 repairs.jobs_found += 1;
             } else if row.state.is_terminal() {
-                engine.cancel_job_runs(&job, &row).await?;
+                engine.cancel_job_runs(&job, &row, None).await?;
                 repairs.jobs_closed += 1;
             } else {
                 let work = engine.work(&row).await?;

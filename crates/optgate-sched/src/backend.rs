@@ -102,6 +102,22 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// One word for the state (`pending`, `running`, `completed`, …), as `optgate status`
+    /// shows what the scheduler said of a job.
+    pub fn word(&self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed(_) => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Timeout => "timeout",
+            JobState::Lost(_) => "lost",
+            JobState::Refused(_) => "refused",
+            JobState::Unknown => "unknown",
+        }
+    }
+
     pub fn is_finished(&self) -> bool {
         !matches!(self, JobState::Pending | JobState::Running)
     }

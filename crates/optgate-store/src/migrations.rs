@@ -76,6 +76,12 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_by_experiment_state ON runs (experiment_id, state);
     CREATE INDEX jobs_by_state ON jobs (state);
     "#,
+    // 3: what the scheduler last said of each submitted job (pending, running, …), so
+    // `optgate status` shows a queued job as queued and a running one as running, not only
+    // `submitted` until it ends.
+    r#"
+    ALTER TABLE jobs ADD COLUMN scheduler_state TEXT;
+    "#,
 ];
 
 /// The schema version this build writes and understands.

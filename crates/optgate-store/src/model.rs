@@ -220,6 +220,9 @@ pub struct JobRow {
     pub detail: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// What the scheduler last said of the job while it was submitted (`pending`,
+    /// `running`, …); None before the first poll.
+    pub scheduler_state: Option<String>,
 }
 
 /// The outcome of one run, as read from its manifest (or decided by the daemon).

@@ -31,7 +31,7 @@ const EXPERIMENT_COLUMNS: &str = "id, name, source_path, source_sha256, root, sc
      state_reason, replicates, max_replicates, created_at, updated_at";
 
 const JOB_COLUMNS: &str = "id, experiment_id, block, name, attempt, run_ids, scheduler_job_id, \
-     state, detail, created_at, updated_at";
+     state, detail, created_at, updated_at, scheduler_state";
 
 impl Store {
     /// Opens (creating it if needed) the database at `path` and brings its schema up to
@@ -693,7 +693,32 @@ impl Store {
             detail: r.detail,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            scheduler_state: r.scheduler_state,
         })
+    }
+
+    /// Records what the scheduler last said of submitted jobs (`pending`, `running`, …),
+    /// in one transaction; only changed values are written, so an unchanged poll writes
+    /// nothing.
+    pub fn set_scheduler_states(&mut self, states: &[(i64, String)]) -> Result<(), StoreError> {
+        if states.is_empty() {
+            return Ok(());
+        }
+        let op = "record the scheduler's job states";
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| StoreError::from_sqlite(op, self.path.clone(), e))?;
+        for (id, state) in states {
+            tx.execute(
+                "UPDATE jobs SET scheduler_state = ?2 WHERE id = ?1 \
+                 AND (scheduler_state IS NULL OR scheduler_state != ?2)",
+                rusqlite::params![id, state],
+            )
+            .map_err(|e| StoreError::from_sqlite(op, self.path.clone(), e))?;
+        }
+        tx.commit()
+            .map_err(|e| StoreError::from_sqlite(op, self.path.clone(), e))
     }
 
     // ----- looks -------------------------------------------------------------------------
@@ -885,6 +910,7 @@ struct RawJob {
     detail: Option<String>,
     created_at: String,
     updated_at: String,
+    scheduler_state: Option<String>,
 }
 
 fn raw_job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
@@ -900,5 +926,6 @@ fn raw_job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
         detail: r.get(8)?,
         created_at: r.get(9)?,
         updated_at: r.get(10)?,
+        scheduler_state: r.get(11)?,
     })
 }

@@ -174,11 +174,16 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
             if let Some(jobs) = &e.jobs {
                 for j in jobs {
                     out.push_str(&format!(
-                        "  job {} (block {}, attempt {}): {}{}{}\n",
+                        "  job {} (block {}, attempt {}): {}{}{}{}\n",
                         j.name,
                         j.block,
                         j.attempt,
                         j.state,
+                        // A submitted job says what the scheduler says of it.
+                        match (&j.scheduler_state, j.state.as_str()) {
+                            (Some(s), "submitted") => format!(" ({s})"),
+                            _ => String::new(),
+                        },
                         j.scheduler_job_id
                             .as_ref()
                             .map(|i| format!(", id {i}"))

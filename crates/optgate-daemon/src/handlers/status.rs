@@ -64,6 +64,7 @@ pub fn answer(
                             scheduler_job_id: j.scheduler_job_id.clone(),
                             state: j.state.to_string(),
                             detail: j.detail.clone(),
+                            scheduler_state: j.scheduler_state.clone(),
                         })
                         .collect()
                 }),
