@@ -190,6 +190,15 @@ pub enum Command {
         launcher: Vec<String>,
     },
     /// Print shell completions for bash, zsh, fish, elvish or powershell.
+    /// Record the cpufreq governor in force on this process's CPUs into
+    /// `RUN_DIR/step-governor.<host>`, then execute COMMAND in its place (used by exec-run
+    /// inside a scheduler's step).
+    #[command(hide = true)]
+    StepGovernor {
+        run_dir: PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     Completions { shell: clap_complete::Shell },
 }
 

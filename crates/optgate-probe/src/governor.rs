@@ -172,6 +172,29 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Gover
     move |source| GovernorError::Io { op, path, source }
 }
 
+/// What a run's step records when none of its CPUs has cpufreq (no `scaling_governor`).
+pub const NO_CPUFREQ: &str = "none";
+
+/// The governor in force on `cpus` under `root` (`/` on a real node): each CPU's
+/// `scaling_governor`, [`NO_CPUFREQ`] for a CPU without one; one name when all agree,
+/// else the distinct names sorted and joined by `,` (e.g. `none,performance`). Used inside
+/// a scheduler's step, after the scheduler applied (or failed to apply) a governor.
+pub fn governor_in_force(root: &Path, cpus: &BTreeSet<u32>) -> String {
+    let seen: BTreeSet<String> = cpus
+        .iter()
+        .map(|&cpu| {
+            read_opt(&cpu_cpufreq_dir(root, cpu).join("scaling_governor"))
+                .map(|g| g.trim().to_string())
+                .filter(|g| !g.is_empty())
+                .unwrap_or_else(|| NO_CPUFREQ.to_string())
+        })
+        .collect();
+    if seen.is_empty() {
+        return NO_CPUFREQ.to_string();
+    }
+    seen.into_iter().collect::<Vec<_>>().join(",")
+}
+
 /// Says whether the governor can be changed under `root` (`/` on a real node), and how.
 ///
 /// Tunable when every online CPU has cpufreq and either every `scaling_governor` is

@@ -12,7 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use optgate_probe::governor::{
-    CpuSelection, GovernorError, GovernorGuard, Tunability, TuneVia, restore_from_file, tunability,
+    CpuSelection, GovernorError, GovernorGuard, NO_CPUFREQ, Tunability, TuneVia, governor_in_force,
+    restore_from_file, tunability,
 };
 
 const CHILD_MODE: &str = "OPTGATE_PROBE_TEST_CHILD";
@@ -613,4 +614,31 @@ fn child_entry() {
         }
         other => panic!("unknown child mode {other}"),
     }
+}
+
+#[test]
+fn the_governor_in_force_is_read_for_the_given_cpus_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    fake_tree(
+        tmp.path(),
+        &[(&[0, 1], "performance"), (&[2, 3], "powersave")],
+    );
+    let cpus = |l: &str| optgate_probe::parse_cpulist(l).unwrap();
+    assert_eq!(governor_in_force(tmp.path(), &cpus("0-1")), "performance");
+    assert_eq!(governor_in_force(tmp.path(), &cpus("2")), "powersave");
+    assert_eq!(
+        governor_in_force(tmp.path(), &cpus("1-2")),
+        "performance,powersave"
+    );
+    // A CPU without cpufreq (here: one the tree does not have) counts as `none`.
+    assert_eq!(
+        governor_in_force(tmp.path(), &cpus("3-4")),
+        "none,powersave"
+    );
+    let bare = tempfile::tempdir().unwrap();
+    assert_eq!(governor_in_force(bare.path(), &cpus("0-3")), NO_CPUFREQ);
+    assert_eq!(
+        governor_in_force(bare.path(), &Default::default()),
+        NO_CPUFREQ
+    );
 }

@@ -73,6 +73,11 @@ pub struct RunRecord {
 
 pub const RUN_RECORD: &str = "run.json";
 
+/// Files `step-governor.<host>` in a run directory: the governor in force inside the run's
+/// step on that host, written by `optgate step-governor` and gathered into the manifest's
+/// `step_governors`.
+pub const STEP_GOVERNOR_PREFIX: &str = "step-governor.";
+
 /// Renders `run.sh` and `run.json` into `ctx.run_dir` (created).
 pub fn write_run_files(
     ctx: &RunContext<'_>,
@@ -108,15 +113,19 @@ pub async fn execute_run(
     cancel: &CancellationToken,
 ) -> Result<RunManifest, LocalError> {
     write_run_files(ctx, time_limit)?;
-    execute_prepared(ctx.run_dir, &[], None, cancel).await
+    execute_prepared(ctx.run_dir, &[], &[], None, cancel).await
 }
 
 /// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
 /// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code
-/// path that writes manifests, for every backend.
+/// path that writes manifests, for every backend. With a launcher, `step_probe` (e.g.
+/// `optgate step-governor RUN_DIR --`) goes between it and `bash run.sh`, so it runs inside
+/// the launcher's step; what it leaves in `step-governor.<host>` files becomes the
+/// manifest's `step_governors`.
 pub async fn execute_prepared(
     run_dir: &Path,
     launcher: &[String],
+    step_probe: &[String],
     scheduler_job_id: Option<String>,
     cancel: &CancellationToken,
 ) -> Result<RunManifest, LocalError> {
@@ -143,6 +152,13 @@ pub async fn execute_prepared(
     };
     let script = run_dir.join(RUN_SCRIPT);
     let mut argv: Vec<String> = launcher.to_vec();
+    if !launcher.is_empty() {
+        argv.extend(step_probe.iter().cloned());
+    }
+    // What an interrupted attempt recorded is not this attempt's.
+    for (path, _) in step_governor_files(run_dir) {
+        std::fs::remove_file(&path).map_err(io("remove", &path))?;
+    }
     argv.push("bash".into());
     argv.push(script.display().to_string());
     let (environment, environment_withheld) = crate::manifest::recordable_environment(
@@ -190,9 +206,32 @@ pub async fn execute_prepared(
         script,
         scheduler_job_id,
         optgate_version: env!("CARGO_PKG_VERSION").to_string(),
+        step_governors: step_governor_files(run_dir)
+            .into_iter()
+            .filter_map(|(path, host)| {
+                let g = std::fs::read_to_string(&path).ok()?;
+                Some((host, g.trim().to_string()))
+            })
+            .collect(),
     };
     manifest.write(run_dir)?;
     Ok(manifest)
+}
+
+/// The `step-governor.<host>` files of a run directory, with their host names.
+fn step_governor_files(run_dir: &Path) -> Vec<(PathBuf, String)> {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let host = name.strip_prefix(STEP_GOVERNOR_PREFIX)?;
+            (!host.is_empty() && !host.starts_with('.') && e.path().is_file())
+                .then(|| (e.path(), host.to_string()))
+        })
+        .collect()
 }
 
 /// What a build did, kept beside its output as `build.json`.
@@ -258,4 +297,76 @@ pub async fn execute_build(
     )
     .map_err(io("write", &path))?;
     Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_dir(tmp: &Path) -> PathBuf {
+        let dir = tmp.join("b001-v");
+        std::fs::create_dir_all(&dir).unwrap();
+        let record = RunRecord {
+            experiment: "e".into(),
+            run_id: "b001-v".into(),
+            arm: "v".into(),
+            block: 1,
+            replicate: 1,
+            env_set: BTreeMap::new(),
+            env_unset: vec![],
+            time_limit_s: Some(60.0),
+        };
+        std::fs::write(dir.join(RUN_RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
+        std::fs::write(dir.join(RUN_SCRIPT), "echo ran\n").unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn the_step_probe_runs_inside_the_launcher_and_its_files_reach_the_manifest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        // Left by an interrupted attempt: not this attempt's.
+        std::fs::write(dir.join("step-governor.stale"), "powersave\n").unwrap();
+        let launcher = vec!["env".to_string(), "X=1".to_string()];
+        let probe: Vec<String> = [
+            "bash",
+            "-c",
+            r#"echo "performance" > step-governor.n1; echo "none" > step-governor.n2; exec "$@""#,
+            "probe",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let cancel = CancellationToken::new();
+        let m = execute_prepared(&dir, &launcher, &probe, None, &cancel)
+            .await
+            .unwrap();
+        assert_eq!(m.outcome, Outcome::Completed);
+        assert_eq!(
+            std::fs::read_to_string(dir.join(STDOUT_FILE)).unwrap(),
+            "ran\n"
+        );
+        let want: BTreeMap<String, String> = [("n1", "performance"), ("n2", "none")]
+            .iter()
+            .map(|(h, g)| (h.to_string(), g.to_string()))
+            .collect();
+        assert_eq!(m.step_governors, want);
+        let back = RunManifest::read(&dir).unwrap().unwrap();
+        assert_eq!(back.step_governors, want);
+    }
+
+    #[tokio::test]
+    async fn without_a_launcher_there_is_no_step_and_nothing_is_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        let probe = vec!["false".to_string()];
+        let cancel = CancellationToken::new();
+        let m = execute_prepared(&dir, &[], &probe, None, &cancel)
+            .await
+            .unwrap();
+        assert_eq!(m.outcome, Outcome::Completed);
+        assert!(m.step_governors.is_empty());
+        let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+        assert!(!text.contains("step_governors"), "{text}");
+    }
 }

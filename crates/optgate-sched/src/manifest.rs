@@ -54,6 +54,13 @@ pub struct RunManifest {
     #[serde(default)]
     pub scheduler_job_id: Option<String>,
     pub optgate_version: String,
+    /// The cpufreq governor in force inside the run's step, per node: host → governor, as
+    /// `optgate step-governor` read it on the CPUs the step was given (after `srun
+    /// --cpu-freq` applied the arm's governor). `none`: no cpufreq; names joined by `,`
+    /// when the CPUs disagree. Empty when not recorded (a run started without a launcher,
+    /// older manifests).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub step_governors: BTreeMap<String, String>,
 }
 
 /// Inherited variables whose values a manifest records, by prefix: what changes how a run

@@ -114,6 +114,7 @@ mod tests {
             script: "run.sh".into(),
             scheduler_job_id: Some("7".into()),
             optgate_version: "0".into(),
+            step_governors: Default::default(),
         }
     }
 

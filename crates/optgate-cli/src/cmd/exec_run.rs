@@ -25,6 +25,15 @@ pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
         return Ok(exit::OK);
     }
     let job_id = scheduler_job_id(|k| std::env::var(k).ok());
+    // Inside the launcher's step (after `srun --cpu-freq` applied the arm's governor), this
+    // same binary records the governor actually in force there, then becomes `bash run.sh`.
+    let me = std::env::current_exe().context("cannot tell where this optgate binary is")?;
+    let step_probe = vec![
+        me.display().to_string(),
+        "step-governor".to_string(),
+        run_dir.display().to_string(),
+        "--".to_string(),
+    ];
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -45,13 +54,65 @@ pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
             stops.recv().await;
             c.cancel();
         });
-        execute_prepared(run_dir, launcher, job_id, &cancel).await
+        execute_prepared(run_dir, launcher, &step_probe, job_id, &cancel).await
     })?;
     Ok(match manifest.outcome {
         Outcome::Completed => exit::OK,
         Outcome::Interrupted => exit::INTERRUPTED,
         _ => exit::FAILED,
     })
+}
+
+/// `optgate step-governor RUN_DIR -- COMMAND…`: inside a scheduler's step, writes the
+/// governor in force on the CPUs this process may run on (`Cpus_allowed_list`, so the
+/// step's CPUs, not the node's) to `RUN_DIR/step-governor.<host>` — once per node (the
+/// task with local id 0, or every task when no scheduler says) — then executes COMMAND in
+/// its place (same process, so signals and timing are the run's). A failure to record is
+/// reported on stderr and never stops the run; the look then treats the governor as
+/// unknown.
+pub fn step_governor(run_dir: &Path, command: &[String]) -> Result<i32> {
+    use std::os::unix::process::CommandExt;
+    let local_id = ["SLURM_LOCALID", "FLUX_TASK_LOCAL_ID"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok());
+    if local_id.is_none_or(|id| id.trim() == "0")
+        && let Err(e) = record_step_governor(run_dir)
+    {
+        eprintln!("optgate step-governor: cannot record the governor in force: {e:#}");
+    }
+    let Some((program, args)) = command.split_first() else {
+        return Err(anyhow::anyhow!("step-governor: no command to execute"));
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    Err(anyhow::Error::new(err).context(format!("cannot execute {program}")))
+}
+
+fn record_step_governor(run_dir: &Path) -> Result<()> {
+    let root = super::probe::sysfs_root();
+    let cpus = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(optgate_probe::parse_cpulist)
+        })
+        .context("cannot read Cpus_allowed_list of /proc/self/status")?;
+    let governor = optgate_probe::governor::governor_in_force(&root, &cpus);
+    let host = optgate_sched::local::hostname();
+    anyhow::ensure!(
+        !host.is_empty() && !host.contains('/') && !host.starts_with('.'),
+        "host name {host:?} cannot name a file"
+    );
+    let path = run_dir.join(format!(
+        "{}{host}",
+        optgate_sched::local::STEP_GOVERNOR_PREFIX
+    ));
+    // Tasks of one node may race; each writes a whole file under its own temporary name.
+    let tmp = run_dir.join(format!(".step-governor.{host}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, format!("{governor}\n"))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    Ok(())
 }
 
 /// The id of the scheduler job this run is part of, as the backend recorded it when it

@@ -108,6 +108,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
+        Command::StepGovernor { run_dir, command } => exec_run::step_governor(&run_dir, &command),
             clap_complete::generate(shell, &mut cmd, "optgate", &mut std::io::stdout());
             Ok(exit::OK)
         }
