@@ -209,3 +209,89 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
     check_jobs_once(&s, 5);
     check_runs_once(Path::new(s["root"].as_str().unwrap()), 5);
 }
+
+/// A governor variant on Slurm (issue 11): its launch line asks `srun --cpu-freq`, its
+/// step records the governor actually in force, and on this machine (no cpufreq) the
+/// variant ends `not_applicable` with that fact, while the baseline's runs are measured.
+#[test]
+fn a_governor_variant_on_a_node_without_cpufreq_is_not_applicable() {
+    require_slurm();
+    assert!(
+        !Path::new("/sys/devices/system/cpu/cpu0/cpufreq").exists(),
+        "this test expects a node without cpufreq"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let yaml = r#"name: slurm-governor
+app:
+  command: [bash, -c, 'sleep 0.1; for e in 1 2 3; do echo "epoch $e took 1$e.0 s"; done']
+  time_limit: 2m
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+scheduler: { kind: slurm, time_limit: 10m }
+replicates: 5
+variants:
+  - { name: perf, dimension: l3_frequency_power, governor: performance }
+"#;
+    let exp = write_experiment(dir.path(), yaml);
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+
+    let s = wait_until(&home, &id, "the end", ended);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    let d = &s["decisions"][0];
+    assert_eq!(d["variant"], "perf", "{s:#}");
+    assert_eq!(d["decision"], "not_applicable", "{s:#}");
+    assert!(
+        d["reason"].as_str().unwrap_or("").contains(
+            "requested governor performance via srun --cpu-freq, but the compute node has no cpufreq (the step ran under: none)"
+        ),
+        "{s:#}"
+    );
+    let root = PathBuf::from(s["root"].as_str().unwrap());
+    // The variant's launch line asked Slurm for the governor; the baseline's did not.
+    let script = std::fs::read_to_string(root.join(format!("jobs/og-{id}-b001/job.sh"))).unwrap();
+    let launch = |arm: &str| {
+        script
+            .lines()
+            .find(|l| l.contains(&format!("runs/b001-{arm}")))
+            .unwrap_or_else(|| panic!("no launch line for {arm}:\n{script}"))
+            .to_string()
+    };
+    assert!(
+        launch("perf").contains(" -- srun -N 1 -n 1 -c 1 --cpu-freq=performance --export=ALL; "),
+        "{script}"
+    );
+    assert!(!launch("baseline").contains("--cpu-freq"), "{script}");
+    // The variant's first block ran, and its step said what it ran under.
+    let m: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("runs/b001-perf/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let host = m["host"].as_str().unwrap().to_string();
+    assert_eq!(
+        m["step_governors"],
+        serde_json::json!({ host: "none" }),
+        "{m}"
+    );
+    // The baseline was measured in every block; the variant's samples are not counted.
+    for b in 1..=5 {
+        let m: Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join(format!("runs/b{b:03}-baseline/manifest.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m["outcome"], "completed", "{m}");
+    }
+    let samples = std::fs::read_to_string(root.join("samples.csv")).unwrap();
+    let rows = |arm: &str| {
+        samples
+            .lines()
+            .filter(|l| l.starts_with(&format!("{arm},")))
+            .count()
+    };
+    assert_eq!(rows("baseline"), 5 * 3, "{samples}");
+    assert_eq!(rows("perf"), 0, "{samples}");
+}

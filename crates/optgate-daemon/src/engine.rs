@@ -511,8 +511,9 @@ impl Engine {
             optgate_runner::preflight::not_applicable(&work.exp, &node, std::path::Path::new("/"))
         } else {
             // On a cluster the compute nodes decide capabilities (from each job's probe, at
-            // every look); the login node's facts do not apply. Governor variants cannot be
-            // served inside scheduler jobs at all.
+            // every look); the login node's facts do not apply. A governor variant is
+            // submitted on Slurm (`srun --cpu-freq`; each look checks the governor its
+            // steps ran under) and not applicable under Flux, which has no equivalent.
             optgate_runner::preflight::cluster_not_applicable(&work.exp)
         };
         for (arm, reason) in &not_applicable {
@@ -1040,8 +1041,10 @@ fn plan_jobs(
 type Look = (LookRow, String, AfterLook);
 
 /// The compute nodes' probes (`probe.json` in each job's directory, written as the job's
-/// first step) checked against the experiment. Local jobs ran on this machine, which the
-/// experiment was already checked against when it was submitted.
+/// first step) checked against the experiment, and the governor each governor variant's
+/// runs recorded inside their steps (`step_governors` of their manifests) against the one
+/// it asked for. Local jobs ran on this machine, which the experiment was already checked
+/// against when it was submitted.
 fn compute_node_facts(
     work: &Work,
     jobs: &[JobRow],
@@ -1076,6 +1079,29 @@ fn compute_node_facts(
                 findings.push(f);
             }
         }
+    }
+    let governed: BTreeSet<&str> = work
+        .exp
+        .arms
+        .iter()
+        .filter(|a| a.governor.is_some())
+        .map(|a| a.name.as_str())
+        .collect();
+    let manifests: Vec<RunManifest> = jobs
+        .iter()
+        .flat_map(|j| &j.run_ids)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|r| governed.iter().any(|a| r.ends_with(&format!("-{a}"))))
+        .filter_map(|r| RunManifest::read(&work.layout.run_dir(r)).ok().flatten())
+        .filter(|m| governed.contains(m.arm.as_str()))
+        .collect();
+    let steps = optgate_runner::preflight::step_governor_not_applicable(
+        &work.exp,
+        manifests.iter().map(|m| (m.arm.as_str(), m)),
+    );
+    for (arm, reason) in steps {
+        na.entry(arm).or_insert(reason);
     }
     (na, findings)
 }

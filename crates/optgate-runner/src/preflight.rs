@@ -233,10 +233,15 @@ pub fn not_applicable(
     out
 }
 
-/// Arms a scheduler job cannot serve, decided before anything is submitted: a governor
-/// change is made only around local runs (`optgate run`, the local backend), never inside a
-/// Slurm or Flux job, so such a variant would measure nothing it claims to.
+/// Arms a scheduler job cannot serve, decided before anything is submitted. A governor
+/// variant on Slurm is submitted (its launch line asks `srun --cpu-freq=<governor>`; the
+/// look checks what the step ran under, [`step_governor_not_applicable`]); Flux has no
+/// equivalent, so there such a variant would measure nothing it claims to.
 pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
+    let kind = exp.file.scheduler.kind;
+    if kind == optgate_experiment::SchedulerKind::Slurm {
+        return BTreeMap::new();
+    }
     exp.arms
         .iter()
         .filter_map(|arm| {
@@ -244,12 +249,69 @@ pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
             Some((
                 arm.name.clone(),
                 format!(
-                    "governor `{g}`: optgate changes governors only for local runs, not inside {} jobs; run this variant with `scheduler: local` on a node where cpufreq is writable",
-                    exp.file.scheduler.kind
+                    "governor `{g}`: {kind} has no equivalent of `srun --cpu-freq` and optgate changes governors only around local runs, not inside {kind} jobs; run this variant under Slurm, or with `scheduler: local` on a node where cpufreq is writable"
                 ),
             ))
         })
         .collect()
+}
+
+/// Governor variants whose runs did not run under the governor they asked for, with the
+/// reason, from the runs' manifests (`step_governors`, recorded inside each run's step
+/// after `srun --cpu-freq`): a step on a node without cpufreq (`none`), under another
+/// governor, or a manifest that does not say. Such a variant is `not_applicable`, never
+/// measured as if the governor had changed. `manifests`: (arm, manifest) of the finished
+/// runs (interrupted ones are ignored); an arm none of whose runs finished is not judged.
+pub fn step_governor_not_applicable<'a>(
+    exp: &Experiment,
+    manifests: impl IntoIterator<Item = (&'a str, &'a optgate_sched::RunManifest)>,
+) -> BTreeMap<String, String> {
+    let mut by_arm: BTreeMap<&str, Vec<&optgate_sched::RunManifest>> = BTreeMap::new();
+    for (arm, m) in manifests {
+        if m.outcome != optgate_sched::Outcome::Interrupted {
+            by_arm.entry(arm).or_default().push(m);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for arm in &exp.arms {
+        let (Some(want), Some(runs)) = (&arm.governor, by_arm.get(arm.name.as_str())) else {
+            continue;
+        };
+        let how = format!("requested governor {want} via srun --cpu-freq");
+        if let Some(m) = runs.iter().find(|m| m.step_governors.is_empty()) {
+            out.insert(
+                arm.name.clone(),
+                format!(
+                    "{how}, but run {}'s manifest does not record the governor its step ran under",
+                    m.run_id
+                ),
+            );
+            continue;
+        }
+        let seen: std::collections::BTreeSet<&str> = runs
+            .iter()
+            .flat_map(|m| m.step_governors.values())
+            .map(String::as_str)
+            .filter(|g| g != want)
+            .collect();
+        if seen.is_empty() {
+            continue;
+        }
+        let seen: Vec<&str> = seen.into_iter().collect();
+        let reason = if seen == [optgate_probe::governor::NO_CPUFREQ] {
+            format!(
+                "{how}, but the compute node has no cpufreq (the step ran under: {})",
+                optgate_probe::governor::NO_CPUFREQ
+            )
+        } else {
+            format!(
+                "{how}, but the step ran under: {} (the scheduler did not apply it)",
+                seen.join("; ")
+            )
+        };
+        out.insert(arm.name.clone(), reason);
+    }
+    out
 }
 
 /// The compute node's facts (a job's `probe.json`) against the experiment: arms whose
@@ -301,19 +363,90 @@ mod tests {
         p
     }
 
+    const GOV: &str = "  - { name: perf, dimension: l3_frequency_power, governor: performance }\n  - { name: env, dimension: l2_threading_model, env: { X: 1 } }\n";
+
     #[test]
-    fn governor_variants_cannot_run_inside_cluster_jobs() {
-        let exp = experiment(
-            "slurm",
-            "  - { name: perf, dimension: l3_frequency_power, governor: performance }\n  - { name: env, dimension: l2_threading_model, env: { X: 1 } }\n",
-        );
-        let na = cluster_not_applicable(&exp);
+    fn governor_variants_run_on_slurm_but_not_inside_flux_jobs() {
+        assert!(cluster_not_applicable(&experiment("slurm", GOV)).is_empty());
+        let na = cluster_not_applicable(&experiment("flux", GOV));
         assert_eq!(na.keys().collect::<Vec<_>>(), vec!["perf"]);
         assert!(
-            na["perf"].contains("not inside slurm jobs"),
+            na["perf"].contains("flux has no equivalent of `srun --cpu-freq`"),
             "{}",
             na["perf"]
         );
+    }
+
+    fn manifest(
+        run_id: &str,
+        outcome: optgate_sched::Outcome,
+        steps: &[(&str, &str)],
+    ) -> optgate_sched::RunManifest {
+        optgate_sched::RunManifest {
+            schema: optgate_sched::manifest::MANIFEST_SCHEMA,
+            experiment: "t".into(),
+            run_id: run_id.into(),
+            arm: "perf".into(),
+            block: 1,
+            replicate: 1,
+            host: "cn1".into(),
+            started_at: String::new(),
+            ended_at: String::new(),
+            elapsed_s: 1.0,
+            outcome,
+            exit_code: Some(0),
+            signal: None,
+            env_set: Default::default(),
+            env_unset: vec![],
+            environment: Default::default(),
+            environment_withheld: vec![],
+            script: "run.sh".into(),
+            scheduler_job_id: None,
+            optgate_version: "0".into(),
+            step_governors: steps
+                .iter()
+                .map(|(h, g)| (h.to_string(), g.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_governor_variant_counts_only_when_its_steps_ran_under_that_governor() {
+        use optgate_sched::Outcome::{Completed, Failed, Interrupted};
+        let exp = experiment("slurm", GOV);
+        let judge = |ms: &[optgate_sched::RunManifest]| {
+            step_governor_not_applicable(&exp, ms.iter().map(|m| (m.arm.as_str(), m)))
+        };
+        let ok = manifest(
+            "b001-perf",
+            Completed,
+            &[("cn1", "performance"), ("cn2", "performance")],
+        );
+        assert!(judge(std::slice::from_ref(&ok)).is_empty());
+        // No evidence yet (or only an interrupted attempt): not judged.
+        assert!(judge(&[]).is_empty());
+        assert!(judge(&[manifest("b001-perf", Interrupted, &[])]).is_empty());
+        // No cpufreq on the node: the reason says so.
+        let none = manifest("b002-perf", Completed, &[("cn1", "none")]);
+        assert_eq!(
+            judge(&[ok.clone(), none])["perf"],
+            "requested governor performance via srun --cpu-freq, but the compute node has no cpufreq (the step ran under: none)"
+        );
+        // Another governor, or CPUs that disagree, on any run (a failed run is evidence too).
+        let other = manifest("b002-perf", Failed, &[("cn1", "performance,powersave")]);
+        assert_eq!(
+            judge(&[ok.clone(), other])["perf"],
+            "requested governor performance via srun --cpu-freq, but the step ran under: performance,powersave (the scheduler did not apply it)"
+        );
+        // A manifest without the record (an older optgate on the compute node).
+        assert_eq!(
+            judge(&[ok, manifest("b003-perf", Completed, &[])])["perf"],
+            "requested governor performance via srun --cpu-freq, but run b003-perf's manifest does not record the governor its step ran under"
+        );
+        // Arms without a governor are never judged.
+        let mut plain = manifest("b001-env", Completed, &[("cn1", "none")]);
+        plain.arm = "env".into();
+        assert!(judge(&[plain]).is_empty());
     }
 
     #[test]
