@@ -189,3 +189,29 @@ fn job_scripts_call_the_optgate_named_by_optgate_bin() {
     let (_, text) = &job_scripts(&out2)[0];
     assert!(text.contains(env!("CARGO_BIN_EXE_optgate")), "{text}");
 }
+
+/// Blocks never share a node by default: a blocked experiment's jobs ask for whole nodes,
+/// and the plan says so; `scheduler.exclusive: false` is the user's choice, said too.
+#[test]
+fn blocked_jobs_ask_for_whole_nodes_unless_told_not_to() {
+    let dir = tempfile::tempdir().unwrap();
+    for (extra, exclusive) in [
+        ("scheduler: { kind: slurm }\n", true),
+        ("scheduler: { kind: slurm, exclusive: false }\n", false),
+        ("scheduler: { kind: flux }\n", true),
+    ] {
+        let exp = write_experiment(dir.path(), &fake_app_experiment("excl", extra));
+        let out = tempfile::tempdir().unwrap();
+        let o = plan(&exp, out.path());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let said = stdout(&o);
+        let (_, text) = &job_scripts(out.path())[0];
+        let has = text.contains("#SBATCH --exclusive\n") || text.contains("# flux: --exclusive\n");
+        assert_eq!(has, exclusive, "{extra}:\n{text}");
+        if exclusive {
+            assert!(said.contains("one block at a time per node"), "{said}");
+        } else {
+            assert!(said.contains("blocks may run side by side"), "{said}");
+        }
+    }
+}

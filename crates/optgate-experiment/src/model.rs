@@ -228,8 +228,12 @@ pub struct SchedulerSpec {
     /// Slurm account or Flux bank.
     #[serde(default, alias = "bank")]
     pub account: Option<String>,
+    /// Whole nodes for each job. Unset: yes for the blocked design (so no two blocks —
+    /// nor anyone else's jobs — share a node while they are timed), no for the
+    /// independent design. `false` lets blocks run side by side; the plan says so and the
+    /// report flags runs that overlapped.
     #[serde(default)]
-    pub exclusive: bool,
+    pub exclusive: Option<bool>,
     /// Extra directive lines' arguments, e.g. `--constraint=cpu` (quoted as one word each).
     #[serde(default)]
     pub extra_directives: Vec<String>,

@@ -141,8 +141,18 @@ fn job_spec(
         time_limit,
         queue: s.queue.clone(),
         account: s.account.clone(),
-        exclusive: s.exclusive,
+        exclusive: exclusive_nodes(exp),
         extra_directives: s.extra_directives.clone(),
         optgate_bin: optgate_bin.to_path_buf(),
     }
+}
+
+/// Whether each job asks for whole nodes: `scheduler.exclusive` when given, else yes for
+/// the blocked design — one block at a time per node, so blocks never disturb each other's
+/// timings — and no for the independent design.
+pub fn exclusive_nodes(exp: &optgate_experiment::Experiment) -> bool {
+    exp.file
+        .scheduler
+        .exclusive
+        .unwrap_or(exp.file.design == Design::Blocked)
 }

@@ -14,7 +14,7 @@ use optgate_sched::{batch, flux, slurm};
 use crate::exit;
 
 pub fn plan(path: &Path, out: &Path) -> Result<i32> {
-    let loaded = super::load_experiment(path)?;
+    let loaded = super::load_experiment(path, super::ChecklistNote::Silent)?;
     let exp = &loaded.experiment;
     if out.exists()
         && std::fs::read_dir(out)
@@ -66,6 +66,18 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
         },
         out.display()
     );
+    if jobs.is_some() {
+        println!(
+            "  {}",
+            if optgate_runner::jobs::exclusive_nodes(exp) {
+                "jobs ask for whole nodes (exclusive): one block at a time per node, nothing \
+                 else beside it while it is timed"
+            } else {
+                "jobs share nodes (scheduler.exclusive: false): blocks may run side by side \
+                 and disturb each other; the report flags runs that overlapped"
+            }
+        );
+    }
     for b in &plan.blocks {
         println!("  block {:>3}: {}", b.index, b.order.join(" → "));
     }
