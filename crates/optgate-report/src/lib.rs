@@ -24,7 +24,7 @@ pub use checklist::{
     APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
 };
 pub use plots::{PlotError, write_plots};
-pub use render::{render_csv, render_json, render_markdown, render_table};
+pub use render::{render_csv, render_json, render_markdown, render_table, render_table_width};
 pub use samples_csv::{Problem, Samples, SamplesError, parse_samples, read_samples_file};
 
 /// What the experiment declared about itself (the daemon fills this in; a samples file

@@ -1,6 +1,10 @@
 //! Renderers of a [`Report`]: plain text for a terminal, Markdown, JSON and CSV.
 //! Table and Markdown show, in order: the proposal table (sorted by Weighted Score), the
 //! per-variant statistics, the matched per-epoch table, the checklist, provenance.
+//! The plain text fits a given width ([`render_table_width`]): long cells wrap inside
+//! their column, long lines onto indented continuation lines, and a table that cannot fit
+//! as columns is shown as one block per row. JSON, Markdown and CSV keep everything whole.
+//! Figures whose interval includes "no change" carry a trailing [`NOISE_MARK`].
 
 use std::fmt::Write as _;
 
@@ -31,8 +35,53 @@ pub fn proposal_order(analysis: &Analysis) -> Vec<&VariantAnalysis> {
     v
 }
 
-fn pct(v: Option<f64>) -> String {
-    v.map_or("—".into(), fmt_signed_pct)
+/// Marks a figure whose interval includes "no change": it could be noise.
+pub const NOISE_MARK: char = '~';
+/// The legend line of [`NOISE_MARK`] under a table that uses it.
+pub const NOISE_LEGEND: &str = "~ interval includes 0: could be noise";
+
+/// Whether an interval includes `zero`; an unbounded (missing) end counts as including it.
+fn spans(low: Option<f64>, high: Option<f64>, zero: f64) -> bool {
+    match (low, high) {
+        (Some(l), Some(h)) => l <= zero && zero <= h,
+        _ => true,
+    }
+}
+
+/// `cell` with [`NOISE_MARK`] appended when `noisy`.
+fn marked(cell: String, noisy: bool) -> String {
+    if noisy {
+        format!("{cell}{NOISE_MARK}")
+    } else {
+        cell
+    }
+}
+
+/// App Impact with its mark: the interval `app_impact_ci_low..high` includes 0.
+fn app_cell(v: &VariantAnalysis) -> String {
+    match v.app_impact_pct {
+        Some(a) => marked(
+            fmt_signed_pct(a),
+            spans(v.app_impact_ci_low, v.app_impact_ci_high, 0.0),
+        ),
+        None => "—".into(),
+    }
+}
+
+/// Weighted Score with its mark: 0.5·App + 0.5·System over App Impact's interval (the
+/// system metric, which has no interval, held at its value) includes 0.
+fn score_cell(v: &VariantAnalysis) -> String {
+    match v.weighted_score {
+        Some(s) => {
+            let sys = 0.5 * v.system_impact_pct.unwrap_or(0.0);
+            let end = |a: Option<f64>| a.map(|a| 0.5 * a + sys);
+            marked(
+                fmt_signed_pct(s).trim_end_matches('%').to_string(),
+                spans(end(v.app_impact_ci_low), end(v.app_impact_ci_high), 0.0),
+            )
+        }
+        None => "—".into(),
+    }
 }
 
 fn p_pair(raw: Option<f64>, adj: Option<f64>) -> String {
@@ -51,20 +100,31 @@ fn system_cell(v: &VariantAnalysis) -> String {
 }
 
 fn speedup_cell(v: &VariantAnalysis) -> String {
-    match (v.speedup.estimate, v.speedup.ci_low, v.speedup.ci_high) {
+    let s = &v.speedup;
+    let text = match (s.estimate, s.ci_low, s.ci_high) {
         (Some(e), Some(l), Some(h)) => format!("{e:.3}× [{l:.3}, {h:.3}]"),
         (Some(e), _, _) => format!("{e:.3}× [unbounded]"),
-        _ => "—".into(),
-    }
+        _ => return "—".into(),
+    };
+    marked(text, spans(s.ci_low, s.ci_high, 1.0))
 }
 
 fn first_epoch_cell(v: &VariantAnalysis) -> String {
     let f = &v.first_epoch;
+    let noisy = spans(f.change_ci_low_pct, f.change_ci_high_pct, 0.0);
     match (f.change_pct, f.baseline_s, f.variant_s) {
-        (Some(c), Some(b), Some(x)) => format!("{} ({:+.3})", fmt_signed_pct(c), x - b),
-        (Some(c), _, _) => fmt_signed_pct(c),
+        (Some(c), Some(b), Some(x)) => {
+            marked(format!("{} ({:+.3})", fmt_signed_pct(c), x - b), noisy)
+        }
+        (Some(c), _, _) => marked(fmt_signed_pct(c), noisy),
         _ => "—".into(),
     }
+}
+
+/// Whether any cell of `rows` carries [`NOISE_MARK`].
+fn any_marked<R: AsRef<[String]>>(rows: &[R]) -> bool {
+    rows.iter()
+        .any(|r| r.as_ref().iter().any(|c| c.ends_with(NOISE_MARK)))
 }
 
 fn breakeven_cell(v: &VariantAnalysis) -> String {
@@ -109,16 +169,18 @@ fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
                 (i + 1).to_string(),
                 strategy,
                 desc,
-                pct(v.app_impact_pct),
+                app_cell(v),
                 system_cell(v),
-                v.weighted_score.map_or("—".into(), |s| {
-                    fmt_signed_pct(s).trim_end_matches('%').to_string()
-                }),
+                score_cell(v),
                 v.decision.to_string(),
             ]
         })
         .collect()
 }
+
+/// The legend of [`NOISE_MARK`] under the statistics table.
+const STATS_LEGEND: &str =
+    "~ interval includes no change (speed-up 1, epoch-1 change 0): could be noise";
 
 const STATS_HEADER: [&str; 10] = [
     "Variant",
@@ -204,33 +266,173 @@ fn title_line(a: &Analysis) -> String {
     s
 }
 
-/// Plain-text columns, left-aligned, two spaces apart.
-fn text_table(header: &[String], rows: &[Vec<String>]) -> String {
+fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `text` cut into lines of at most `width` characters, at spaces where it can, through a
+/// word longer than the width where it must. Text that fits is returned as it is.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    if chars(text) <= width {
+        return vec![text.to_string()];
+    }
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        let len = chars(&line);
+        if len > 0 && len + 1 + word.len() <= width {
+            line.push(' ');
+            line.extend(&word);
+            continue;
+        }
+        if len > 0 {
+            lines.push(std::mem::take(&mut line));
+        }
+        while word.len() > width {
+            lines.push(word.drain(..width).collect());
+        }
+        line.extend(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Writes `text` after `first`, continuing on lines that start with `cont`, all within
+/// `width` characters (where the prefixes leave room).
+fn para(out: &mut String, first: &str, cont: &str, text: &str, width: usize) {
+    let room = width.saturating_sub(chars(cont)).max(20);
+    let first_room = width.saturating_sub(chars(first)).max(20);
+    // A first word (a hash, a path) that would be cut after `first` but fits on a
+    // continuation line starts there instead.
+    let word = text.split_whitespace().next().map_or(0, chars);
+    if word > first_room && word <= room && !first.trim().is_empty() {
+        let _ = writeln!(out, "{}", first.trim_end());
+        for l in wrap(text, room) {
+            let _ = writeln!(out, "{cont}{l}");
+        }
+        return;
+    }
+    let head = wrap(text, first_room);
+    let rest = head[1..].join(" ");
+    let _ = writeln!(out, "{first}{}", head[0]);
+    if !rest.is_empty() {
+        for l in wrap(&rest, room) {
+            let _ = writeln!(out, "{cont}{l}");
+        }
+    }
+}
+
+/// Lowers the widths `w` towards `floor`, the widest column first (the rightmost of
+/// equals), until their sum is at most `budget`.
+fn shrink(w: &mut [usize], floor: &[usize], budget: usize) {
+    while w.iter().sum::<usize>() > budget {
+        let Some((i, _)) = w
+            .iter()
+            .zip(floor)
+            .enumerate()
+            .filter(|(_, (w, f))| w > f)
+            .max_by_key(|(i, (w, _))| (**w, *i))
+        else {
+            return;
+        };
+        w[i] -= 1;
+    }
+}
+
+/// Most columns whose values may wrap before a table is shown as blocks instead.
+const MAX_WRAPPED_COLUMNS: usize = 3;
+
+/// Plain-text columns, left-aligned, two spaces apart, within `width` characters: first
+/// headers wrap down to their values' width, then the widest cells wrap at spaces; a
+/// table that still does not fit, or would wrap the values of more than
+/// [`MAX_WRAPPED_COLUMNS`] columns, is shown as one block per row ([`stacked`]).
+fn text_table(header: &[String], rows: &[Vec<String>], width: usize) -> String {
     let cols = header.len();
-    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut w: Vec<usize> = header.iter().map(|h| chars(h)).collect();
+    let mut values = vec![0; cols];
+    let mut words: Vec<usize> = header
+        .iter()
+        .map(|h| h.split_whitespace().map(chars).max().unwrap_or(0))
+        .collect();
     for r in rows {
         for (i, c) in r.iter().enumerate().take(cols) {
-            width[i] = width[i].max(c.chars().count());
+            w[i] = w[i].max(chars(c));
+            values[i] = values[i].max(chars(c));
+            words[i] = words[i].max(c.split_whitespace().map(chars).max().unwrap_or(0));
+        }
+    }
+    let budget = width.saturating_sub(2 * cols.saturating_sub(1));
+    if w.iter().sum::<usize>() > budget {
+        let headers_to_values: Vec<usize> = (0..cols)
+            .map(|i| values[i].max(words[i]).min(w[i]))
+            .collect();
+        shrink(&mut w, &headers_to_values, budget);
+        shrink(&mut w, &words, budget);
+        // Rows whose figures all break over lines read worse than one block per row.
+        let wrapped_columns = (0..cols)
+            .filter(|&i| {
+                rows.iter()
+                    .any(|r| r.get(i).is_some_and(|c| chars(c) > w[i]))
+            })
+            .count();
+        if w.iter().sum::<usize>() > budget || wrapped_columns > MAX_WRAPPED_COLUMNS {
+            return stacked(header, rows, width);
         }
     }
     let mut out = String::new();
     let line = |cells: &[String], out: &mut String| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            l.push_str(c);
-            if i + 1 < cells.len() {
-                let pad = width[i] - c.chars().count() + 2;
-                l.extend(std::iter::repeat_n(' ', pad));
+        let wrapped: Vec<Vec<String>> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| wrap(c, w[i]))
+            .collect();
+        let height = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+        for j in 0..height {
+            let mut l = String::new();
+            for (i, c) in wrapped.iter().enumerate() {
+                let c = c.get(j).map_or("", String::as_str);
+                l.push_str(c);
+                if i + 1 < wrapped.len() {
+                    let pad = w[i].saturating_sub(chars(c)) + 2;
+                    l.extend(std::iter::repeat_n(' ', pad));
+                }
             }
+            out.push_str(l.trim_end());
+            out.push('\n');
         }
-        out.push_str(l.trim_end());
-        out.push('\n');
     };
     line(header, &mut out);
-    let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+    let rule: Vec<String> = w.iter().map(|w| "-".repeat(*w)).collect();
     line(&rule, &mut out);
     for r in rows {
         line(r, &mut out);
+    }
+    out
+}
+
+/// A table too wide for its columns, one block per row: the row's name (its first cell,
+/// or `N. name` under a `#` column), then `  Header: value` lines.
+fn stacked(header: &[String], rows: &[Vec<String>], width: usize) -> String {
+    let mut out = String::new();
+    let skip = if header.first().is_some_and(|h| h == "#") {
+        2
+    } else {
+        1
+    };
+    for r in rows {
+        let title = if skip == 2 {
+            format!("{}. {}", r[0], r.get(1).map_or("", String::as_str))
+        } else {
+            r[0].clone()
+        };
+        para(&mut out, "", "  ", &title, width);
+        for (h, c) in header.iter().zip(r).skip(skip) {
+            para(&mut out, &format!("  {h}: "), "      ", c, width);
+        }
     }
     out
 }
@@ -239,8 +441,14 @@ fn strings<const N: usize>(h: [&str; N]) -> Vec<String> {
     h.iter().map(|s| s.to_string()).collect()
 }
 
-/// Plain text for a terminal.
+/// Plain text for a terminal, as wide as it needs (see [`render_table_width`]).
 pub fn render_table(report: &Report) -> String {
+    render_table_width(report, usize::MAX)
+}
+
+/// Plain text for a terminal of `width` columns: no line is longer, except where a single
+/// prefix and a 20-character share of text cannot fit (a width under about 30).
+pub fn render_table_width(report: &Report, width: usize) -> String {
     let a = &report.analysis;
     let mut out = String::new();
     let name = report
@@ -248,16 +456,19 @@ pub fn render_table(report: &Report) -> String {
         .as_ref()
         .map(|e| format!(" '{}'", e.name))
         .unwrap_or_default();
-    let _ = writeln!(out, "optgate report{name}");
-    let _ = writeln!(out, "{}", title_line(a));
+    para(&mut out, "", "  ", &format!("optgate report{name}"), width);
+    para(&mut out, "", "  ", &title_line(a), width);
     if let Some(m) = report.experiment.as_ref().and_then(|e| e.metric.as_deref()) {
-        let _ = writeln!(out, "metric: {m}");
+        para(&mut out, "metric: ", "  ", m, width);
     }
     let _ = writeln!(out);
 
-    let _ = writeln!(
-        out,
-        "Proposal table (sorted by Weighted Score = 0.5·App + 0.5·System)"
+    para(
+        &mut out,
+        "",
+        "  ",
+        "Proposal table (sorted by Weighted Score = 0.5·App + 0.5·System)",
+        width,
     );
     let rows: Vec<Vec<String>> = proposal_rows(report).into_iter().map(Vec::from).collect();
     out.push_str(&text_table(
@@ -271,44 +482,56 @@ pub fn render_table(report: &Report) -> String {
             "Decision",
         ]),
         &rows,
+        width,
     ));
+    if any_marked(&rows) {
+        para(&mut out, "", "  ", NOISE_LEGEND, width);
+    }
     let _ = writeln!(out, "\nDecisions");
     for (i, v) in proposal_order(a).into_iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  {}. {} — {}: {}",
-            i + 1,
-            v.name,
-            v.decision,
-            v.reason
-        );
+        let first = format!("  {}. ", i + 1);
+        let cont = " ".repeat(chars(&first));
+        let text = format!("{} — {}: {}", v.name, v.decision, v.reason);
+        para(&mut out, &first, &cont, &text, width);
     }
 
     if let Some(line) = noise_floor_line(report) {
-        let _ = writeln!(out, "\n{line}");
+        let _ = writeln!(out);
+        para(&mut out, "", "  ", &line, width);
     }
 
-    let _ = writeln!(
-        out,
-        "\nSteady-state statistics (speed-up > 1 = variant faster; p raw (Holm-adjusted))"
+    let _ = writeln!(out);
+    para(
+        &mut out,
+        "",
+        "  ",
+        "Steady-state statistics (speed-up > 1 = variant faster; p raw (Holm-adjusted))",
+        width,
     );
     let rows: Vec<Vec<String>> = stats_rows(a).into_iter().map(Vec::from).collect();
-    out.push_str(&text_table(&strings(STATS_HEADER), &rows));
+    out.push_str(&text_table(&strings(STATS_HEADER), &rows, width));
+    if any_marked(&rows) {
+        para(&mut out, "", "  ", STATS_LEGEND, width);
+    }
 
     let warnings = collect_warnings(report);
     if !warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings");
         for w in warnings {
-            let _ = writeln!(out, "  - {w}");
+            para(&mut out, "  - ", "    ", &w, width);
         }
     }
 
-    let _ = writeln!(
-        out,
-        "\nMatched per-epoch table (epoch N of every arm side by side)"
+    let _ = writeln!(out);
+    para(
+        &mut out,
+        "",
+        "  ",
+        "Matched per-epoch table (epoch N of every arm side by side)",
+        width,
     );
     let (header, rows) = epoch_table(&report.arms);
-    out.push_str(&text_table(&header, &rows));
+    out.push_str(&text_table(&header, &rows, width));
 
     let _ = writeln!(out);
     match &report.checklist {
@@ -316,9 +539,12 @@ pub fn render_table(report: &Report) -> String {
             let _ = writeln!(out, "checklist: not available from a samples file");
         }
         Some(rows) => {
-            let _ = writeln!(
-                out,
-                "10-dimension checklist (recommended order: {APPLICATION_ORDER})"
+            para(
+                &mut out,
+                "",
+                "  ",
+                &format!("10-dimension checklist (recommended order: {APPLICATION_ORDER})"),
+                width,
             );
             let table: Vec<Vec<String>> = rows
                 .iter()
@@ -336,28 +562,33 @@ pub fn render_table(report: &Report) -> String {
             out.push_str(&text_table(
                 &strings(["#", "Group", "Dimension", "Verdict", "Variants / reason"]),
                 &table,
+                width,
             ));
         }
     }
 
     if let Some(b) = &report.breakdown {
-        let _ = writeln!(
-            out,
-            "\nTraced time per category beside wall time (median per run, seconds)"
+        let _ = writeln!(out);
+        para(
+            &mut out,
+            "",
+            "  ",
+            "Traced time per category beside wall time (median per run, seconds)",
+            width,
         );
         let (header, rows) = breakdown_rows(b);
-        out.push_str(&text_table(&header, &rows));
+        out.push_str(&text_table(&header, &rows, width));
     }
 
     if let Some(p) = &report.provenance {
         let _ = writeln!(out, "\nProvenance");
         for (k, v) in provenance_entries(p) {
-            let _ = writeln!(out, "  {k}: {v}");
+            para(&mut out, &format!("  {k}: "), "    ", &v, width);
         }
     }
     let _ = writeln!(out, "\nMethod");
     for (k, v) in method_entries(a) {
-        let _ = writeln!(out, "  {k}: {v}");
+        para(&mut out, &format!("  {k}: "), "    ", v, width);
     }
     out
 }
@@ -564,6 +795,7 @@ pub fn render_markdown(report: &Report) -> String {
             row
         })
         .collect();
+    let noisy = any_marked(&rows);
     out.push_str(&md_table(
         &strings([
             "#",
@@ -577,6 +809,9 @@ pub fn render_markdown(report: &Report) -> String {
         ]),
         &rows,
     ));
+    if noisy {
+        let _ = writeln!(out, "\n{NOISE_LEGEND}");
+    }
 
     let _ = writeln!(out, "\n## Steady-state statistics\n");
     let _ = writeln!(
@@ -585,6 +820,9 @@ pub fn render_markdown(report: &Report) -> String {
     );
     let rows: Vec<Vec<String>> = stats_rows(a).into_iter().map(Vec::from).collect();
     out.push_str(&md_table(&strings(STATS_HEADER), &rows));
+    if any_marked(&rows) {
+        let _ = writeln!(out, "\n{STATS_LEGEND}");
+    }
 
     let warnings = collect_warnings(report);
     if !warnings.is_empty() {
@@ -666,7 +904,8 @@ fn opt(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v}"))
 }
 
-/// One row per variant in proposal-table order; empty cells for missing values.
+/// One row per variant in proposal-table order; empty cells for missing values. Columns
+/// added later go at the end, so earlier ones keep their positions.
 pub fn render_csv(report: &Report) -> String {
     let header = [
         "rank",
@@ -692,6 +931,8 @@ pub fn render_csv(report: &Report) -> String {
         "breakeven_epoch",
         "steady_epochs",
         "reason",
+        "app_impact_ci_low",
+        "app_impact_ci_high",
     ];
     let mut out = header.join(",");
     out.push('\n');
@@ -720,6 +961,8 @@ pub fn render_csv(report: &Report) -> String {
             v.breakeven_epoch.map_or(String::new(), |b| b.to_string()),
             csv_field(&optgate_stats::analysis::epochs_text(&v.steady_epochs).unwrap_or_default()),
             csv_field(&v.reason),
+            opt(v.app_impact_ci_low),
+            opt(v.app_impact_ci_high),
         ];
         out.push_str(&cells.join(","));
         out.push('\n');
@@ -730,6 +973,53 @@ pub fn render_csv(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrap_breaks_at_spaces_and_through_long_words() {
+        assert_eq!(wrap("fits", 10), vec!["fits"]);
+        assert_eq!(wrap("one two three", 7), vec!["one two", "three"]);
+        assert_eq!(wrap("abcdefghij xy", 4), vec!["abcd", "efgh", "ij", "xy"]);
+        assert_eq!(wrap("", 5), vec![""]);
+    }
+
+    #[test]
+    fn a_table_fits_its_width_by_wrapping_the_widest_cells() {
+        let header = strings(["#", "Name", "Description", "Score"]);
+        let rows = vec![vec![
+            "1".to_string(),
+            "v1".to_string(),
+            "a long description that cannot fit on one line of a narrow table".to_string(),
+            "+1.0".to_string(),
+        ]];
+        let wide = text_table(&header, &rows, usize::MAX);
+        assert_eq!(wide.lines().count(), 3, "{wide}");
+        let t = text_table(&header, &rows, 40);
+        assert!(t.lines().all(|l| l.chars().count() <= 40), "{t}");
+        assert!(t.lines().count() > 3, "{t}");
+        // Every word is still there, in order.
+        let words: Vec<&str> = t
+            .lines()
+            .skip(2)
+            .flat_map(|l| l.split_whitespace())
+            .filter(|w| !["1", "v1", "+1.0"].contains(w))
+            .collect();
+        assert_eq!(words.join(" "), rows[0][2]);
+        // Too narrow for columns: one block per row, still within the width.
+        let s = text_table(&header, &rows, 12);
+        assert!(s.starts_with("1. v1\n"), "{s}");
+        assert!(s.contains("  Score: +1.0"), "{s}");
+    }
+
+    #[test]
+    fn noise_marks_follow_the_intervals() {
+        assert!(spans(Some(-1.0), Some(2.0), 0.0));
+        assert!(spans(Some(0.0), Some(2.0), 0.0));
+        assert!(!spans(Some(0.5), Some(2.0), 0.0));
+        assert!(!spans(Some(1.01), Some(1.2), 1.0));
+        assert!(spans(None, Some(2.0), 0.0));
+        assert_eq!(marked("+1.0%".into(), true), "+1.0%~");
+        assert_eq!(marked("+1.0%".into(), false), "+1.0%");
+    }
 
     #[test]
     fn csv_quoting() {
