@@ -219,3 +219,127 @@ fn a_change_that_rounds_to_zero_has_no_sign() {
         "the data make a tiny negative change: {app}"
     );
 }
+
+/// A variant whose description is long, as in a real experiment file.
+const LONG_DESCRIPTION: &str = "bind each OpenMP thread to its own core with OMP_PROC_BIND=close and \
+     OMP_PLACES=cores, so that no thread migrates between sockets during the timed epochs";
+
+/// The plain-text report fits the terminal it is shown on (`COLUMNS`): tables wrap their
+/// long cells, prose wraps onto indented lines; the JSON keeps every text whole.
+#[test]
+fn the_table_fits_80_columns_and_the_json_keeps_everything_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = fake_app_experiment("wide", "").replace(
+        "    env: {",
+        &format!("    description: {LONG_DESCRIPTION}\n    env: {{"),
+    );
+    let p = write_experiment(dir.path(), &yaml);
+    let root = dir.path().join("exec");
+    let o = optgate()
+        .args([
+            "run",
+            p.to_str().unwrap(),
+            "--out",
+            root.to_str().unwrap(),
+            "--quiet",
+        ])
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let long: Vec<&str> = out.lines().filter(|l| l.chars().count() > 80).collect();
+    assert!(long.is_empty(), "lines over 80 columns: {long:#?}\n{out}");
+    // The proposal table is still there with every word of the description.
+    let table = out
+        .split("Proposal table")
+        .nth(1)
+        .and_then(|t| t.split("\nDecisions").next())
+        .unwrap();
+    let words: Vec<&str> = table.split_whitespace().collect();
+    for w in LONG_DESCRIPTION.split_whitespace() {
+        assert!(words.contains(&w), "'{w}' is missing from:\n{table}");
+    }
+
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("report.json")).unwrap()).unwrap();
+    let desc = json["experiment"]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "v1")
+        .unwrap()["description"]
+        .clone();
+    assert_eq!(desc, LONG_DESCRIPTION);
+    let reason = json["variants"][0]["reason"].as_str().unwrap();
+    assert!(out.contains(&reason[..20]), "{out}");
+}
+
+/// App Impact has an interval (in the JSON) and the table marks the figures whose
+/// interval includes 0 with `~`, under a legend: here a variant that is faster in every
+/// run and one that changes nothing.
+#[test]
+fn app_impact_has_an_interval_and_noise_is_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = r#"name: marks
+app:
+  command: [bash, -c, 'for e in 1 2 3; do echo "epoch $e took 0.${F:-2}$e s"; done']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 6
+variants:
+  - { name: fast, dimension: l2_threading_model, env: { F: "1" } }
+  - { name: same, dimension: l1_vectorization, env: { X: "1" } }
+"#;
+    let (code, report, _, err) = run_json(dir.path(), yaml, &["--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let variant = |name: &str| {
+        report["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    for name in ["fast", "same"] {
+        let v = variant(name);
+        let (lo, app, hi) = (
+            v["app_impact_ci_low"].as_f64().unwrap(),
+            v["app_impact_pct"].as_f64().unwrap(),
+            v["app_impact_ci_high"].as_f64().unwrap(),
+        );
+        assert!(lo <= app && app <= hi, "{name}: {lo} {app} {hi}");
+    }
+    assert!(variant("fast")["app_impact_ci_low"].as_f64().unwrap() > 0.0);
+
+    // The same execution again, as a table.
+    let o = optgate()
+        .args([
+            "run",
+            dir.path().join("exp.yaml").to_str().unwrap(),
+            "--out",
+            dir.path().join("exec").to_str().unwrap(),
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| {
+                l.starts_with(|c: char| c.is_ascii_digit()) && l.contains(&format!("  {name}  "))
+            })
+            .unwrap_or_else(|| panic!("no row of {name} in:\n{out}"))
+            .to_string()
+    };
+    let fast = row("fast");
+    let same = row("same");
+    assert!(!fast.contains('~'), "{fast}");
+    assert!(same.contains("0.0%~"), "{same}");
+    assert!(
+        out.contains("\n~ interval includes 0: could be noise\n"),
+        "{out}"
+    );
+}

@@ -58,7 +58,8 @@ pub enum Command {
         /// Write SVG plots of the report into this directory.
         #[arg(long)]
         plot: Option<PathBuf>,
-        /// No progress bar (it is also hidden when stderr is not a terminal).
+        /// No progress: neither the bar on a terminal nor, elsewhere (a log, a pipe), the
+        /// line per finished run.
         #[arg(long)]
         quiet: bool,
         /// Run a Slurm or Flux experiment's runs on this machine anyway (without it, such an
@@ -189,7 +190,6 @@ pub enum Command {
         #[arg(last = true)]
         launcher: Vec<String>,
     },
-    /// Print shell completions for bash, zsh, fish, elvish or powershell.
     /// Record the cpufreq governor in force on this process's CPUs into
     /// `RUN_DIR/step-governor.<host>`, then execute COMMAND in its place (used by exec-run
     /// inside a scheduler's step).
@@ -199,6 +199,7 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Print shell completions for bash, zsh, fish, elvish or powershell.
     Completions { shell: clap_complete::Shell },
 }
 

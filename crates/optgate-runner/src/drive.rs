@@ -141,6 +141,15 @@ pub async fn build_all(
     Ok(records)
 }
 
+/// Whether `run` has the manifest of a finished attempt (completed or failed, not
+/// interrupted): [`run_all`] skips it, and a resumed execution counts it as done.
+pub fn already_finished(layout: &Layout, run: &PlannedRun) -> bool {
+    matches!(
+        RunManifest::read(&layout.run_dir(&run.id)),
+        Ok(Some(m)) if m.outcome != Outcome::Interrupted
+    )
+}
+
 /// Runs every planned run that has no manifest yet, in plan order, one at a time.
 /// Arms in `not_applicable` are skipped. Stops at cancellation; the interrupted run gets a
 /// manifest saying so and is not counted. `sysfs_root` is `/` except in tests, which point
@@ -174,9 +183,7 @@ pub async fn run_all(
             continue;
         }
         let dir = layout.run_dir(&run.id);
-        if let Ok(Some(m)) = RunManifest::read(&dir)
-            && m.outcome != Outcome::Interrupted
-        {
+        if already_finished(layout, &run) {
             on_event(Event::RunSkipped {
                 run,
                 reason: "already finished".into(),

@@ -7,10 +7,12 @@ mod exec_run;
 mod gate;
 mod plan;
 pub mod probe;
+mod progress;
 mod report;
 mod run;
 mod status;
 mod submit;
+mod term;
 mod trace;
 mod validate;
 
@@ -106,21 +108,51 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Gate { id, variant } => gate::gate(&id, variant.as_deref()),
         Command::Cancel { id } => cancel::cancel(&id),
         Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
+        Command::StepGovernor { run_dir, command } => exec_run::step_governor(&run_dir, &command),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-        Command::StepGovernor { run_dir, command } => exec_run::step_governor(&run_dir, &command),
             clap_complete::generate(shell, &mut cmd, "optgate", &mut std::io::stdout());
             Ok(exit::OK)
         }
     }
 }
 
-/// Loads an experiment, printing its warnings; invalid files exit with INVALID_INPUT.
-pub fn load_experiment(path: &std::path::Path) -> Result<optgate_experiment::Loaded> {
+/// How a command shows the loader's "checklist: no verdict for N of the 10 dimensions"
+/// warning, which every command loading the file would otherwise repeat in full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecklistNote {
+    /// In full (`validate`, whose job it is).
+    Full,
+    /// One short line pointing at `optgate validate --strict` (`run`, `submit`).
+    Short,
+    /// Not at all (`plan`).
+    Silent,
+}
+
+/// Whether `w` is the loader's warning about dimensions without a verdict.
+fn is_checklist_warning(w: &optgate_experiment::Diagnostic) -> bool {
+    w.message.starts_with("checklist: no verdict")
+}
+
+/// Loads an experiment, printing its warnings (the checklist's as `note` says); invalid
+/// files exit with INVALID_INPUT.
+pub fn load_experiment(
+    path: &std::path::Path,
+    note: ChecklistNote,
+) -> Result<optgate_experiment::Loaded> {
     match optgate_experiment::load(path) {
         Ok(loaded) => {
             for w in &loaded.warnings {
-                eprintln!("{w}");
+                if !is_checklist_warning(w) || note == ChecklistNote::Full {
+                    eprintln!("{w}");
+                } else if note == ChecklistNote::Short {
+                    // "checklist: no verdict for 9 of the 10 dimensions", without the list.
+                    let head = w.message.split(" (").next().unwrap_or(&w.message);
+                    eprintln!(
+                        "optgate: {head}; `optgate validate --strict {}` lists them",
+                        path.display()
+                    );
+                }
             }
             Ok(loaded)
         }

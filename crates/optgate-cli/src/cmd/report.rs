@@ -34,7 +34,7 @@ pub fn build_run_report(
 pub fn render(report: &Report, format: Format) -> Result<String> {
     Ok(match format {
         Format::Json => optgate_report::render_json(report),
-        Format::Table => optgate_report::render_table(report),
+        Format::Table => optgate_report::render_table_width(report, super::term::table_width()),
         Format::Markdown => optgate_report::render_markdown(report),
         Format::Csv => optgate_report::render_csv(report),
     })

@@ -1,15 +1,18 @@
 //! `optgate run`: the whole loop in the foreground on this machine — build, run every
-//! replicate in its recorded order with a progress bar, collect, analyse, report.
+//! replicate in its recorded order showing progress (`progress.rs`), collect, analyse,
+//! report. Given the `--out` of an interrupted execution it resumes: finished runs are
+//! kept and counted, the rest run.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Experiment, Plan};
 use optgate_runner::drive::{self, DriveError, Event};
+
+use super::progress::Progress;
 use optgate_runner::preflight::{self, Level};
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::manifest::write_atomic;
@@ -25,7 +28,7 @@ pub fn run(
     quiet: bool,
     here: bool,
 ) -> Result<i32> {
-    let loaded = super::load_experiment(path)?;
+    let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
     let kind = exp.file.scheduler.kind;
     if kind != optgate_experiment::SchedulerKind::Local && !here {
@@ -49,6 +52,7 @@ pub fn run(
             .join(chrono::Local::now().format("%Y%m%d-%H%M%S").to_string()),
     };
     let layout = Layout::new(&root);
+    let resuming = layout.experiment_copy().exists();
     let plan = existing_or_new_plan(&exp, &layout)?;
     let findings = super::validate::preflight_findings(&exp);
     for f in &findings {
@@ -88,8 +92,23 @@ pub fn run(
         });
         drive::prepare(&exp, &plan, &layout)?;
         eprintln!("optgate: experiment `{}` → {}", exp.name(), root.display());
-        let bar = progress_bar(quiet, plan.runs().len() as u64);
-        let mut on_event = |ev: Event| show(&bar, ev);
+        let runs: Vec<_> = plan
+            .runs()
+            .into_iter()
+            .filter(|r| !not_applicable.contains_key(&r.arm))
+            .collect();
+        let done = runs
+            .iter()
+            .filter(|r| drive::already_finished(&layout, r))
+            .count();
+        if resuming {
+            eprintln!(
+                "optgate: resuming: {done} of {} runs already done",
+                runs.len()
+            );
+        }
+        let mut progress = Progress::new(quiet, runs.len(), done);
+        let mut on_event = |ev: Event| progress.on_event(ev);
         drive::build_all(&exp, &layout, &mut on_event, &cancel).await?;
         let r = drive::run_all(
             &exp,
@@ -101,7 +120,7 @@ pub fn run(
             &cancel,
         )
         .await;
-        bar.finish_and_clear();
+        progress.finish();
         r
     });
     match outcome {
@@ -190,42 +209,6 @@ fn existing_or_new_plan(exp: &Experiment, layout: &Layout) -> Result<Plan> {
         .with_context(|| format!("cannot read {}", plan_path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{} is not a valid plan", plan_path.display()))
-}
-
-fn progress_bar(quiet: bool, total: u64) -> ProgressBar {
-    use std::io::IsTerminal;
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
-        )
-        .expect("valid template"),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
-}
-
-fn show(bar: &ProgressBar, ev: Event) {
-    match ev {
-        Event::BuildStarted { id } => bar.set_message(format!("building {id}")),
-        Event::BuildFinished { id } => tracing::info!("build {id} finished"),
-        Event::RunStarted { run, .. } => {
-            bar.set_message(format!("block {} · {}", run.block, run.arm))
-        }
-        Event::RunFinished { run, status } => {
-            bar.inc(1);
-            if let RunStatus::Failed { reason } = status {
-                bar.suspend(|| eprintln!("optgate: run {} failed: {reason}", run.id));
-            }
-        }
-        Event::RunSkipped { run, reason } => {
-            bar.inc(1);
-            tracing::info!("run {} skipped: {reason}", run.id);
-        }
-    }
 }
 
 /// Takes the machine-wide lock of local runs (the one the daemon's local jobs take), waiting

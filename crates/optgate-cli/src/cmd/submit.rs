@@ -16,7 +16,7 @@ use super::daemon::{client_error, start, state_paths};
 use crate::exit;
 
 pub fn submit(path: &Path, no_start: bool) -> Result<i32> {
-    let loaded = super::load_experiment(path)?;
+    let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
     super::validate::refuse_unknown_directives(path, &exp)?;
     let findings = super::validate::preflight_findings(&exp);

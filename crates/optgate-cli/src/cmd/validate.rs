@@ -12,7 +12,7 @@ use optgate_runner::preflight::{self, Finding, Level};
 use crate::exit;
 
 pub fn validate(path: &Path, strict: bool) -> Result<i32> {
-    let loaded = super::load_experiment(path)?;
+    let loaded = super::load_experiment(path, super::ChecklistNote::Full)?;
     let exp = &loaded.experiment;
     refuse_unknown_directives(path, exp)?;
     let findings = preflight_findings(exp);
