@@ -42,7 +42,7 @@ impl Progress {
             let bar = ProgressBar::new(total as u64);
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+                    "{spinner} [{elapsed_precise}] {bar:20} {pos}/{len} runs  {msg}",
                 )
                 .expect("valid template"),
             );
@@ -87,11 +87,12 @@ impl Progress {
             Event::RunStarted { run, .. } => {
                 self.started = Some(Instant::now());
                 if let View::Bar(bar) = &self.view {
+                    // The estimate first: a long arm name is what a narrow terminal cuts.
                     let eta = self
                         .eta()
-                        .map(|d| format!(" · ETA {}", fmt_duration(d)))
+                        .map(|d| format!("ETA {} · ", fmt_duration(d)))
                         .unwrap_or_default();
-                    bar.set_message(format!("block {} · {}{eta}", run.block, run.arm));
+                    bar.set_message(format!("{eta}block {} · {}", run.block, run.arm));
                 }
             }
             Event::RunFinished { run, status } => {
