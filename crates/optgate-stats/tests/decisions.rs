@@ -934,6 +934,17 @@ fn when_no_test_can_decide_the_replicate_estimate_is_the_exact_floor() {
     let v = &a.variants[0];
     assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
     assert_eq!(v.replicates_to_decide, Some(7));
+    // Independent, 4 per arm, α = 1/C(10,5) = 1/252 exactly: 5 per arm reach α but not
+    // below it, so the floor is 6.
+    let a = analyze(
+        &base_n(4),
+        &[designed_n("v", &all(4), 0.02)],
+        &cfg(1.0 / 252.0, Design::Independent),
+    )
+    .unwrap();
+    let v = &a.variants[0];
+    assert_eq!(v.decision, Decision::Inconclusive, "{}", v.reason);
+    assert_eq!(v.replicates_to_decide, Some(6), "{}", v.reason);
     // Five replicates are enough when the exact test can reach α.
     let a = analyze(&base(5), &[faster(5)], &AnalysisConfig::default()).unwrap();
     assert_eq!(
