@@ -979,3 +979,43 @@ fn an_unreachable_flux_is_reported_and_does_not_hold_up_daemon_stop() {
     };
     assert!(status.success(), "daemon stop failed: {status}");
 }
+
+/// An unreachable scheduler does not hold an experiment for ever (issue 11, item 7): past
+/// the daemon's give-up limit (`OPTGATE_UNREACHABLE_GIVE_UP`, 3 s here; an hour by
+/// default) the experiment ends `failed`, quoting the last "cannot reach" error.
+#[test]
+fn an_experiment_gives_up_on_a_scheduler_unreachable_past_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = support::StopOnDrop(home.clone());
+    let nowhere = format!("local://{}/no-broker/local-0", dir.path().display());
+    let exp = support::write_experiment(dir.path(), &daemon_experiment("flux-gone", "0", ""));
+    // The daemon `submit` starts inherits both variables.
+    let o = support::optgate()
+        .args(["submit", exp.to_str().unwrap()])
+        .env("OPTGATE_HOME", &home)
+        .env("FLUX_URI", &nowhere)
+        .env("OPTGATE_UNREACHABLE_GIVE_UP", "3s")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", support::stderr(&o));
+    let id = support::stdout(&o).trim().to_string();
+
+    let s = wait_until(&home, &id, "the experiment to end", |s| {
+        s["state"] != "running" && s["state"] != "planned" && s["state"] != "building"
+    });
+    assert_eq!(s["state"], "failed", "{s:#}");
+    let reason = s["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("gave up after 3s without reaching the scheduler")
+            && reason.contains("the last error: cannot reach the flux scheduler: ")
+            && reason.contains("Unable to connect to Flux"),
+        "{s:#}"
+    );
+    let o = support::optgate()
+        .args(["daemon", "stop"])
+        .env("OPTGATE_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", support::stderr(&o));
+}

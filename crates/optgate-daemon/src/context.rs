@@ -72,6 +72,35 @@ pub struct Daemon {
     pub started_at: String,
     /// Cancelled to stop the daemon (SIGTERM, SIGINT, `optgate daemon stop`).
     pub shutdown: CancellationToken,
+    /// How long a running experiment may wait for a scheduler that cannot be reached
+    /// before it ends `failed` ([`UNREACHABLE_GIVE_UP`], or `$OPTGATE_UNREACHABLE_GIVE_UP`).
+    pub unreachable_give_up: std::time::Duration,
+}
+
+/// How long a running experiment waits for its scheduler to answer again (`cannot reach
+/// the … scheduler`) before it ends `failed` with the last such error: long enough to ride
+/// out a controller restart or a maintenance window, short enough that an experiment
+/// pointed at a scheduler that is gone does not wait for ever. Counted from the first pass
+/// that could not reach it, by this daemon process (a restart starts the count again).
+pub const UNREACHABLE_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The variable that overrides [`UNREACHABLE_GIVE_UP`]: a duration such as `90s`, `10m`,
+/// `2h` (the experiment file's syntax).
+pub const UNREACHABLE_GIVE_UP_VAR: &str = "OPTGATE_UNREACHABLE_GIVE_UP";
+
+/// The give-up limit from `value` (`$OPTGATE_UNREACHABLE_GIVE_UP`): the default when unset
+/// or empty, an error naming the variable when it is not a duration.
+pub fn unreachable_give_up(
+    value: Option<std::ffi::OsString>,
+) -> Result<std::time::Duration, String> {
+    let Some(v) = value.filter(|v| !v.is_empty()) else {
+        return Ok(UNREACHABLE_GIVE_UP);
+    };
+    let text = v
+        .to_str()
+        .ok_or_else(|| format!("{UNREACHABLE_GIVE_UP_VAR} is not UTF-8"))?;
+    optgate_experiment::parse_duration(text)
+        .map_err(|e| format!("{UNREACHABLE_GIVE_UP_VAR}={text:?}: {e}"))
 }
 
 impl Daemon {
@@ -97,5 +126,34 @@ pub fn kind_of(name: &str) -> Option<SchedulerKind> {
         "slurm" => Some(SchedulerKind::Slurm),
         "flux" => Some(SchedulerKind::Flux),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_give_up_limit_defaults_to_an_hour_and_reads_durations() {
+        assert_eq!(unreachable_give_up(None), Ok(UNREACHABLE_GIVE_UP));
+        assert_eq!(UNREACHABLE_GIVE_UP, Duration::from_secs(3600));
+        assert_eq!(
+            unreachable_give_up(Some("".into())),
+            Ok(UNREACHABLE_GIVE_UP)
+        );
+        assert_eq!(
+            unreachable_give_up(Some("3s".into())),
+            Ok(Duration::from_secs(3))
+        );
+        assert_eq!(
+            unreachable_give_up(Some("2h".into())),
+            Ok(Duration::from_secs(7200))
+        );
+        let e = unreachable_give_up(Some("soon".into())).unwrap_err();
+        assert!(
+            e.starts_with("OPTGATE_UNREACHABLE_GIVE_UP=\"soon\": "),
+            "{e}"
+        );
     }
 }

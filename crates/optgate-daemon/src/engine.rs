@@ -59,16 +59,35 @@ pub struct Engine {
     /// A scheduler could not be reached in this pass: the next one waits the longest
     /// interval instead of asking again at once.
     pub(crate) unreachable: bool,
+    /// Running experiments whose scheduler cannot be reached, since when (the first pass
+    /// that could not reach it); past `Daemon::unreachable_give_up` they end `failed`.
+    unreachable_since: HashMap<String, std::time::Instant>,
 }
 
 /// How an experiment's reason starts while its scheduler cannot be reached; cleared when
 /// the scheduler answers again.
 pub(crate) const UNREACHABLE: &str = "cannot reach the";
 
+/// How the reason shown while waiting for an unreachable scheduler ends.
+const WAITING: &str = "; waiting for it (asked again at each pass, at the longest poll interval)";
+
 /// The reason shown while `kind`'s scheduler cannot be reached.
 pub(crate) fn unreachable_reason(kind: &str, e: &optgate_sched::SchedError) -> String {
+    format!("{UNREACHABLE} {kind} scheduler: {e}{WAITING}")
+}
+
+/// The reason of an experiment that waited `limit` for its scheduler in vain; `reason` is
+/// the last [`unreachable_reason`], quoted without its "waiting" part.
+pub(crate) fn gave_up_reason(reason: &str, limit: Duration) -> String {
+    let last = reason.strip_suffix(WAITING).unwrap_or(reason);
+    let limit = match limit.as_secs() {
+        _ if limit.subsec_nanos() != 0 => format!("{:.3}s", limit.as_secs_f64()),
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    };
     format!(
-        "{UNREACHABLE} {kind} scheduler: {e}; waiting for it (asked again at each pass, at the longest poll interval)"
+        "gave up after {limit} without reaching the scheduler (the daemon's UNREACHABLE_GIVE_UP); the last error: {last}"
     )
 }
 
@@ -106,6 +125,11 @@ pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
             }
         };
         let wait = schedule.next(activity, rand::random::<f64>());
+        // An experiment waiting for an unreachable scheduler is looked at again when its
+        // give-up limit passes, not only at the next (longest) interval.
+        let wait = engine
+            .give_up_due_in()
+            .map_or(wait, |due| wait.min(due.max(Duration::from_secs(1))));
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(wait) => {}
@@ -125,6 +149,7 @@ impl Engine {
             node: None,
             in_doubt: false,
             unreachable: false,
+            unreachable_since: HashMap::new(),
         }
     }
 
@@ -136,6 +161,16 @@ impl Engine {
         }
         self.build_tasks.close();
         self.build_tasks.wait().await;
+    }
+
+    /// How long until the first experiment waiting for an unreachable scheduler reaches
+    /// its give-up limit (zero when one already has).
+    fn give_up_due_in(&self) -> Option<Duration> {
+        let limit = self.ctx.unreachable_give_up;
+        self.unreachable_since
+            .values()
+            .map(|since| limit.saturating_sub(since.elapsed()))
+            .min()
     }
 
     pub(crate) fn build_in_flight(&self, id: &str) -> bool {
@@ -211,6 +246,8 @@ impl Engine {
         let kinds = active.iter().map(|e| e.scheduler.clone()).collect();
         let active_ids: BTreeSet<&str> = active.iter().map(|e| e.id.as_str()).collect();
         self.work.retain(|id, _| active_ids.contains(id.as_str()));
+        self.unreachable_since
+            .retain(|id, _| active_ids.contains(id.as_str()));
         for row in &active {
             if shutdown.is_cancelled() {
                 break;
@@ -415,28 +452,53 @@ impl Engine {
 
     /// Shows why experiment `id` is not moving: its scheduler cannot be reached. Only a
     /// running experiment's reason is set (a cancellation in between is never undone).
+    /// Once it has waited `Daemon::unreachable_give_up` since the first pass that could not
+    /// reach its scheduler, it ends `failed` with this (the last) error quoted.
     pub(crate) async fn show_unreachable(
         &mut self,
         id: &str,
         reason: &str,
     ) -> Result<(), DaemonError> {
-        let (id, reason) = (id.to_string(), reason.to_string());
-        self.ctx
+        let since = *self
+            .unreachable_since
+            .entry(id.to_string())
+            .or_insert_with(std::time::Instant::now);
+        let limit = self.ctx.unreachable_give_up;
+        let give_up = since.elapsed() >= limit;
+        let (i, reason) = (id.to_string(), reason.to_string());
+        let moved = self
+            .ctx
             .db
             .call(move |s| {
-                s.transition(
-                    &id,
-                    ExperimentState::Running,
-                    ExperimentState::Running,
-                    Some(&reason),
-                )
-                .map(|_| ())
+                if give_up {
+                    s.transition(
+                        &i,
+                        ExperimentState::Running,
+                        ExperimentState::Failed,
+                        Some(&gave_up_reason(&reason, limit)),
+                    )
+                } else {
+                    s.transition(
+                        &i,
+                        ExperimentState::Running,
+                        ExperimentState::Running,
+                        Some(&reason),
+                    )
+                }
             })
-            .await
+            .await?;
+        if !moved || give_up {
+            self.unreachable_since.remove(id);
+        }
+        if moved && give_up {
+            tracing::warn!("experiment {id}: failed, its scheduler unreachable for {limit:?}");
+        }
+        Ok(())
     }
 
     /// The scheduler answered again: the "cannot reach" reason goes.
     pub(crate) async fn clear_unreachable(&mut self, id: &str) -> Result<(), DaemonError> {
+        self.unreachable_since.remove(id);
         let id = id.to_string();
         self.ctx
             .db
@@ -1276,4 +1338,31 @@ fn take_look(
         report_json,
         after,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn giving_up_quotes_the_last_error_and_the_limit() {
+        let e = optgate_sched::SchedError::Parse {
+            what: "x",
+            text: "y".into(),
+        };
+        let waiting = unreachable_reason("flux", &e);
+        assert!(waiting.ends_with(WAITING), "{waiting}");
+        assert_eq!(
+            gave_up_reason(&waiting, Duration::from_secs(3600)),
+            "gave up after 1h without reaching the scheduler (the daemon's UNREACHABLE_GIVE_UP); the last error: cannot reach the flux scheduler: cannot parse x from `y`"
+        );
+        let short = |d| gave_up_reason("cannot reach the slurm scheduler: gone", d);
+        assert!(short(Duration::from_secs(120)).starts_with("gave up after 2m without"));
+        assert!(short(Duration::from_secs(3)).starts_with("gave up after 3s without"));
+        assert!(short(Duration::from_millis(1500)).starts_with("gave up after 1.500s without"));
+        assert!(
+            short(Duration::ZERO)
+                .ends_with("the last error: cannot reach the slurm scheduler: gone")
+        );
+    }
 }

@@ -120,6 +120,15 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
             std::path::Path::new("/proc/self/exe"),
         ))?,
     );
+    let unreachable_give_up = crate::context::unreachable_give_up(std::env::var_os(
+        crate::context::UNREACHABLE_GIVE_UP_VAR,
+    ))
+    .map_err(|message| {
+        DaemonError::io("read the settings for", &paths.dir)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            message,
+        ))
+    })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("optgate-daemon")
@@ -136,6 +145,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
             optgate_bin,
             started_at: optgate_sched::local::now_rfc3339(),
             shutdown: shutdown.clone(),
+            unreachable_give_up,
         });
         let listener = UnixListener::from_std(listener)
             .map_err(DaemonError::io("listen on", &paths.socket()))?;
