@@ -271,6 +271,100 @@ mod tests {
         assert!(accepted >= 36, "{accepted} of 40");
     }
 
+    /// Rule 5′ through the loop: a variant whose one-time cost no steady speed-up in its
+    /// interval can repay is rejected at the first look, and the daemon adds no block for it
+    /// (before: inconclusive, one more block per look up to the budget).
+    #[test]
+    fn a_variant_that_cannot_be_accepted_gets_no_more_blocks() {
+        // 10 of at most 14 blocks: the first look's nominal level (≈ 0.01) leaves the
+        // intervals finite (at 6 of 14, 0.0028 < 2^-6, they are unbounded and rule 5′ waits).
+        let schedule = LookSchedule::new(10, Some(14));
+        let cfg = config();
+        let plan = schedule.sequential_plan(cfg.alpha).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut base, mut var) = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            let b = 1.0 + rng.random::<f64>() * 0.2;
+            base.push(run(&mut rng, b, 1.0));
+            let mut v = run(&mut rng, b, 1.0);
+            v[0] *= 4.0; // epoch 1 four times slower, steady state equal
+            var.push(v);
+        }
+        let a = analyse_look(
+            &arm("baseline", &base),
+            &[arm("v", &var)],
+            &cfg,
+            plan.as_ref(),
+            1,
+        )
+        .unwrap();
+        let v = &a.variants[0];
+        assert_eq!(v.decision, Decision::Reject, "{}", v.reason);
+        assert!(
+            v.reason.starts_with("acceptance is impossible"),
+            "{}",
+            v.reason
+        );
+        let counts = [("baseline".to_string(), 10), ("v".to_string(), 10)];
+        assert_eq!(next_step(&a, 10, &schedule, &counts), Next::Decided);
+    }
+
+    /// The sequential A/A loop again, counting how many experiments rule 5′ ended early: the
+    /// false-accept rate stays at α (the rule only rejects), and the looks it saves are
+    /// measured.
+    #[test]
+    fn futility_stops_keep_the_sequential_false_accept_rate() {
+        let schedule = LookSchedule::new(6, Some(14));
+        let cfg = config();
+        let plan = schedule.sequential_plan(cfg.alpha).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(20261130);
+        let sims = 1000;
+        let (mut accepted, mut futile, mut looks) = (0u32, 0u32, 0u32);
+        for _ in 0..sims {
+            let (mut base, mut var) = (Vec::new(), Vec::new());
+            let mut blocks = 0u32;
+            loop {
+                while base.len() < blocks.max(schedule.first) as usize {
+                    let b = 1.0 + rng.random::<f64>() * 0.2;
+                    base.push(run(&mut rng, b, 1.0));
+                    var.push(run(&mut rng, b, 1.0));
+                }
+                blocks = base.len() as u32;
+                let look = schedule.look_at(blocks).unwrap();
+                let a = analyse_look(
+                    &arm("baseline", &base),
+                    &[arm("v", &var)],
+                    &cfg,
+                    plan.as_ref(),
+                    look,
+                )
+                .unwrap();
+                let v = &a.variants[0];
+                let counts = [
+                    ("baseline".to_string(), base.len()),
+                    ("v".to_string(), var.len()),
+                ];
+                match next_step(&a, blocks, &schedule, &counts) {
+                    Next::Extend(n) => blocks += n,
+                    _ => {
+                        accepted += (v.decision == Decision::Accept) as u32;
+                        futile += v.reason.starts_with("acceptance is impossible") as u32;
+                        looks += look;
+                        break;
+                    }
+                }
+            }
+        }
+        let rate = accepted as f64 / sims as f64;
+        let mc_sd = (0.05f64 * 0.95 / sims as f64).sqrt();
+        eprintln!(
+            "sequential A/A with rule 5': false-accept {rate:.4}, stopped by rule 5' {:.4}, {:.2} looks on average",
+            futile as f64 / sims as f64,
+            looks as f64 / sims as f64
+        );
+        assert!(rate <= 0.05 + 3.0 * mc_sd, "false-accept rate {rate}");
+    }
+
     #[test]
     fn an_arm_without_data_fails_the_experiment() {
         let schedule = LookSchedule::new(5, None);

@@ -123,6 +123,13 @@ pub struct VariantAnalysis {
     pub app_impact_ci_low: Option<f64>,
     #[serde(default)]
     pub app_impact_ci_high: Option<f64>,
+    /// Rule 5′'s bound, the best App Impact the intervals allow:
+    /// `100·(1 − (f̃b·e^(−u_f) + (E−1)·s̃b·e^(−u_s)) / (f̃b + (E−1)·s̃b))` with f̃b, s̃b the
+    /// baseline's median epoch-1 and steady values and u_s, u_f the upper ends of the steady
+    /// and epoch-1 log speed-up intervals (`E·s̃b` terms only without epoch 1); ≤ 0 means
+    /// acceptance is impossible. Null where either end is unbounded.
+    #[serde(default)]
+    pub app_impact_best: Option<f64>,
     /// Change of the system metric, positive = better; null when not measured.
     pub system_impact_pct: Option<f64>,
     /// 0.5·App Impact + 0.5·System Impact (System Impact 0 when not measured).
@@ -678,6 +685,8 @@ struct Partial {
     first_log: Option<ShiftEstimate>,
     app_impact_pct: Option<f64>,
     app_impact_ci: (Option<f64>, Option<f64>),
+    /// Rule 5′'s bound (see `VariantAnalysis::app_impact_best`).
+    app_impact_best: Option<f64>,
     system_impact_pct: Option<f64>,
     breakeven: Option<u32>,
     per_epoch: Vec<EpochRow>,
@@ -847,6 +856,7 @@ fn compare_arms(
         first_log: None,
         app_impact_pct: None,
         app_impact_ci: (None, None),
+        app_impact_best: None,
         system_impact_pct: None,
         breakeven: None,
         per_epoch: per_epoch_rows(base, var, cfg.better),
@@ -958,6 +968,27 @@ fn compare_arms(
         if let Some(est) = partial.steady_est {
             let at = |bound: Option<f64>| bound.map(|b| app((est.estimate - b).exp()));
             partial.app_impact_ci = (at(est.ci_low), at(est.ci_high));
+            // Rule 5′'s bound: the projection of the baseline's medians with the variant
+            // at the favourable ends of the paired intervals — the steady speed-up's and
+            // (when measured) the epoch-1 speed-up's — so that it moves with the paired
+            // comparisons only, not with the arms' unpaired medians. Unbounded when either
+            // end is.
+            let sb = median(&steady_of(base, &base_idx));
+            let (fb, first_high) = if has_first {
+                (
+                    median(&first(base, &base_idx)),
+                    partial.first_log.and_then(|f| f.ci_high),
+                )
+            } else {
+                (0.0, Some(0.0))
+            };
+            let weight_f = if has_first { 1.0 } else { 0.0 };
+            let steady_epochs = if has_first { e - 1.0 } else { e };
+            partial.app_impact_best = est.ci_high.zip(first_high).map(|(hs, hf)| {
+                let tb = weight_f * fb + steady_epochs * sb;
+                let tv = weight_f * fb * (-hf).exp() + steady_epochs * sb * (-hs).exp();
+                100.0 * (1.0 - tv / tb)
+            });
         }
 
         if has_first {
@@ -1135,6 +1166,7 @@ fn finish_variant(
         app_impact_pct: app,
         app_impact_ci_low: p.app_impact_ci.0,
         app_impact_ci_high: p.app_impact_ci.1,
+        app_impact_best: p.app_impact_best,
         system_impact_pct: p.system_impact_pct,
         weighted_score,
         breakeven_epoch: p.breakeven,
@@ -1224,9 +1256,41 @@ fn decide(
     if let Some(msg) = p.trend_blocks.first() {
         return (Decision::Inconclusive, msg.clone());
     }
+    let est = describe_speedup(speedup, alpha);
+    let one_time = one_time_text(p, cfg.min_effect_pct);
+    // 5′. Acceptance is impossible: even with the steady speed-up at the upper end of its
+    // interval and epoch 1 at the favourable end of its own, the projected App Impact is
+    // not positive, so rule 4 cannot accept. Applies where the result would otherwise be
+    // inconclusive (3d, 6); it only turns "inconclusive" into "reject", so it cannot raise
+    // the false-accept rate.
+    let futile = || -> Option<(Decision, String)> {
+        let best = p.app_impact_best?;
+        if best > 0.0 {
+            return None;
+        }
+        Some((
+            Decision::Reject,
+            format!(
+                "acceptance is impossible: App Impact {} over {production_epochs} epochs \
+                 (interval {} to {}) stays ≤ 0 even with the steady speed-up at the upper \
+                 end of {est} and epoch 1 at the favourable end of its interval ({}){}",
+                p.app_impact_pct.map_or("n/a".to_string(), fmt_signed_pct),
+                p.app_impact_ci.0.map_or("n/a".to_string(), fmt_signed_pct),
+                p.app_impact_ci.1.map_or("n/a".to_string(), fmt_signed_pct),
+                fmt_signed_pct(best),
+                one_time
+                    .as_ref()
+                    .map(|t| format!("; {t}, {}", breakeven_text(p.breakeven)))
+                    .unwrap_or_default()
+            ),
+        ))
+    };
     if let Some(mp) = min_p_adj
         && mp >= alpha
     {
+        if let Some(d) = futile() {
+            return d;
+        }
         let more = replicates_to_decide
             .map(|r| format!("; about {r} replicates per arm would be needed to decide"))
             .unwrap_or_default();
@@ -1245,8 +1309,6 @@ fn decide(
             ),
         );
     }
-    let est = describe_speedup(speedup, alpha);
-    let one_time = one_time_text(p, cfg.min_effect_pct);
     // 4. Improvement.
     if let Some(pi) = adj_imp
         && pi < alpha
@@ -1298,6 +1360,9 @@ fn decide(
             let _ = write!(reason, "; {t}, {}", breakeven_text(p.breakeven));
         }
         return (Decision::Reject, reason);
+    }
+    if let Some(d) = futile() {
+        return d;
     }
     // 6. Inconclusive.
     let more = match replicates_to_decide {
