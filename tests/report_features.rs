@@ -343,3 +343,33 @@ variants:
         "{out}"
     );
 }
+
+/// Every run records how busy its node was (load average around it, CPU steal, online
+/// CPUs) from `/proc`, so the report can flag runs measured under interference.
+#[test]
+fn runs_record_the_node_conditions_they_ran_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, root) = run_experiment(dir.path(), &fake_app_experiment("busy", ""), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    for e in std::fs::read_dir(root.join("runs")).unwrap() {
+        let m: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(e.unwrap().path().join("manifest.json")).unwrap(),
+        )
+        .unwrap();
+        let c = &m["conditions"];
+        assert_eq!(c["online_cpus"].as_u64(), Some(cpus), "{m:#}");
+        assert!(
+            c["load_avg_start"].as_f64().is_some_and(|l| l >= 0.0),
+            "{c}"
+        );
+        assert!(c["load_avg_end"].as_f64().is_some_and(|l| l >= 0.0), "{c}");
+        assert!(
+            c["steal_pct"].is_null()
+                || c["steal_pct"]
+                    .as_f64()
+                    .is_some_and(|s| (0.0..=100.0).contains(&s)),
+            "{c}"
+        );
+    }
+}

@@ -131,6 +131,18 @@ pub struct Report {
     /// Traced time per category beside the wall time, per arm (DFTracer metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<Vec<ArmBreakdown>>,
+    /// Runs measured while something else competed for the node (load, CPU steal, another
+    /// run of the experiment at the same time on the same host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interference: Vec<InterferenceFlag>,
+}
+
+/// One run measured under interference, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterferenceFlag {
+    pub run_id: String,
+    pub arm: String,
+    pub reason: String,
 }
 
 /// The A/A control arm against the baseline: identical arms, so any "effect" is noise.
@@ -167,6 +179,7 @@ impl Report {
             arms,
             noise_floor: None,
             breakdown: None,
+            interference: Vec::new(),
         }
     }
 

@@ -499,6 +499,13 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
         let _ = writeln!(out);
         para(&mut out, "", "  ", &line, width);
     }
+    if !report.interference.is_empty() {
+        let _ = writeln!(out, "\nRuns measured under interference");
+        for f in &report.interference {
+            let text = format!("{} ({}): {}", f.run_id, f.arm, f.reason);
+            para(&mut out, "  ", "    ", &text, width);
+        }
+    }
 
     let _ = writeln!(out);
     para(
@@ -865,6 +872,12 @@ pub fn render_markdown(report: &Report) -> String {
 
     if let Some(line) = noise_floor_line(report) {
         let _ = writeln!(out, "\n{line}");
+    }
+    if !report.interference.is_empty() {
+        let _ = writeln!(out, "\n## Runs measured under interference\n");
+        for f in &report.interference {
+            let _ = writeln!(out, "- `{}` ({}): {}", f.run_id, f.arm, f.reason);
+        }
     }
     if let Some(b) = &report.breakdown {
         let _ = writeln!(

@@ -37,6 +37,12 @@ pub struct RunResult {
     pub system_value: Option<f64>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
+    /// When the run started and ended (RFC 3339, from its manifest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<(String, String)>,
+    /// How busy the node was around the run (from its manifest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<optgate_sched::manifest::NodeConditions>,
     /// DFTracer metrics only: the run's traced seconds per category.
     pub trace_categories: Option<BTreeMap<String, f64>>,
     #[serde(skip)]
@@ -117,6 +123,8 @@ fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
         system_value: None,
         host: None,
         elapsed_s: None,
+        interval: None,
+        conditions: None,
         trace_categories: None,
         evidence: None,
     }
@@ -156,6 +164,8 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     let mut result = empty(r, RunStatus::Complete);
     result.host = Some(manifest.host.clone());
     result.elapsed_s = Some(manifest.elapsed_s);
+    result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
+    result.conditions = manifest.conditions;
     let failure = match manifest.outcome {
         Outcome::Completed => None,
         Outcome::Failed => Some(match (manifest.exit_code, manifest.signal) {
@@ -395,5 +405,146 @@ fn first_difference(
         (Some(Err(e)), _) => Some(format!("baseline's checked value: {e}")),
         (_, Some(Err(e))) => Some(format!("variant's checked value: {e}")),
         _ => None,
+    }
+}
+
+/// A load average above this many times the node's online CPUs means other work
+/// competed with the run for CPUs.
+pub const LOAD_FLAG_RATIO: f64 = 1.0;
+/// Steal above this share of CPU time means a VM's CPUs were elsewhere part of the run.
+pub const STEAL_FLAG_PCT: f64 = 5.0;
+
+pub use optgate_report::InterferenceFlag;
+
+/// The completed runs measured under interference: a node busier than its CPUs (load
+/// average at the start or end above [`LOAD_FLAG_RATIO`] × online CPUs), CPU steal above
+/// [`STEAL_FLAG_PCT`], or another run of the same experiment running on the same host at
+/// the same time. Pure: reads only what the manifests recorded.
+pub fn interference(collected: &Collected) -> Vec<InterferenceFlag> {
+    let complete: Vec<&RunResult> = collected
+        .runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Complete)
+        .collect();
+    let mut flags = Vec::new();
+    for r in &complete {
+        let mut why = Vec::new();
+        if let Some(c) = r.conditions {
+            let load = c
+                .load_avg_start
+                .into_iter()
+                .chain(c.load_avg_end)
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+            if let (Some(load), Some(cpus)) = (load, c.online_cpus)
+                && load > LOAD_FLAG_RATIO * f64::from(cpus)
+            {
+                why.push(format!("load average {load:.2} on {cpus} CPU(s)"));
+            }
+            if let Some(steal) = c.steal_pct
+                && steal > STEAL_FLAG_PCT
+            {
+                why.push(format!("{steal:.1}% CPU steal"));
+            }
+        }
+        let overlapping: Vec<&str> = complete
+            .iter()
+            .filter(|o| o.id != r.id && o.host.is_some() && o.host == r.host && overlaps(r, o))
+            .map(|o| o.id.as_str())
+            .collect();
+        if !overlapping.is_empty() {
+            why.push(format!(
+                "ran at the same time as {} on the same host",
+                overlapping.join(", ")
+            ));
+        }
+        if !why.is_empty() {
+            flags.push(InterferenceFlag {
+                run_id: r.id.clone(),
+                arm: r.arm.clone(),
+                reason: why.join("; "),
+            });
+        }
+    }
+    flags
+}
+
+/// Whether two runs' recorded intervals intersect (RFC 3339 strings of one clock).
+fn overlaps(a: &RunResult, b: &RunResult) -> bool {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    match (&a.interval, &b.interval) {
+        (Some((a0, a1)), Some((b0, b1))) => match (parse(a0), parse(a1), parse(b0), parse(b1)) {
+            (Some(a0), Some(a1), Some(b0), Some(b1)) => a0 < b1 && b0 < a1,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod interference_tests {
+    use super::*;
+    use optgate_sched::manifest::NodeConditions;
+
+    fn run(id: &str, host: &str, from: &str, to: &str, c: Option<NodeConditions>) -> RunResult {
+        RunResult {
+            id: id.into(),
+            arm: "a".into(),
+            block: 1,
+            replicate: 1,
+            status: RunStatus::Complete,
+            epochs: EpochSeconds::new(),
+            system_value: None,
+            host: Some(host.into()),
+            elapsed_s: Some(1.0),
+            interval: Some((from.into(), to.into())),
+            conditions: c,
+            trace_categories: None,
+            evidence: None,
+        }
+    }
+
+    #[test]
+    fn busy_nodes_steal_and_overlapping_runs_are_flagged() {
+        let quiet = NodeConditions {
+            online_cpus: Some(2),
+            load_avg_start: Some(0.4),
+            load_avg_end: Some(1.9),
+            steal_pct: Some(0.2),
+        };
+        let busy = NodeConditions {
+            load_avg_end: Some(2.6),
+            ..quiet
+        };
+        let stolen = NodeConditions {
+            steal_pct: Some(12.5),
+            ..quiet
+        };
+        let t = |s: u32| format!("2026-11-30T20:00:{s:02}Z");
+        let collected = Collected {
+            runs: vec![
+                run("r1", "n1", &t(0), &t(10), Some(quiet)),
+                run("r2", "n1", &t(10), &t(20), Some(busy)),
+                run("r3", "n1", &t(20), &t(30), Some(stolen)),
+                // r4 overlaps r5 on n2; r6 on n3 at the same time does not count.
+                run("r4", "n2", &t(30), &t(40), Some(quiet)),
+                run("r5", "n2", &t(35), &t(45), Some(quiet)),
+                run("r6", "n3", &t(30), &t(40), None),
+            ],
+            correctness: None,
+        };
+        let flags = interference(&collected);
+        let got: Vec<(&str, &str)> = flags
+            .iter()
+            .map(|f| (f.run_id.as_str(), f.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("r2", "load average 2.60 on 2 CPU(s)"),
+                ("r3", "12.5% CPU steal"),
+                ("r4", "ran at the same time as r5 on the same host"),
+                ("r5", "ran at the same time as r4 on the same host"),
+            ]
+        );
     }
 }

@@ -400,6 +400,7 @@ mod tests {
             env_unset: vec![],
             environment: Default::default(),
             environment_withheld: vec![],
+            conditions: None,
             script: "run.sh".into(),
             scheduler_job_id: None,
             optgate_version: "0".into(),

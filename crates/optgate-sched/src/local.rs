@@ -166,6 +166,7 @@ pub async fn execute_prepared(
         &record.env_set,
         &record.env_unset,
     );
+    let before = crate::manifest::NodeSnapshot::take();
     let started_at = now_rfc3339();
     let t0 = std::time::Instant::now();
     let end = run_command(
@@ -178,6 +179,12 @@ pub async fn execute_prepared(
     )
     .await?;
     let elapsed_s = t0.elapsed().as_secs_f64();
+    let conditions = before.until(
+        &crate::manifest::NodeSnapshot::take(),
+        std::thread::available_parallelism()
+            .ok()
+            .and_then(|n| u32::try_from(n.get()).ok()),
+    );
     let (outcome, exit_code, signal) = match end {
         ProcessEnd::Exited(0) => (Outcome::Completed, Some(0), None),
         ProcessEnd::Exited(c) => (Outcome::Failed, Some(c), None),
@@ -203,6 +210,7 @@ pub async fn execute_prepared(
         env_unset: record.env_unset,
         environment,
         environment_withheld,
+        conditions: Some(conditions),
         script,
         scheduler_job_id,
         optgate_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -50,6 +50,9 @@ pub struct RunManifest {
     /// Names of the inherited variables whose values were not recorded.
     #[serde(default)]
     pub environment_withheld: Vec<String>,
+    /// How busy the node was around the run (load, CPU steal), where `/proc` tells.
+    #[serde(default)]
+    pub conditions: Option<NodeConditions>,
     pub script: PathBuf,
     #[serde(default)]
     pub scheduler_job_id: Option<String>,
@@ -61,6 +64,76 @@ pub struct RunManifest {
     /// older manifests).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub step_governors: BTreeMap<String, String>,
+}
+
+/// How busy a node was while a run ran: the 1-minute load average before and after it,
+/// and the share of CPU time the hypervisor took (steal) over the run. A load above the
+/// online CPUs means other work competed with the run; steal means the VM's CPUs were
+/// someone else's part of the time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct NodeConditions {
+    pub online_cpus: Option<u32>,
+    pub load_avg_start: Option<f64>,
+    pub load_avg_end: Option<f64>,
+    pub steal_pct: Option<f64>,
+}
+
+/// A snapshot of `/proc/loadavg` and the `cpu` line of `/proc/stat` (pure parse in
+/// [`parse_loadavg`] and [`parse_cpu_ticks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct NodeSnapshot {
+    pub load_avg: Option<f64>,
+    /// (steal ticks, all ticks) of the aggregate `cpu` line.
+    pub ticks: Option<(u64, u64)>,
+}
+
+impl NodeSnapshot {
+    pub fn take() -> NodeSnapshot {
+        NodeSnapshot {
+            load_avg: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|t| parse_loadavg(&t)),
+            ticks: std::fs::read_to_string("/proc/stat")
+                .ok()
+                .and_then(|t| parse_cpu_ticks(&t)),
+        }
+    }
+
+    /// The conditions between this snapshot (taken before a run) and `after`.
+    pub fn until(&self, after: &NodeSnapshot, online_cpus: Option<u32>) -> NodeConditions {
+        let steal_pct = match (self.ticks, after.ticks) {
+            (Some((s0, t0)), Some((s1, t1))) if t1 > t0 => {
+                Some(100.0 * s1.saturating_sub(s0) as f64 / (t1 - t0) as f64)
+            }
+            _ => None,
+        };
+        NodeConditions {
+            online_cpus,
+            load_avg_start: self.load_avg,
+            load_avg_end: after.load_avg,
+            steal_pct,
+        }
+    }
+}
+
+/// The 1-minute load average of `/proc/loadavg` ("0.52 0.58 0.59 1/467 12345").
+pub fn parse_loadavg(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// (steal, total) ticks of the aggregate `cpu` line of `/proc/stat`
+/// ("cpu user nice system idle iowait irq softirq steal guest guest_nice"); guest time is
+/// already counted in user time, so it is left out of the total.
+pub fn parse_cpu_ticks(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let steal = *v.get(7).unwrap_or(&0);
+    let total: u64 = v.iter().take(8).sum();
+    Some((steal, total))
 }
 
 /// Inherited variables whose values a manifest records, by prefix: what changes how a run
@@ -192,5 +265,33 @@ impl RunManifest {
         serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|source| ManifestError::Parse { path, source })
+    }
+}
+
+#[cfg(test)]
+mod conditions_tests {
+    use super::*;
+
+    #[test]
+    fn load_and_steal_from_proc_text() {
+        assert_eq!(parse_loadavg("0.52 0.58 0.59 1/467 12345\n"), Some(0.52));
+        assert_eq!(parse_loadavg(""), None);
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let stat = "cpu  100 0 50 800 10 0 0 40 7 0\ncpu0 50 0 25 400 5 0 0 20 0 0\n";
+        assert_eq!(parse_cpu_ticks(stat), Some((40, 1000)));
+        assert_eq!(parse_cpu_ticks("intr 1 2 3\n"), None);
+        let before = NodeSnapshot {
+            load_avg: Some(0.5),
+            ticks: Some((40, 1000)),
+        };
+        let after = NodeSnapshot {
+            load_avg: Some(2.5),
+            ticks: Some((90, 2000)),
+        };
+        let c = before.until(&after, Some(2));
+        assert_eq!(c.steal_pct, Some(5.0));
+        assert_eq!((c.load_avg_start, c.load_avg_end), (Some(0.5), Some(2.5)));
+        // No tick advanced: no steal figure rather than a division by zero.
+        assert_eq!(before.until(&before, None).steal_pct, None);
     }
 }
