@@ -598,6 +598,7 @@ fn build_checks() {
         "not a valid",
     );
     no_errors(&base("build: { command: make }\n"));
+    no_errors(&base("build: { command: [make, -j4] }\n"));
     one_error(
         &base("").replace(V, &format!("{V}, build: {{ command: [] }}")),
         "variants[0].build.command",
@@ -1047,4 +1048,60 @@ fn smallest_deciding_replicates_by_hand() {
     assert_eq!(smallest_reachable_p(Paired, 5, 2), 0.0625);
     assert_eq!(smallest_reachable_p(Independent, 2, 1), 1.0 / 6.0);
     assert_eq!(smallest_reachable_p(Paired, 1, 3), 1.0);
+}
+
+#[test]
+fn small_p_values_keep_their_digits() {
+    assert_eq!(fmt_small_p(0.03125), "0.03125");
+    assert_eq!(fmt_small_p(0.5), "0.5");
+    assert_eq!(
+        fmt_small_p(1e-4),
+        "0.0001",
+        "1e-4 itself is still a decimal"
+    );
+    assert_eq!(fmt_small_p(1.0 / 65536.0), "1.526e-5");
+}
+
+/// The decidability check stays out of the way of values other checks refuse, and its
+/// comparisons sit exactly at their boundaries.
+#[test]
+fn decidability_is_checked_only_for_valid_settings_and_at_its_boundaries() {
+    // An α other checks refuse: only their error, even where nothing could decide.
+    one_error(
+        &base("replicates: 5\ncompare: { alpha: 0 }\n"),
+        "compare.alpha",
+        "alpha must be between 0 and 0.5",
+    );
+    one_error(
+        &(base("replicates: 5\ncompare: { alpha: 0.5 }\n") + &variants(15)),
+        "compare.alpha",
+        "alpha must be between 0 and 0.5",
+    );
+    // replicates 0 is refused by check_replicates alone, allowed few or not.
+    let text = base("replicates: 0\nallow_few_replicates: true\n");
+    one_error(&text, "replicates", "at least 1");
+    assert!(
+        warnings(&text).iter().all(|w| w.path != "replicates"),
+        "{:#?}",
+        warnings(&text)
+    );
+    // 1000 replicates is checked too: with an absurdly small α not even 2^-1000 is below it.
+    one_error(
+        &base("replicates: 1000\ncompare: { alpha: 1.0e-310 }\n"),
+        "replicates",
+        "no number of replicates up to 1000 can decide 1 variants at this α",
+    );
+    // Reaching α exactly is not below it: 2 variants × 2^-5 = 0.0625.
+    one_error(
+        &(base("replicates: 5\ncompare: { alpha: 0.0625 }\n") + &variants(1)),
+        "replicates",
+        "1/2^5 = 0.03125, 0.0625 after Holm over 2 variants — not below α = 0.0625, so no variant can ever be decided; replicates: 6 is the smallest",
+    );
+    // One variant: no Holm step to mention.
+    let e = one_error(
+        &base("replicates: 5\ncompare: { alpha: 0.03125 }\n"),
+        "replicates",
+        "with 1 variant the smallest reachable p-value is 1/2^5 = 0.03125 — not below α = 0.03125, so",
+    );
+    assert!(!e.message.contains("Holm"), "{}", e.message);
 }
