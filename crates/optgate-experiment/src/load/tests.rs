@@ -810,6 +810,12 @@ fn arms_inherit_from_the_baseline_and_apply_their_changes() {
     );
     let aa = e.arm("aa-control").unwrap();
     assert_eq!(aa.role, ArmRole::AaControl);
+    assert!(
+        aa.description
+            .as_deref()
+            .unwrap()
+            .starts_with("A/A control")
+    );
     assert_eq!(env(aa), env(b));
     assert_eq!(aa.args, b.args);
 
@@ -1104,4 +1110,23 @@ fn decidability_is_checked_only_for_valid_settings_and_at_its_boundaries() {
         "with 1 variant the smallest reachable p-value is 1/2^5 = 0.03125 — not below α = 0.03125, so",
     );
     assert!(!e.message.contains("Holm"), "{}", e.message);
+}
+
+/// The YAML layer's size limits are inclusive: a file of exactly `MAX_FILE_BYTES`, and a
+/// document of exactly `MAX_EXPANDED_NODES` nodes (a sequence and its items), still load.
+#[test]
+fn yaml_limits_are_inclusive() {
+    use crate::yaml::{MAX_EXPANDED_NODES, MAX_FILE_BYTES, from_str};
+    let text = format!("a: {}", "x".repeat(MAX_FILE_BYTES - 3));
+    assert_eq!(text.len(), MAX_FILE_BYTES);
+    assert!(from_str::<serde_json::Value>(&text).is_ok());
+    let seq = |n: usize| format!("[{}]", vec!["x"; n].join(", "));
+    let limit = MAX_EXPANDED_NODES as usize;
+    assert!(from_str::<serde_json::Value>(&seq(limit - 1)).is_ok());
+    let e = from_str::<serde_json::Value>(&seq(limit)).unwrap_err();
+    assert!(
+        e.message.contains("more than 100000 nodes"),
+        "{}",
+        e.message
+    );
 }
