@@ -1130,3 +1130,14 @@ fn yaml_limits_are_inclusive() {
         e.message
     );
 }
+
+/// An alias used as a value is located where it is written, and the keys after it still
+/// pair with their own values.
+#[test]
+fn aliases_are_located_as_values() {
+    let loc = Locator::index("a: &x 1\nb: *x\nc: 2\n");
+    let at = |line, column| Some(Location { line, column });
+    assert_eq!(loc.value("b"), at(2, 4));
+    assert_eq!(loc.value("c"), at(3, 4));
+    assert_eq!(loc.key("c"), at(3, 1));
+}
