@@ -8,6 +8,7 @@ pub const REJECTED: i32 = 1;
 /// For `gate`: inconclusive or still running.
 pub const INVALID_INPUT: i32 = 2;
 /// The work failed: a build failed, runs failed, an I/O error, an unknown experiment id.
+/// For `gate`: a variant was decided `failed` (its app failed in every run).
 pub const FAILED: i32 = 3;
 /// The daemon is not running or cannot be reached.
 pub const NO_DAEMON: i32 = 4;

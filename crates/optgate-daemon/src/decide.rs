@@ -93,9 +93,18 @@ pub fn next_step(
     schedule: &LookSchedule,
     complete_runs: &[(String, usize)],
 ) -> Next {
+    // A variant decided `failed` (its app failed in every run) is an answer about that
+    // variant; an arm without data and without that decision (the baseline) ends the
+    // experiment.
+    let failed_variant = |arm: &str| {
+        analysis
+            .variants
+            .iter()
+            .any(|v| v.name == arm && v.decision == Decision::Failed)
+    };
     let empty: Vec<&str> = complete_runs
         .iter()
-        .filter(|(_, n)| *n == 0)
+        .filter(|(a, n)| *n == 0 && !failed_variant(a))
         .map(|(a, _)| a.as_str())
         .collect();
     if !empty.is_empty() {
@@ -163,6 +172,7 @@ mod tests {
                 })
                 .collect(),
             not_applicable: None,
+            failed: None,
             correctness_mismatch: None,
             system_metric: vec![],
         }
@@ -363,6 +373,32 @@ mod tests {
             looks as f64 / sims as f64
         );
         assert!(rate <= 0.05 + 3.0 * mc_sd, "false-accept rate {rate}");
+    }
+
+    /// D2: a variant whose app crashed in every run is decided `failed` with the runs'
+    /// reason; the experiment is decided (not failed), and no block is added for it.
+    #[test]
+    fn a_variant_that_failed_every_run_is_decided_failed() {
+        let schedule = LookSchedule::new(5, Some(8));
+        let base: Vec<Vec<f64>> = (0..5)
+            .map(|i| vec![3.0, 1.0 + i as f64 * 0.01, 1.0])
+            .collect();
+        let mut v = arm("v", &[]);
+        v.failed = Some("5 of 5 run(s) failed — run b1-v: the app exited with status 139".into());
+        let a = analyze(&arm("baseline", &base), &[v], &config()).unwrap();
+        let va = &a.variants[0];
+        assert_eq!(va.decision, Decision::Failed);
+        assert_eq!(va.decision.as_str(), "failed");
+        assert!(
+            va.reason.contains("exited with status 139"),
+            "{}",
+            va.reason
+        );
+        assert_eq!(va.p_improvement, None);
+        let counts = [("baseline".to_string(), 5), ("v".to_string(), 0)];
+        assert_eq!(next_step(&a, 5, &schedule, &counts), Next::Decided);
+        let json = serde_json::to_value(va).unwrap();
+        assert_eq!(json["decision"], "failed");
     }
 
     #[test]

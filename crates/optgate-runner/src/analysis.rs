@@ -53,6 +53,7 @@ pub fn arm_data(
                 })
                 .collect(),
             not_applicable: not_applicable.get(name).cloned(),
+            failed: all_failed(collected, name),
             correctness_mismatch: collected
                 .correctness
                 .as_ref()
@@ -69,6 +70,34 @@ pub fn arm_data(
         .map(|a| one(&a.name))
         .collect();
     (baseline, others)
+}
+
+/// When no run of `arm` completed and at least one failed: how (the first failed run's
+/// reason, its stderr tail, and how many failed), for the variant's `failed` decision.
+pub fn all_failed(collected: &Collected, arm: &str) -> Option<String> {
+    let runs: Vec<_> = collected.runs.iter().filter(|r| r.arm == arm).collect();
+    if runs.iter().any(|r| r.status == RunStatus::Complete) {
+        return None;
+    }
+    let failed: Vec<_> = runs
+        .iter()
+        .filter_map(|r| match &r.status {
+            RunStatus::Failed { reason } => Some((r, reason)),
+            _ => None,
+        })
+        .collect();
+    let (first, reason) = failed.first()?;
+    let tail = first
+        .stderr_tail
+        .as_ref()
+        .map(|t| format!("; its stderr ends: {t}"))
+        .unwrap_or_default();
+    Some(format!(
+        "{} of {} run(s) failed — run {}: {reason}{tail}",
+        failed.len(),
+        runs.len(),
+        first.id
+    ))
 }
 
 /// Failed runs, for the report's failure list.

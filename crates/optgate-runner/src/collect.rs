@@ -45,6 +45,10 @@ pub struct RunResult {
     pub conditions: Option<optgate_sched::manifest::NodeConditions>,
     /// DFTracer metrics only: the run's traced seconds per category.
     pub trace_categories: Option<BTreeMap<String, f64>>,
+    /// A failed run's last lines of stderr (at most [`STDERR_TAIL_LINES`] lines and
+    /// [`STDERR_TAIL_BYTES`] bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
     #[serde(skip)]
     pub evidence: Option<Evidence>,
 }
@@ -126,8 +130,35 @@ fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
         interval: None,
         conditions: None,
         trace_categories: None,
+        stderr_tail: None,
         evidence: None,
     }
+}
+
+/// Lines of a failed run's stderr kept for the reason of a `failed` decision.
+pub const STDERR_TAIL_LINES: usize = 5;
+/// Bytes of those lines kept at most (the end of the file).
+pub const STDERR_TAIL_BYTES: usize = 400;
+
+/// The last lines of `run_dir/stderr`, or None when it is missing or empty.
+pub fn stderr_tail(run_dir: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(run_dir.join(optgate_sched::local::STDERR_FILE)).ok()?;
+    let len = f.metadata().ok()?.len();
+    let start = len.saturating_sub(4 * STDERR_TAIL_BYTES as u64);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.take(4 * STDERR_TAIL_BYTES as u64)
+        .read_to_end(&mut buf)
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join(" | ");
+    let tail = match tail.char_indices().rev().nth(STDERR_TAIL_BYTES) {
+        Some((i, _)) => format!("…{}", &tail[i + 1..]),
+        None => tail,
+    };
+    (!tail.is_empty()).then_some(tail)
 }
 
 fn read_source(
@@ -181,6 +212,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     };
     if let Some(reason) = failure {
         result.status = RunStatus::Failed { reason };
+        result.stderr_tail = stderr_tail(run_dir);
         return result;
     }
     match run_metric(exp, run_dir) {

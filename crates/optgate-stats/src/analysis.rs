@@ -34,6 +34,9 @@ pub enum Decision {
     Reject,
     Inconclusive,
     NotApplicable,
+    /// The variant's app failed in every run: nothing to compare, and more runs would fail
+    /// the same way.
+    Failed,
 }
 
 impl Decision {
@@ -43,6 +46,7 @@ impl Decision {
             Decision::Reject => "reject",
             Decision::Inconclusive => "inconclusive",
             Decision::NotApplicable => "not_applicable",
+            Decision::Failed => "failed",
         }
     }
 }
@@ -672,6 +676,7 @@ fn arm_warnings(
 struct Partial {
     name: String,
     not_applicable: Option<String>,
+    failed: Option<String>,
     correctness_mismatch: Option<String>,
     n_baseline: usize,
     n_variant: usize,
@@ -843,6 +848,7 @@ fn compare_arms(
     let mut partial = Partial {
         name: var.name().to_string(),
         not_applicable: var.data.not_applicable.clone(),
+        failed: var.data.failed.clone(),
         correctness_mismatch: var.data.correctness_mismatch.clone(),
         n_baseline: base.runs.len(),
         n_variant: var.runs.len(),
@@ -1140,7 +1146,7 @@ fn finish_variant(
         cfg,
         production_epochs,
     );
-    let not_applicable = decision == Decision::NotApplicable;
+    let not_applicable = matches!(decision, Decision::NotApplicable | Decision::Failed);
     let p_method = (!not_applicable)
         .then(|| p.p_imp.map(|t| p_method_text(cfg.design, t.method)))
         .flatten();
@@ -1227,6 +1233,15 @@ fn decide(
     // 2. Not applicable.
     if let Some(why) = &p.not_applicable {
         return (Decision::NotApplicable, why.clone());
+    }
+    // 2′. The variant's app failed in every run (and none completed).
+    if let Some(why) = &p.failed
+        && p.n_variant == 0
+    {
+        return (
+            Decision::Failed,
+            format!("every run of the variant failed: {why}"),
+        );
     }
     // 3. Not enough data, or no steady window.
     let n = p.n_baseline.min(p.n_variant);

@@ -99,6 +99,9 @@ pub struct ArmData {
     /// Why this variant could not be tried (no p-values are computed), e.g.
     /// "admin-only: no write access to cpufreq on node1".
     pub not_applicable: Option<String>,
+    /// Every planned run of this arm failed (none completed): why, from the runs' exit
+    /// status and stderr. A variant with this and no complete run is decided `failed`.
+    pub failed: Option<String>,
     /// The first differing output file or value: the variant changed the computation.
     pub correctness_mismatch: Option<String>,
     /// Optional per-replicate system metric (throughput, bandwidth...); empty = not measured.

@@ -55,7 +55,10 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
     for d in &decisions {
         println!("{}: {} — {}", d.variant, d.decision, d.reason);
     }
-    Ok(if decisions.iter().any(|d| d.decision == "reject") {
+    // A variant whose app failed in every run: the work failed (3), before any rejection.
+    Ok(if decisions.iter().any(|d| d.decision == "failed") {
+        exit::FAILED
+    } else if decisions.iter().any(|d| d.decision == "reject") {
         exit::REJECTED
     } else if decisions.iter().all(|d| d.decision == "accept") {
         exit::OK
