@@ -531,6 +531,7 @@ mod interference_tests {
             interval: Some((from.into(), to.into())),
             conditions: c,
             trace_categories: None,
+            stderr_tail: None,
             evidence: None,
         }
     }
