@@ -423,7 +423,8 @@ impl Checker {
     /// the smallest number that can decide; a `replicates` not given becomes that number.
     fn check_decidable(&mut self, f: &mut ExperimentFile) {
         let alpha = f.compare.alpha;
-        if !(alpha > 0.0 && alpha < 0.5) || f.variants.is_empty() {
+        if !(alpha > 0.0 && alpha < 0.5) || f.variants.is_empty() || f.variants.len() > MAX_VARIANTS
+        {
             return; // reported by check_compare / check_variants
         }
         let design = stats_design(f.design);
