@@ -267,7 +267,11 @@ pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>
                         locator.value(&p)
                     }
                 });
-                if errors.iter().any(|x| x.message == message) {
+                // The entry just blanked is still wrong (an element that must be a mapping
+                // cannot be null either): its problem is already reported.
+                if errors.iter().any(|x| x.message == message)
+                    || error_path(&message).as_deref() == Some(path.as_str())
+                {
                     break;
                 }
                 errors.push(YamlError { location, message });
@@ -669,6 +673,45 @@ mod tests {
         assert!(
             errors[1].message.contains("missing field `name`"),
             "{errors:#?}"
+        );
+    }
+
+    #[test]
+    fn bad_elements_of_one_list_are_each_reported_once() {
+        let text = "name: x\napp: { command: a }\nitems:\n  - command: c\n    count: one\n  - command: d\n  - command: e\n    count: two\n";
+        let errors = from_str_all::<Outer>(text).unwrap_err();
+        let shown: Vec<(Option<usize>, String)> = errors
+            .iter()
+            .map(|e| {
+                (
+                    e.location.map(|l| l.line),
+                    e.message.split(',').next().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    Some(5),
+                    "items[0].count: invalid type: string \"one\"".to_string()
+                ),
+                (
+                    Some(8),
+                    "items[2].count: invalid type: string \"two\"".to_string()
+                ),
+            ],
+            "{errors:#?}"
+        );
+        // A whole element of the wrong type is reported once, never again as "null" after
+        // it was blanked.
+        let text = "name: x\napp: { command: a }\nitems: [oops, { command: c }, nope]\n";
+        let errors = from_str_all::<Outer>(text).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            errors[0]
+                .message
+                .starts_with("items[0]: invalid type: string \"oops\"")
         );
     }
 
