@@ -100,10 +100,53 @@ fn a_variant_that_crashes_in_every_run_is_decided_failed() {
     let v = &r["variants"][0];
     assert_eq!(v["decision"], "failed", "{v}");
     let reason = v["reason"].as_str().unwrap();
-    assert!(reason.contains("5 of 5 run(s) failed"), "{reason}");
+    // Fail fast: block 1 showed every run of the variant failing, so no more were run.
+    assert!(
+        reason.contains("1 of 5 run(s) failed (4 not run: stopped after the first failures)"),
+        "{reason}"
+    );
+    let variant_runs = std::fs::read_dir(root.join("runs"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with("-avx512")
+        })
+        .count();
+    assert_eq!(variant_runs, 1);
+    assert_eq!(
+        r["variants"][0]["n_baseline"], 5,
+        "the baseline kept running"
+    );
     assert!(reason.contains("exited with status 139"), "{reason}");
     assert!(
         reason.contains("segfault in kernel_avx512 at step 0"),
         "{reason}"
     );
+}
+
+#[test]
+fn a_metric_pattern_that_matches_nothing_stops_after_the_first_block() {
+    // The app prints "epoch 1: 0.01s"; the pattern wants "epoch 1 took 0.01 s".
+    let yaml = format!(
+        "name: ff\napp:\n  command: [bash, -c, 'for e in 1 2 3; do echo \"epoch $e: 0.0${{e}}s\"; done']\n\
+         {METRIC}replicates: 5\nvariants:\n  - {{ name: v, dimension: l2_threading_model, env: {{ X: \"1\" }} }}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (o, root) = run_experiment(dir.path(), &yaml, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("stopped after block 1: the metric pattern `epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s` matched nothing in any run"),
+        "{err}"
+    );
+    assert!(
+        err.contains("its output begins: epoch 1: 0.01s | epoch 2: 0.02s"),
+        "{err}"
+    );
+    // Block 1's two runs, not all ten.
+    let runs = std::fs::read_dir(root.join("runs")).unwrap().count();
+    assert_eq!(runs, 2, "{err}");
 }

@@ -92,8 +92,17 @@ pub fn all_failed(collected: &Collected, arm: &str) -> Option<String> {
         .as_ref()
         .map(|t| format!("; its stderr ends: {t}"))
         .unwrap_or_default();
+    let not_run = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::NotRun)
+        .count();
+    let rest = if not_run > 0 {
+        format!(" ({not_run} not run: stopped after the first failures)")
+    } else {
+        String::new()
+    };
     Some(format!(
-        "{} of {} run(s) failed — run {}: {reason}{tail}",
+        "{} of {} run(s) failed{rest} — run {}: {reason}{tail}",
         failed.len(),
         runs.len(),
         first.id

@@ -44,6 +44,9 @@ pub enum DriveError {
     Governor(#[source] GovernorError),
     #[error("the CPU governor cannot be changed: {0}")]
     GovernorNotTunable(String),
+    /// Fail fast: what the finished runs say already decides that more runs cannot help.
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// Records the governors a run changed, so a killed execution can put them back.
@@ -174,8 +177,26 @@ pub async fn run_all(
     }
     let runs = plan.runs();
     let total = runs.len();
+    // Fail fast: every finished run so far, judged each time a block is complete.
+    let mut done: Vec<crate::RunResult> = Vec::new();
+    let mut stopped: BTreeMap<String, String> = BTreeMap::new();
+    let mut current_block = None;
     for (index, run) in runs.into_iter().enumerate() {
-        if let Some(reason) = not_applicable.get(&run.arm) {
+        if current_block.is_some_and(|b| b != run.block) && !done.is_empty() {
+            let verdict =
+                crate::failfast::judge(exp, layout, current_block.unwrap_or_default(), &done);
+            if let Some(reason) = verdict.stop_experiment {
+                return Err(DriveError::Stopped(reason));
+            }
+            for (arm, reason) in verdict.stop_arms {
+                if !stopped.contains_key(&arm) {
+                    tracing::warn!("{reason}");
+                    stopped.insert(arm, reason);
+                }
+            }
+        }
+        current_block = Some(run.block);
+        if let Some(reason) = not_applicable.get(&run.arm).or(stopped.get(&run.arm)) {
             on_event(Event::RunSkipped {
                 run,
                 reason: reason.clone(),
@@ -184,6 +205,7 @@ pub async fn run_all(
         }
         let dir = layout.run_dir(&run.id);
         if already_finished(layout, &run) {
+            done.push(collect_run(exp, &run, &dir));
             on_event(Event::RunSkipped {
                 run,
                 reason: "already finished".into(),
@@ -265,7 +287,9 @@ pub async fn run_all(
         if manifest.outcome == Outcome::Interrupted {
             return Err(DriveError::Interrupted);
         }
-        let status = collect_run(exp, &run, &dir).status;
+        let result = collect_run(exp, &run, &dir);
+        let status = result.status.clone();
+        done.push(result);
         on_event(Event::RunFinished { run, status });
     }
     Ok(())

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod collect;
 pub mod drive;
+pub mod failfast;
 pub mod jobs;
 pub mod layout;
 pub mod preflight;
