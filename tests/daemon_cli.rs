@@ -335,3 +335,67 @@ variants:
     let o = cli(&home, &["gate", &id]);
     assert_eq!(o.status.code(), Some(2), "inconclusive: {}", stdout(&o));
 }
+
+/// A job the scheduler already reported ended keeps that end when its experiment is
+/// cancelled (B7): jobs that finished while the daemon was stopped are listed `finished`
+/// after a cancel, not `cancelled`, and their runs count as completed. (The window the fix
+/// closes — a cancel landing between a poll that saw the end and its processing — is not
+/// forced here; the engine's `stop_ended` is where it is handled.)
+#[test]
+fn a_cancel_keeps_the_end_of_jobs_that_already_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), &experiment("finished", "0.05"));
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    // Once every block's job is submitted, stop the daemon; the local jobs go on alone.
+    let t0 = Instant::now();
+    let root = loop {
+        let s = status(&home, &id);
+        let jobs = s["jobs"].as_array().cloned().unwrap_or_default();
+        if jobs.len() == 6 && jobs.iter().all(|j| j["scheduler_job_id"].is_string()) {
+            break std::path::PathBuf::from(s["root"].as_str().unwrap());
+        }
+        assert!(t0.elapsed() < DEADLINE, "{s:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Every run finishes while no daemon watches.
+    let manifests = |root: &std::path::Path| {
+        std::fs::read_dir(root.join("runs"))
+            .map(|d| {
+                d.filter(|e| e.as_ref().unwrap().path().join("manifest.json").exists())
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    while manifests(&root) < 12 {
+        assert!(t0.elapsed() < DEADLINE, "runs never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Start the daemon and cancel at once: the jobs ended before the cancel.
+    let o = cli(&home, &["daemon"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli(&home, &["cancel", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    loop {
+        let s = status(&home, &id);
+        let jobs = s["jobs"].as_array().unwrap();
+        let live = jobs
+            .iter()
+            .filter(|j| ["submitting", "submitted"].contains(&j["state"].as_str().unwrap()))
+            .count();
+        if s["state"] == "cancelled" && live == 0 && s["runs"]["queued"] == 0 {
+            for j in jobs {
+                assert_eq!(j["state"], "finished", "{j}");
+            }
+            assert_eq!(s["runs"]["completed"], 12, "{s:#}");
+            break;
+        }
+        assert!(t0.elapsed() < DEADLINE, "{s:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
