@@ -150,3 +150,49 @@ fn a_metric_pattern_that_matches_nothing_stops_after_the_first_block() {
     let runs = std::fs::read_dir(root.join("runs")).unwrap().count();
     assert_eq!(runs, 2, "{err}");
 }
+
+/// Fail fast under the daemon: the first block's job ends with a metric pattern that
+/// matched nothing, and the experiment ends `failed` with the pattern and the output's
+/// first lines, its other blocks cancelled instead of run.
+#[test]
+fn the_daemon_stops_an_experiment_whose_metric_matches_nothing() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let yaml = format!(
+        "name: ffd\napp:\n  command: [bash, -c, 'sleep 0.5; for e in 1 2 3; do echo \"epoch $e: 0.0${{e}}s\"; done']\n\
+         {METRIC}replicates: 5\nvariants:\n  - {{ name: v, dimension: l2_threading_model, env: {{ X: \"1\" }} }}\n"
+    );
+    let exp = write_experiment(dir.path(), &yaml);
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let t0 = Instant::now();
+    let s = loop {
+        let s = status(&home, &id);
+        if s["state"] == "failed" {
+            break s;
+        }
+        assert!(s["state"] != "decided", "{s:#}");
+        assert!(t0.elapsed() < Duration::from_secs(120), "{s:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let reason = s["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("matched nothing in any run") && reason.contains("epoch (?P<epoch>"),
+        "{s:#}"
+    );
+    assert!(
+        reason.contains("its output begins: epoch 1: 0.01s"),
+        "{s:#}"
+    );
+    // Not every run was executed.
+    std::thread::sleep(Duration::from_secs(2));
+    let root = std::path::PathBuf::from(s["root"].as_str().unwrap());
+    let manifests = std::fs::read_dir(root.join("runs"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().join("manifest.json").exists())
+        .count();
+    assert!(manifests < 10, "{manifests} runs finished");
+}

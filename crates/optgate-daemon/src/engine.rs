@@ -615,6 +615,7 @@ impl Engine {
         states: &HashMap<i64, JobState>,
     ) -> Result<bool, DaemonError> {
         let mut changed = false;
+        let mut finished_block = None;
         let mine: Vec<&JobRow> = live
             .iter()
             .filter(|j| j.experiment_id == row.id && j.state == JobRecordState::Submitted)
@@ -639,6 +640,7 @@ impl Engine {
                         job.name,
                         describe(state)
                     );
+                    finished_block = finished_block.max(Some(job.block));
                     let (job, detail) = (job.clone(), describe(state));
                     self.ctx
                         .db
@@ -656,6 +658,21 @@ impl Engine {
                     changed = true;
                 }
             }
+        }
+        // Fail fast (issue 12): a block's job ended; if the runs so far show that the metric
+        // pattern matches nothing (or the baseline fails every run), stop the experiment
+        // now, with the reason, instead of running every block first. Its live jobs are
+        // then cancelled like a cancelled experiment's.
+        if let Some(block) = finished_block
+            && let Some(reason) = self.fail_fast(row, &work, block).await?
+        {
+            tracing::warn!("experiment {}: {reason}", row.id);
+            let id = row.id.clone();
+            self.ctx
+                .db
+                .call(move |s| s.set_state(&id, ExperimentState::Failed, Some(&reason)))
+                .await?;
+            return Ok(true);
         }
         changed |= self.submit_pending(row, &work).await?;
         let id = row.id.clone();
@@ -689,6 +706,37 @@ impl Engine {
             changed = true;
         }
         Ok(changed)
+    }
+
+    /// The fail-fast verdict on every finished run of the experiment after block `block`'s
+    /// job ended: the reason to stop the whole experiment, if any.
+    async fn fail_fast(
+        &mut self,
+        row: &ExperimentRow,
+        work: &Arc<Work>,
+        block: u32,
+    ) -> Result<Option<String>, DaemonError> {
+        let id = row.id.clone();
+        let (blocks, na) = self
+            .ctx
+            .db
+            .call(move |s| Ok((s.blocks(&id)?, s.not_applicable(&id)?)))
+            .await?;
+        let w = work.clone();
+        let verdict = tokio::task::spawn_blocking(move || {
+            let plan = w.plan(&blocks);
+            let done: Vec<optgate_runner::RunResult> = plan
+                .runs()
+                .iter()
+                .filter(|r| !na.contains_key(&r.arm))
+                .map(|r| optgate_runner::collect::collect_run(&w.exp, r, &w.layout.run_dir(&r.id)))
+                .filter(|r| r.status != optgate_runner::RunStatus::NotRun)
+                .collect();
+            optgate_runner::failfast::judge(&w.exp, &w.layout, block, &done)
+        })
+        .await
+        .map_err(|e| DaemonError::Join(e.to_string()))?;
+        Ok(verdict.stop_experiment)
     }
 
     /// Records jobs for pending runs (intent first), then submits them.

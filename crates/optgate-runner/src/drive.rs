@@ -189,9 +189,9 @@ pub async fn run_all(
                 return Err(DriveError::Stopped(reason));
             }
             for (arm, reason) in verdict.stop_arms {
-                if !stopped.contains_key(&arm) {
+                if let std::collections::btree_map::Entry::Vacant(e) = stopped.entry(arm) {
                     tracing::warn!("{reason}");
-                    stopped.insert(arm, reason);
+                    e.insert(reason);
                 }
             }
         }
