@@ -821,7 +821,9 @@ fn an_unsatisfiable_request_fails_at_once_with_flux_alloc_reason_and_no_resubmis
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let _guard = support::StopOnDrop(home.clone());
-    let yaml = daemon_experiment("flux-alloc", "0", "").replace(
+    // Shared nodes: the request itself must be one no node can grant. (An exclusive job,
+    // the blocked default, gets a whole node first and fails inside it instead.)
+    let yaml = daemon_experiment("flux-alloc", "0", ", exclusive: false").replace(
         "    env: { X: \"1\" }\n",
         &format!("    launcher: {{ cpus_per_task: {too_many} }}\n    env: {{ X: \"1\" }}\n"),
     );
