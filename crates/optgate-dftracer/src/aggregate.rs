@@ -633,7 +633,8 @@ impl<'o> FileAcc<'o> {
             match ts {
                 Some(start) => self.markers.push(Marker {
                     start,
-                    end: start + dur.round() as i64,
+                    // `ts` may be anything up to i64::MAX (a float past it saturates).
+                    end: start.saturating_add(dur.round() as i64),
                     epoch: arg_epoch,
                 }),
                 None => diags.push(

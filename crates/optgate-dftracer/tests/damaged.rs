@@ -538,3 +538,27 @@ fn json_output_has_the_documented_shape() {
         "no trailing spaces:\n{table}"
     );
 }
+
+/// Found by fuzzing (`fuzz/regressions/trace_summary/`): an epoch marker whose `ts` is at or
+/// past i64::MAX (an integer, or a float that saturates to it) overflowed `ts + dur` — a
+/// panic in debug builds, a wrapped interval in release builds.
+#[test]
+fn epoch_marker_with_a_timestamp_past_i64_counts_without_overflow() {
+    let text = concat!(
+        "{\"name\":\"epoch\",\"ts\":33333333333333332100,\"dur\":31}\n",
+        "{\"name\":\"epoch\",\"ts\":9223372036854775807,\"dur\":5,\"args\":{\"epoch\":7}}\n",
+        "{\"name\":\"step\",\"cat\":\"compute\",\"ts\":9223372036854775807,\"dur\":2}\n",
+    );
+    for parser in [ParserKind::Scan, ParserKind::Serde] {
+        let opts = AggregateOptions {
+            epoch_marker: Some("epoch".into()),
+            parser,
+            ..Default::default()
+        };
+        let s = summarize_reader(Path::new("ovf.pfw"), text.as_bytes(), &opts);
+        assert_eq!(s.files[0].epoch_markers, 2, "{parser:?}");
+        assert_eq!(s.total.events, 3, "{parser:?}");
+        // The step starts where both markers start: it belongs to the later one's epoch.
+        assert_eq!(s.total.by_epoch.keys().collect::<Vec<_>>(), [&7], "{parser:?}");
+    }
+}
