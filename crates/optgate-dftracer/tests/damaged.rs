@@ -559,6 +559,10 @@ fn epoch_marker_with_a_timestamp_past_i64_counts_without_overflow() {
         assert_eq!(s.files[0].epoch_markers, 2, "{parser:?}");
         assert_eq!(s.total.events, 3, "{parser:?}");
         // The step starts where both markers start: it belongs to the later one's epoch.
-        assert_eq!(s.total.by_epoch.keys().collect::<Vec<_>>(), [&7], "{parser:?}");
+        assert_eq!(
+            s.total.by_epoch.keys().collect::<Vec<_>>(),
+            [&7],
+            "{parser:?}"
+        );
     }
 }
