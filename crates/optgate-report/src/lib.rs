@@ -132,8 +132,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<Vec<ArmBreakdown>>,
     /// Runs measured while something else competed for the node (load, CPU steal, another
-    /// run of the experiment at the same time on the same host).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// run of the experiment at the same time on the same host). Always written, empty
+    /// when none was found, so that a report's keys never depend on the node's load.
+    #[serde(default)]
     pub interference: Vec<InterferenceFlag>,
 }
 
