@@ -408,6 +408,7 @@ mod tests {
                 .iter()
                 .map(|(h, g)| (h.to_string(), g.to_string()))
                 .collect(),
+            resources: None,
         }
     }
 

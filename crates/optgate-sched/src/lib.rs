@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod batch;
 pub mod command;
+pub mod energy;
 pub mod factory;
 pub mod flux;
 pub mod local;

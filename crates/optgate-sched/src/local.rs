@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Build, Experiment};
 
-use crate::manifest::{MANIFEST_SCHEMA, ManifestError, Outcome, RunManifest, write_atomic};
+use crate::manifest::{
+    EnergySource, MANIFEST_SCHEMA, ManifestError, Outcome, Resources, RunManifest, write_atomic,
+};
 use crate::process::{ProcessEnd, ProcessError, run_command, run_script};
 use crate::script::{RunContext, render_build, render_local_run, run_env};
 
@@ -167,9 +169,11 @@ pub async fn execute_prepared(
         &record.env_unset,
     );
     let before = crate::manifest::NodeSnapshot::take();
+    let energy_root = crate::energy::sysfs_root();
+    let energy_before = crate::energy::take(&energy_root);
     let started_at = now_rfc3339();
     let t0 = std::time::Instant::now();
-    let end = run_command(
+    let finished = run_command(
         &argv,
         run_dir,
         &run_dir.join(STDOUT_FILE),
@@ -179,13 +183,23 @@ pub async fn execute_prepared(
     )
     .await?;
     let elapsed_s = t0.elapsed().as_secs_f64();
+    let energy_j = energy_before
+        .zip(crate::energy::take(&energy_root))
+        .and_then(|(b, a)| crate::energy::joules_between(&b, &a));
+    let resources = finished.usage.map(|u| Resources {
+        cpu_user_s: u.user_s,
+        cpu_system_s: u.system_s,
+        max_rss_kib: u.max_rss_kib,
+        energy_j,
+        energy_source: energy_j.map(|_| EnergySource::Rapl),
+    });
     let conditions = before.until(
         &crate::manifest::NodeSnapshot::take(),
         std::thread::available_parallelism()
             .ok()
             .and_then(|n| u32::try_from(n.get()).ok()),
     );
-    let (outcome, exit_code, signal) = match end {
+    let (outcome, exit_code, signal) = match finished.end {
         ProcessEnd::Exited(0) => (Outcome::Completed, Some(0), None),
         ProcessEnd::Exited(c) => (Outcome::Failed, Some(c), None),
         ProcessEnd::Signaled(s) => (Outcome::Failed, None, Some(s)),
@@ -221,6 +235,7 @@ pub async fn execute_prepared(
                 Some((host, g.trim().to_string()))
             })
             .collect(),
+        resources,
     };
     manifest.write(run_dir)?;
     Ok(manifest)

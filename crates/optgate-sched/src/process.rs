@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
@@ -16,6 +15,10 @@ const GRACE: Duration = Duration::from_secs(5);
 /// stopping a job (time limit, `scancel`) signals the launcher (`srun`) and optgate
 /// together; the launcher may exit first, and its failure is then that stop, not the app's.
 const CANCEL_RACE: Duration = Duration::from_secs(1);
+/// How long a SIGKILLed group is given to disappear before the run's end is recorded.
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+/// How often a stopped group is checked for members left behind during [`GRACE`].
+const GROUP_POLL: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessEnd {
@@ -46,11 +49,79 @@ pub async fn run_script(
     cancel: &CancellationToken,
 ) -> Result<ProcessEnd, ProcessError> {
     let argv = vec!["bash".to_string(), script.display().to_string()];
-    run_command(&argv, cwd, stdout, stderr, time_limit, cancel).await
+    run_command(&argv, cwd, stdout, stderr, time_limit, cancel)
+        .await
+        .map(|f| f.end)
+}
+
+/// CPU time and peak memory of a child and every descendant it waited for, as the kernel
+/// accounted them when the child was reaped (`wait4`'s `struct rusage`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChildUsage {
+    pub user_s: f64,
+    pub system_s: f64,
+    /// The largest resident set of any one process of the tree (not their sum), KiB.
+    pub max_rss_kib: u64,
+}
+
+/// How a command ended, and what it used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finished {
+    pub end: ProcessEnd,
+    /// None only when the wait itself failed after the child ended.
+    pub usage: Option<ChildUsage>,
+}
+
+/// Kills the group if the future that started it is dropped before the child was reaped
+/// (a task aborted mid-run): the run's processes never outlive the code that owns them.
+struct GroupGuard {
+    pgid: Pid,
+    reaped: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = crate::signal::signal_group(self.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Waits for `pid` with `wait4`, retrying on EINTR. Blocking: run it on a blocking thread.
+fn wait4_blocking(pid: i32) -> std::io::Result<(std::process::ExitStatus, ChildUsage)> {
+    use std::os::unix::process::ExitStatusExt;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `rusage` is plain data the kernel fills in; both pointers are valid for
+        // the duration of the call.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            return Ok((
+                std::process::ExitStatus::from_raw(status),
+                ChildUsage {
+                    user_s: secs(usage.ru_utime),
+                    system_s: secs(usage.ru_stime),
+                    // Linux reports ru_maxrss in KiB.
+                    max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+                },
+            ));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
 }
 
 /// Runs `argv` in `cwd` in its own process group with stdout and stderr written to the
-/// given files; stops the whole group at the time limit or on cancellation.
+/// given files; stops the whole group at the time limit or on cancellation, and reports
+/// the tree's CPU time and peak memory.
+///
+/// The child is reaped with `wait4` on a blocking thread rather than through tokio's
+/// child handle, because only `wait4` returns the reaped tree's `rusage`; per child, not
+/// per process (`RUSAGE_CHILDREN` would mix runs of the same process).
 pub async fn run_command(
     argv: &[String],
     cwd: &Path,
@@ -58,7 +129,8 @@ pub async fn run_command(
     stderr: &Path,
     time_limit: Option<Duration>,
     cancel: &CancellationToken,
-) -> Result<ProcessEnd, ProcessError> {
+) -> Result<Finished, ProcessError> {
+    use std::os::unix::process::CommandExt;
     let open = |p: &Path| {
         std::fs::File::create(p).map_err(|source| ProcessError::Io {
             op: "create",
@@ -69,21 +141,35 @@ pub async fn run_command(
     let out = open(stdout)?;
     let err = open(stderr)?;
     let script = Path::new(argv.first().map(String::as_str).unwrap_or("bash"));
-    let mut child = Command::new(script)
+    let child = std::process::Command::new(script)
         .args(&argv[1..])
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         .process_group(0)
-        .kill_on_drop(true)
         .spawn()
         .map_err(|source| ProcessError::Io {
             op: "start",
             path: script.to_path_buf(),
             source,
         })?;
-    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let pid = child.id() as i32;
+    // The std handle is not used again: the blocking thread below reaps the child.
+    drop(child);
+    let mut guard = GroupGuard {
+        pgid: Pid::from_raw(pid),
+        reaped: false,
+    };
+    let mut waiter = tokio::task::spawn_blocking(move || wait4_blocking(pid));
+    let wait_err = |source: std::io::Error| ProcessError::Io {
+        op: "wait for",
+        path: script.to_path_buf(),
+        source,
+    };
+    let joined = |r: Result<std::io::Result<_>, tokio::task::JoinError>| {
+        r.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+    };
     let limit = async {
         match time_limit {
             Some(d) => tokio::time::sleep(d).await,
@@ -91,27 +177,82 @@ pub async fn run_command(
         }
     };
     let stopped = tokio::select! {
-        status = child.wait() => {
-            let status = status.map_err(|source| ProcessError::Io { op: "wait for", path: script.to_path_buf(), source })?;
+        r = &mut waiter => {
+            guard.reaped = true;
+            let (status, usage) = joined(r).map_err(wait_err)?;
             let end = exit_of(status);
             if end != ProcessEnd::Exited(0)
                 && tokio::time::timeout(CANCEL_RACE, cancel.cancelled()).await.is_ok()
             {
-                return Ok(ProcessEnd::Cancelled);
+                return Ok(Finished { end: ProcessEnd::Cancelled, usage: Some(usage) });
             }
-            return Ok(end);
+            return Ok(Finished { end, usage: Some(usage) });
         }
         _ = limit => ProcessEnd::TimedOut,
         _ = cancel.cancelled() => ProcessEnd::Cancelled,
     };
-    if let Some(pg) = pgid {
-        let _ = crate::signal::signal_group(pg, Signal::SIGTERM);
-        if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
-            let _ = crate::signal::signal_group(pg, Signal::SIGKILL);
-            let _ = child.wait().await;
+    let usage = stop_group(guard.pgid, &mut waiter).await;
+    guard.reaped = true;
+    Ok(Finished {
+        end: stopped,
+        usage: joined(Ok(usage)).ok().map(|(_, u)| u),
+    })
+}
+
+/// Stops a run's process group: SIGTERM, then SIGKILL once [`GRACE`] has passed if any
+/// process of the group is still there — whether or not the child itself (the wrapper
+/// script) has ended, since an app that ignores SIGTERM may outlive the script that
+/// started it. Returns the child's wait result.
+async fn stop_group(
+    pgid: Pid,
+    waiter: &mut tokio::task::JoinHandle<std::io::Result<(std::process::ExitStatus, ChildUsage)>>,
+) -> std::io::Result<(std::process::ExitStatus, ChildUsage)> {
+    let _ = crate::signal::signal_group(pgid, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + GRACE;
+    let mut reaped = tokio::time::timeout_at(deadline, &mut *waiter).await.ok();
+    while crate::signal::group_exists(pgid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(GROUP_POLL).await;
+    }
+    if crate::signal::group_exists(pgid) {
+        let _ = crate::signal::signal_group(pgid, Signal::SIGKILL);
+        // SIGKILL is delivered when each process is next scheduled; wait briefly so that
+        // the next run does not start beside a process that is still dying.
+        let killed_by = tokio::time::Instant::now() + KILL_SETTLE;
+        while group_has_running_member(pgid) && tokio::time::Instant::now() < killed_by {
+            tokio::time::sleep(GROUP_POLL).await;
         }
     }
-    Ok(stopped)
+    if reaped.is_none() {
+        reaped = Some(waiter.await);
+    }
+    reaped
+        .expect("waited above")
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+}
+
+/// Whether a process of group `pgid` is still running (not a zombie waiting for a parent
+/// to reap it — with the wrapper gone, its orphans' parent is init or a subreaper).
+fn group_has_running_member(pgid: Pid) -> bool {
+    if !crate::signal::group_exists(pgid) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        // After the command's closing parenthesis: state, ppid, pgrp.
+        let mut fields = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .unwrap_or("")
+            .split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(pgid.as_raw()) && !matches!(state, Some("Z" | "X"))
+    })
 }
 
 fn exit_of(status: std::process::ExitStatus) -> ProcessEnd {
@@ -157,7 +298,7 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(end, ProcessEnd::Cancelled);
+        assert_eq!(end.end, ProcessEnd::Cancelled);
     }
 
     #[tokio::test]
@@ -174,6 +315,77 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(end, ProcessEnd::Exited(3));
+        assert_eq!(end.end, ProcessEnd::Exited(3));
+    }
+
+    /// The tree's CPU time is the child's and its waited-for descendants': two processes
+    /// that each burn CPU for a while count together.
+    #[tokio::test]
+    async fn the_usage_covers_the_whole_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let burn = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done";
+        let argv = vec![
+            "bash".to_string(),
+            "-c".to_string(),
+            format!("( {burn} ) & ( {burn} ) & wait"),
+        ];
+        let f = run_command(
+            &argv,
+            dir.path(),
+            &dir.path().join("out"),
+            &dir.path().join("err"),
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.end, ProcessEnd::Exited(0));
+        let u = f.usage.unwrap();
+        // Each loop is a few hundred ms of shell arithmetic; both are counted, and bash's
+        // own RSS is a few MiB.
+        assert!(u.user_s + u.system_s > 0.05, "{u:?}");
+        assert!(u.max_rss_kib > 1000, "{u:?}");
+    }
+
+    /// An app that ignores SIGTERM and outlives the wrapper that started it is still
+    /// killed once the grace period is over: the time limit applies to the group.
+    #[tokio::test]
+    async fn a_process_that_ignores_sigterm_is_killed_after_the_grace_period() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("app.pid");
+        // The wrapper exits on SIGTERM at once; its child ignores SIGTERM.
+        let argv = vec![
+            "bash".to_string(),
+            "-c".to_string(),
+            format!(
+                "bash -c 'trap \"\" TERM; echo $$ > {}; while :; do sleep 0.05; done' & wait",
+                pidfile.display()
+            ),
+        ];
+        let f = run_command(
+            &argv,
+            dir.path(),
+            &dir.path().join("out"),
+            &dir.path().join("err"),
+            Some(Duration::from_millis(500)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(f.end, ProcessEnd::TimedOut);
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Gone (or a zombie of init's, about to be reaped): no longer running. run_command
+        // waited for that before returning.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = state
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X");
+        assert!(!running, "the app outlived its time limit: {state}");
     }
 }

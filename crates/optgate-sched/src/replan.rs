@@ -116,6 +116,7 @@ mod tests {
             scheduler_job_id: Some("7".into()),
             optgate_version: "0".into(),
             step_governors: Default::default(),
+            resources: None,
         }
     }
 

@@ -37,6 +37,17 @@ pub fn signal_group(pgid: Pid, signal: Signal) -> Result<(), SignalError> {
     killpg(pgid, signal).map_err(|errno| SignalError::Failed { pgid: raw, errno })
 }
 
+/// Whether process group `pgid` (one the caller started) still has a member: `killpg`
+/// with no signal. False for the values [`signal_group`] refuses.
+pub fn group_exists(pgid: Pid) -> bool {
+    let raw = pgid.as_raw();
+    if raw <= 1 || raw == nix::unistd::getpgrp().as_raw() {
+        return false;
+    }
+    // EPERM: members exist but belong to someone else (a setuid app); still there.
+    matches!(killpg(pgid, None), Ok(()) | Err(Errno::EPERM))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
