@@ -72,10 +72,10 @@ fn dftracer_trace_is_the_metric_and_categories_sit_beside_wall_time() {
     assert_eq!(code, Some(0), "{err}");
     // Epoch e holds e compute events of e ms: 1, 4, 9 ms; the variant doubles them.
     let samples = std::fs::read_to_string(dir.path().join("exec/samples.csv")).unwrap();
-    assert!(samples.contains("\nbaseline,1,1,1,0.001\n"), "{samples}");
-    assert!(samples.contains("\nbaseline,1,1,2,0.004\n"), "{samples}");
-    assert!(samples.contains("\nbaseline,1,1,3,0.009\n"), "{samples}");
-    assert!(samples.contains("\nhalf,1,1,3,0.018\n"), "{samples}");
+    assert!(samples.contains("\nbaseline,1,1,1,0.001,"), "{samples}");
+    assert!(samples.contains("\nbaseline,1,1,2,0.004,"), "{samples}");
+    assert!(samples.contains("\nbaseline,1,1,3,0.009,"), "{samples}");
+    assert!(samples.contains("\nhalf,1,1,3,0.018,"), "{samples}");
     let v = &report["variants"][0];
     assert!(
         (v["speedup"]["estimate"].as_f64().unwrap() - 0.5).abs() < 1e-12,

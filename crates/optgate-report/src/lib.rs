@@ -136,6 +136,34 @@ pub struct Report {
     /// when none was found, so that a report's keys never depend on the node's load.
     #[serde(default)]
     pub interference: Vec<InterferenceFlag>,
+    /// What System Impact compares (null: not measured for every run).
+    #[serde(default)]
+    pub system_resource: Option<SystemResource>,
+}
+
+/// The resource System Impact compares, per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SystemResource {
+    /// The user's `system_metric` (its direction from the file).
+    Metric,
+    /// CPU user + system seconds of the run's process tree: the cores it kept busy.
+    CoreSeconds,
+    /// Joules from the node's energy counters (RAPL packages), measured for every run.
+    Energy,
+}
+
+impl SystemResource {
+    /// How the report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SystemResource::Metric => "the experiment's system_metric",
+            SystemResource::CoreSeconds => {
+                "core-seconds per run (CPU user + system time of the run's process tree)"
+            }
+            SystemResource::Energy => "energy per run (J, RAPL package counters)",
+        }
+    }
 }
 
 /// One run measured under interference, and why.
@@ -181,6 +209,7 @@ impl Report {
             noise_floor: None,
             breakdown: None,
             interference: Vec::new(),
+            system_resource: None,
         }
     }
 

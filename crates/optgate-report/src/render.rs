@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use optgate_stats::{Analysis, VariantAnalysis, fmt_p, fmt_signed_pct};
 
 use crate::checklist::{APPLICATION_ORDER, Verdict};
-use crate::{ArmSummary, Report};
+use crate::{ArmSummary, Report, SystemResource};
 
 /// The report as pretty JSON (the `Analysis` fields at top level, then metadata).
 pub fn render_json(report: &Report) -> String {
@@ -68,16 +68,24 @@ fn app_cell(v: &VariantAnalysis) -> String {
     }
 }
 
-/// Weighted Score with its mark: 0.5·App + 0.5·System over App Impact's interval (the
-/// system metric, which has no interval, held at its value) includes 0.
+/// Weighted Score with its mark: 0.5·App + 0.5·System over the ends of both intervals
+/// (lower ends together, upper ends together; a System Impact not measured counts 0)
+/// includes 0.
 fn score_cell(v: &VariantAnalysis) -> String {
     match v.weighted_score {
         Some(s) => {
-            let sys = 0.5 * v.system_impact_pct.unwrap_or(0.0);
-            let end = |a: Option<f64>| a.map(|a| 0.5 * a + sys);
+            let sys = |end: Option<f64>| match v.system_impact_pct {
+                Some(_) => end.map(|e| 0.5 * e),
+                None => Some(0.0),
+            };
+            let end = |a: Option<f64>, s: Option<f64>| a.zip(s).map(|(a, s)| 0.5 * a + s);
             marked(
                 fmt_signed_pct(s).trim_end_matches('%').to_string(),
-                spans(end(v.app_impact_ci_low), end(v.app_impact_ci_high), 0.0),
+                spans(
+                    end(v.app_impact_ci_low, sys(v.system_impact_ci_low)),
+                    end(v.app_impact_ci_high, sys(v.system_impact_ci_high)),
+                    0.0,
+                ),
             )
         }
         None => "—".into(),
@@ -92,11 +100,52 @@ fn p_pair(raw: Option<f64>, adj: Option<f64>) -> String {
     }
 }
 
+/// System Impact with its interval's mark (the interval includes 0).
 fn system_cell(v: &VariantAnalysis) -> String {
     match v.system_impact_pct {
-        Some(s) => fmt_signed_pct(s),
+        Some(s) => marked(
+            fmt_signed_pct(s),
+            spans(v.system_impact_ci_low, v.system_impact_ci_high, 0.0),
+        ),
         None => "0 (not measured)".into(),
     }
+}
+
+/// The line under the proposal table that says what System Impact compared, with each
+/// variant's interval.
+fn system_resource_line(report: &Report) -> String {
+    let Some(resource) = report.system_resource else {
+        return "System Impact: not measured for every run (counted as 0 in the score)."
+            .to_string();
+    };
+    let intervals: Vec<String> = proposal_order(&report.analysis)
+        .into_iter()
+        .filter_map(|v| {
+            let (l, h) = (v.system_impact_ci_low?, v.system_impact_ci_high?);
+            Some(format!(
+                "{} [{}, {}]",
+                v.name,
+                fmt_signed_pct(l),
+                fmt_signed_pct(h)
+            ))
+        })
+        .collect();
+    let level = 100.0 * (1.0 - 2.0 * report.analysis.alpha);
+    let sign = match resource {
+        SystemResource::Metric => "better",
+        SystemResource::CoreSeconds | SystemResource::Energy => "fewer resources",
+    };
+    let mut line = format!(
+        "System Impact compares {}; positive = {sign}.",
+        resource.describe()
+    );
+    if !intervals.is_empty() {
+        line.push_str(&format!(
+            " {level:.0}% intervals: {}.",
+            intervals.join("; ")
+        ));
+    }
+    line
 }
 
 fn speedup_cell(v: &VariantAnalysis) -> String {
@@ -487,6 +536,7 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
     if any_marked(&rows) {
         para(&mut out, "", "  ", NOISE_LEGEND, width);
     }
+    para(&mut out, "", "  ", &system_resource_line(report), width);
     let _ = writeln!(out, "\nDecisions");
     for (i, v) in proposal_order(a).into_iter().enumerate() {
         let first = format!("  {}. ", i + 1);
@@ -819,6 +869,7 @@ pub fn render_markdown(report: &Report) -> String {
     if noisy {
         let _ = writeln!(out, "\n{NOISE_LEGEND}");
     }
+    let _ = writeln!(out, "\n{}", system_resource_line(report));
 
     let _ = writeln!(out, "\n## Steady-state statistics\n");
     let _ = writeln!(
@@ -946,6 +997,8 @@ pub fn render_csv(report: &Report) -> String {
         "reason",
         "app_impact_ci_low",
         "app_impact_ci_high",
+        "system_impact_ci_low",
+        "system_impact_ci_high",
     ];
     let mut out = header.join(",");
     out.push('\n');
@@ -976,6 +1029,8 @@ pub fn render_csv(report: &Report) -> String {
             csv_field(&v.reason),
             opt(v.app_impact_ci_low),
             opt(v.app_impact_ci_high),
+            opt(v.system_impact_ci_low),
+            opt(v.system_impact_ci_high),
         ];
         out.push_str(&cells.join(","));
         out.push('\n');

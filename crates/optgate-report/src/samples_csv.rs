@@ -1,4 +1,5 @@
-//! Parsing of a samples file (`variant,replicate,epoch,seconds` plus an optional `block`,
+//! Parsing of a samples file (`variant,replicate,epoch,seconds` plus an optional `block`
+//! and the per-run resource columns optgate writes,
 //! header required, any column order) into arms for the statistics. Validation collects
 //! every problem with the file's line numbers (the header is line 1) instead of stopping
 //! at the first.
@@ -15,8 +16,20 @@ use std::path::Path;
 use optgate_stats::{ArmData, Design, RunSamples};
 use thiserror::Error;
 
-/// The columns a samples file may have.
-pub const COLUMNS: [&str; 5] = ["variant", "replicate", "epoch", "seconds", "block"];
+/// The columns a samples file may have. The last three are what optgate records per run
+/// beside the samples (CPU seconds, peak RSS in KiB, joules; repeated on each of the run's
+/// rows, empty where not measured); `optgate analyze` accepts and ignores them, so a run
+/// root's `samples.csv` re-analyses as it is.
+pub const COLUMNS: [&str; 8] = [
+    "variant",
+    "replicate",
+    "epoch",
+    "seconds",
+    "block",
+    "cpu_s",
+    "max_rss_kib",
+    "energy_j",
+];
 const REQUIRED: [&str; 4] = ["variant", "replicate", "epoch", "seconds"];
 
 /// The largest samples file read: 256 MiB. The whole text is held in memory while it is

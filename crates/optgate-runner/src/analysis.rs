@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use optgate_experiment::{BASELINE, Better, Design, Experiment};
 use optgate_stats::{AnalysisConfig, ArmData, RunSamples};
 
-use crate::collect::{Collected, RunStatus};
+use optgate_report::SystemResource;
+
+use crate::collect::{Collected, RunResult, RunStatus};
 
 /// The analysis settings an experiment file asks for.
 pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
@@ -26,11 +28,51 @@ pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
         steady_epochs: exp.steady_epochs,
         production_epochs: f.compare.production_epochs,
         better: better(f.metric.better),
+        // Without the user's metric, System Impact compares resources used: lower is better.
         system_better: f
             .system_metric
             .as_ref()
             .map(|s| better(s.better))
-            .unwrap_or(optgate_stats::Better::Higher),
+            .unwrap_or(optgate_stats::Better::Lower),
+    }
+}
+
+/// What System Impact compares in an execution: the user's `system_metric` when declared;
+/// else energy when every complete run has an energy figure; else the core-seconds (CPU
+/// user + system time) of every run; None when even those are missing for some run (runs
+/// recorded by an older optgate).
+pub fn system_resource(exp: &Experiment, collected: &Collected) -> Option<SystemResource> {
+    if exp.file.system_metric.is_some() {
+        return Some(SystemResource::Metric);
+    }
+    let mut complete = collected
+        .runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Complete)
+        .peekable();
+    complete.peek()?;
+    let all = |f: &dyn Fn(&optgate_sched::manifest::Resources) -> bool| {
+        collected
+            .runs
+            .iter()
+            .filter(|r| r.status == RunStatus::Complete)
+            .all(|r| r.resources.as_ref().is_some_and(f))
+    };
+    if all(&|r| r.energy_j.is_some_and(|e| e > 0.0)) {
+        Some(SystemResource::Energy)
+    } else if all(&|r| r.cpu_s() > 0.0) {
+        Some(SystemResource::CoreSeconds)
+    } else {
+        None
+    }
+}
+
+/// One run's value of the resource System Impact compares.
+fn system_value(r: &RunResult, resource: Option<SystemResource>) -> Option<f64> {
+    match resource? {
+        SystemResource::Metric => r.system_value,
+        SystemResource::Energy => r.resources?.energy_j,
+        SystemResource::CoreSeconds => r.resources.map(|u| u.cpu_s()),
     }
 }
 
@@ -40,6 +82,7 @@ pub fn arm_data(
     collected: &Collected,
     not_applicable: &BTreeMap<String, String>,
 ) -> (ArmData, Vec<ArmData>) {
+    let resource = system_resource(exp, collected);
     let one = |name: &str| {
         let runs: Vec<_> = collected.complete_runs(name).collect();
         ArmData {
@@ -59,7 +102,12 @@ pub fn arm_data(
                 .as_ref()
                 .and_then(|c| c.get(name))
                 .and_then(|c| c.mismatch.clone()),
-            system_metric: runs.iter().filter_map(|r| r.system_value).collect(),
+            // One value per run or none: the statistics pair them with the runs.
+            system_metric: runs
+                .iter()
+                .map(|r| system_value(r, resource))
+                .collect::<Option<Vec<f64>>>()
+                .unwrap_or_default(),
         }
     };
     let baseline = one(BASELINE);
@@ -121,18 +169,27 @@ pub fn failures(collected: &Collected) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The complete runs as a samples CSV (`variant,replicate,block,epoch,seconds`), the input
-/// format of `optgate analyze`, so any execution can be re-analysed with other settings.
+/// The complete runs as a samples CSV, the input format of `optgate analyze`, so any
+/// execution can be re-analysed with other settings: `variant,replicate,block,epoch,seconds`
+/// and, per run (repeated on its rows, empty where not measured), the resources it used:
+/// `cpu_s` (user + system), `max_rss_kib`, `energy_j`.
 pub fn samples_csv(collected: &Collected) -> String {
-    let mut s = String::from("variant,replicate,block,epoch,seconds\n");
+    let mut s = String::from("variant,replicate,block,epoch,seconds,cpu_s,max_rss_kib,energy_j\n");
     for r in collected
         .runs
         .iter()
         .filter(|r| r.status == RunStatus::Complete)
     {
+        let u = r.resources;
+        let cpu = u.map(|u| u.cpu_s().to_string()).unwrap_or_default();
+        let rss = u.map(|u| u.max_rss_kib.to_string()).unwrap_or_default();
+        let energy = u
+            .and_then(|u| u.energy_j)
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         for (e, secs) in &r.epochs {
             s.push_str(&format!(
-                "{},{},{},{},{}\n",
+                "{},{},{},{},{},{cpu},{rss},{energy}\n",
                 r.arm, r.replicate, r.block, e, secs
             ));
         }

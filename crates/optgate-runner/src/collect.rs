@@ -35,6 +35,10 @@ pub struct RunResult {
     pub status: RunStatus,
     pub epochs: EpochSeconds,
     pub system_value: Option<f64>,
+    /// CPU time, peak memory and energy, from the manifest (None before optgate recorded
+    /// them, or when the wait failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<optgate_sched::manifest::Resources>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
     /// When the run started and ended (RFC 3339, from its manifest).
@@ -125,6 +129,7 @@ fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
         status,
         epochs: EpochSeconds::new(),
         system_value: None,
+        resources: None,
         host: None,
         elapsed_s: None,
         interval: None,
@@ -197,6 +202,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result.elapsed_s = Some(manifest.elapsed_s);
     result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
     result.conditions = manifest.conditions;
+    result.resources = manifest.resources;
     let failure = match manifest.outcome {
         Outcome::Completed => None,
         Outcome::Failed => Some(match (manifest.exit_code, manifest.signal) {
@@ -526,6 +532,7 @@ mod interference_tests {
             status: RunStatus::Complete,
             epochs: EpochSeconds::new(),
             system_value: None,
+            resources: None,
             host: Some(host.into()),
             elapsed_s: Some(1.0),
             interval: Some((from.into(), to.into())),

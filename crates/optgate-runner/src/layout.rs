@@ -6,7 +6,7 @@
 //! <root>/builds/<build-id>/   build.sh, build.log, build.json, and the build's output
 //! <root>/runs/<run-id>/       run.sh, run.json, stdout, stderr, manifest.json, the app's outputs
 //! <root>/jobs/<job-name>/     a scheduler job's script, output, probe.json (daemon only)
-//! <root>/samples.csv          variant,replicate,block,epoch,seconds (written at the end)
+//! <root>/samples.csv          variant,replicate,block,epoch,seconds,cpu_s,max_rss_kib,energy_j (written at the end)
 //! <root>/report.json          the report (written at the end)
 //! ```
 

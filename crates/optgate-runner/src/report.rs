@@ -55,6 +55,7 @@ pub fn build_report(
     }
     report.breakdown = breakdown(exp, collected);
     report.interference = crate::collect::interference(collected);
+    report.system_resource = crate::analysis::system_resource(exp, collected);
     report.experiment = Some(ExperimentMeta {
         name: exp.name().to_string(),
         description: exp.file.description.clone(),

@@ -134,8 +134,17 @@ pub struct VariantAnalysis {
     /// acceptance is impossible. Null where either end is unbounded.
     #[serde(default)]
     pub app_impact_best: Option<f64>,
-    /// Change of the system metric, positive = better; null when not measured.
+    /// Change of the system metric (resources per run: core-seconds, energy, or the
+    /// user's `system_metric`), positive = better; null when not measured for every run.
+    /// The same estimator as the speed-up (Hodges–Lehmann on log ratios, paired by block
+    /// or unpaired), turned into percent.
     pub system_impact_pct: Option<f64>,
+    /// Its interval at `1 − 2α`, from the log-ratio interval's ends; null where an end is
+    /// unbounded at this n.
+    #[serde(default)]
+    pub system_impact_ci_low: Option<f64>,
+    #[serde(default)]
+    pub system_impact_ci_high: Option<f64>,
     /// 0.5·App Impact + 0.5·System Impact (System Impact 0 when not measured).
     pub weighted_score: Option<f64>,
     /// First epoch from which the variant's cumulative time stays at or below the
@@ -693,6 +702,7 @@ struct Partial {
     /// Rule 5′'s bound (see `VariantAnalysis::app_impact_best`).
     app_impact_best: Option<f64>,
     system_impact_pct: Option<f64>,
+    system_impact_ci: (Option<f64>, Option<f64>),
     breakeven: Option<u32>,
     per_epoch: Vec<EpochRow>,
     warnings: Vec<String>,
@@ -864,6 +874,7 @@ fn compare_arms(
         app_impact_ci: (None, None),
         app_impact_best: None,
         system_impact_pct: None,
+        system_impact_ci: (None, None),
         breakeven: None,
         per_epoch: per_epoch_rows(base, var, cfg.better),
         warnings: Vec::new(),
@@ -1006,14 +1017,21 @@ fn compare_arms(
         }
     }
 
-    // System metric: medians per arm, positive = better.
-    let (sb, sv) = (&base.data.system_metric, &var.data.system_metric);
-    if !sb.is_empty() && !sv.is_empty() {
-        let (mb, mv) = (median(sb), median(sv));
-        partial.system_impact_pct = Some(match cfg.system_better {
-            Better::Higher => 100.0 * (mv / mb - 1.0),
-            Better::Lower => 100.0 * (1.0 - mv / mb),
-        });
+    // System metric: one value per run, compared as the speed-up is (same pairs).
+    match system_samples(base, var, &base_idx, &var_idx) {
+        Some(samples) => {
+            let c = compare(cfg.design, &samples, 0.0, cfg.alpha, false);
+            let (pct, ci) = system_impact(c.est, cfg.system_better);
+            partial.system_impact_pct = pct;
+            partial.system_impact_ci = ci;
+        }
+        None if !base.data.system_metric.is_empty() || !var.data.system_metric.is_empty() => {
+            warnings.push(
+                "the system metric was not measured for every run of both arms: no System Impact"
+                    .to_string(),
+            );
+        }
+        None => {}
     }
 
     // Stability: the variant's own findings, and trends of either arm that gate.
@@ -1034,6 +1052,43 @@ fn compare_arms(
 }
 
 /// First epoch N ≥ 1 with `(N − 1)·saving ≥ extra` that holds for every later N too.
+/// The system metric's values of the aligned runs, when both arms have one per run.
+fn system_samples(base: &Arm, var: &Arm, base_idx: &[usize], var_idx: &[usize]) -> Option<Samples> {
+    let per_run = |arm: &Arm, idx: &[usize]| -> Option<Vec<f64>> {
+        let values = &arm.data.system_metric;
+        (!values.is_empty() && values.len() == arm.runs.len())
+            .then(|| idx.iter().map(|&i| values[i]).collect())
+    };
+    let samples = Samples {
+        base: per_run(base, base_idx)?,
+        var: per_run(var, var_idx)?,
+    };
+    (!samples.base.is_empty() && !samples.var.is_empty()).then_some(samples)
+}
+
+/// System Impact in percent, positive = better, and its interval, from the estimate of
+/// `g = ln(baseline) − ln(variant)`: for a resource (lower is better) `100·(1 − e^(−g))`,
+/// the share of the baseline's use saved; for a rate (higher is better) `100·(e^(−g) − 1)`,
+/// the gain. Both are monotone in `g`, so the interval's ends map to the ends.
+fn system_impact(
+    est: Option<ShiftEstimate>,
+    better: Better,
+) -> (Option<f64>, (Option<f64>, Option<f64>)) {
+    let Some(est) = est else {
+        return (None, (None, None));
+    };
+    let pct = |g: f64| match better {
+        Better::Lower => 100.0 * (1.0 - (-g).exp()),
+        Better::Higher => 100.0 * ((-g).exp() - 1.0),
+    };
+    let (lo, hi) = (est.ci_low.map(pct), est.ci_high.map(pct));
+    let ci = match better {
+        Better::Lower => (lo, hi),
+        Better::Higher => (hi, lo),
+    };
+    (Some(pct(est.estimate)), ci)
+}
+
 fn breakeven(extra: f64, saving: f64) -> Option<u32> {
     if extra <= 0.0 && saving >= 0.0 {
         return Some(1);
@@ -1174,6 +1229,8 @@ fn finish_variant(
         app_impact_ci_high: p.app_impact_ci.1,
         app_impact_best: p.app_impact_best,
         system_impact_pct: p.system_impact_pct,
+        system_impact_ci_low: p.system_impact_ci.0,
+        system_impact_ci_high: p.system_impact_ci.1,
         weighted_score,
         breakeven_epoch: p.breakeven,
         correctness_mismatch: p.correctness_mismatch,

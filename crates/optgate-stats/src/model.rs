@@ -104,7 +104,9 @@ pub struct ArmData {
     pub failed: Option<String>,
     /// The first differing output file or value: the variant changed the computation.
     pub correctness_mismatch: Option<String>,
-    /// Optional per-replicate system metric (throughput, bandwidth...); empty = not measured.
+    /// The system metric (core-seconds, energy, or the user's throughput, bandwidth...):
+    /// one value per run of `runs`, in the same order; empty = not measured. Values that
+    /// do not cover every run are not compared (the analysis warns).
     pub system_metric: Vec<f64>,
 }
 
@@ -219,7 +221,7 @@ pub struct AnalysisConfig {
     pub production_epochs: Option<u32>,
     /// Direction of the per-epoch metric.
     pub better: Better,
-    /// Direction of the per-replicate system metric.
+    /// Direction of the per-run system metric (`Lower` for resources used).
     pub system_better: Better,
 }
 

@@ -1179,3 +1179,77 @@ fn the_replicate_floor_is_for_the_holm_level() {
         assert_eq!(v.replicates_to_decide, Some(7), "{}", v.reason);
     }
 }
+
+/// System Impact is the paired Hodges–Lehmann estimate of the log ratio, in percent, with
+/// the interval's ends mapped through the same function; checked against a direct
+/// computation (median of the Walsh averages) written here.
+#[test]
+fn system_impact_is_the_paired_estimate_with_its_interval() {
+    let mut b = base(6);
+    let mut v = faster(6);
+    // Core-seconds: the variant uses about twice as much.
+    b.system_metric = vec![10.0, 10.4, 9.8, 10.1, 9.9, 10.2];
+    v.system_metric = vec![20.5, 19.8, 20.1, 20.9, 19.6, 20.2];
+    let lower = AnalysisConfig {
+        system_better: Better::Lower,
+        ..AnalysisConfig::default()
+    };
+    let a = analyze(&b, &[v.clone()], &lower).unwrap();
+    let va = &a.variants[0];
+    let g: Vec<f64> = b
+        .system_metric
+        .iter()
+        .zip(&v.system_metric)
+        .map(|(x, y)| x.ln() - y.ln())
+        .collect();
+    let mut walsh = Vec::new();
+    for i in 0..g.len() {
+        for j in i..g.len() {
+            walsh.push((g[i] + g[j]) / 2.0);
+        }
+    }
+    walsh.sort_by(f64::total_cmp);
+    assert_eq!(walsh.len(), 21);
+    let hl = walsh[10]; // The median of 21 averages.
+    let want = 100.0 * (1.0 - (-hl).exp());
+    assert!((va.system_impact_pct.unwrap() - want).abs() < 1e-9);
+    assert!(va.system_impact_pct.unwrap() < -90.0);
+    let (lo, hi) = (
+        va.system_impact_ci_low.unwrap(),
+        va.system_impact_ci_high.unwrap(),
+    );
+    assert!(lo <= va.system_impact_pct.unwrap() && va.system_impact_pct.unwrap() <= hi);
+    assert!(
+        hi < 0.0,
+        "twice the core-seconds is a cost at any confidence: {lo}..{hi}"
+    );
+    // The mirror case: the variant uses half.
+    let a = analyze(&v_as_base(&v, &b), &[b_as_var(&b, &v)], &lower).unwrap();
+    let mirror = &a.variants[0];
+    assert!(mirror.system_impact_pct.unwrap() > 45.0);
+    assert!(mirror.system_impact_ci_low.unwrap() > 0.0);
+    // Missing for one run: not compared, and said.
+    let mut short = v.clone();
+    short.system_metric.pop();
+    let a = analyze(&b, &[short], &lower).unwrap();
+    assert_eq!(a.variants[0].system_impact_pct, None);
+    assert!(
+        a.variants[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("not measured for every run"))
+    );
+}
+
+/// The baseline's runs carrying `v`'s system values (for the mirror case).
+fn v_as_base(v: &ArmData, b: &ArmData) -> ArmData {
+    let mut out = b.clone();
+    out.system_metric = v.system_metric.clone();
+    out
+}
+
+fn b_as_var(b: &ArmData, v: &ArmData) -> ArmData {
+    let mut out = v.clone();
+    out.system_metric = b.system_metric.clone();
+    out
+}
