@@ -26,6 +26,14 @@ pub const MAX_VARIANTS: usize = 64;
 /// share of one; 10,000 runs is months of a queue.
 pub const MAX_RUNS: u64 = 10_000;
 
+/// The most `inputs` entries: 256 paths whose page cache optgate manages. A folder counts
+/// as one entry; its files are bounded by [`MAX_INPUT_FILES`].
+pub const MAX_INPUTS: usize = 256;
+
+/// The most files the page-cache handling visits under all `inputs` together before each
+/// run: 100,000. Past it the rest are left alone and the manifest says so.
+pub const MAX_INPUT_FILES: usize = 100_000;
+
 /// At most this many bytes of an offending value are quoted in a message.
 pub const QUOTE_PREFIX: usize = 40;
 

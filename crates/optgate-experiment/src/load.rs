@@ -302,6 +302,7 @@ impl Checker {
         self.check_arm_spec(&file.baseline, "baseline");
         self.check_variants(&file);
         self.check_checklist(&file);
+        self.check_isolation(&file);
 
         let run_time_limit = self.duration(file.app.time_limit.as_deref(), "app.time_limit");
         let allocation_time_limit =
@@ -323,6 +324,11 @@ impl Checker {
         };
         let workdir = normalize(&workdir);
         let (arms, builds) = resolve_arms(&file);
+        let inputs = file
+            .inputs
+            .iter()
+            .map(|i| normalize(&workdir.join(i)))
+            .collect();
         let source_sha256 = hex(&Sha256::digest(text.as_bytes()));
         Experiment {
             source: path.to_path_buf(),
@@ -335,6 +341,56 @@ impl Checker {
             run_time_limit,
             allocation_time_limit,
             steady_epochs,
+            inputs,
+        }
+    }
+
+    /// `page_cache` other than `leave` needs `inputs`; inputs are paths, at most
+    /// [`crate::limits::MAX_INPUTS`].
+    fn check_isolation(&mut self, f: &ExperimentFile) {
+        let arms = std::iter::once(("baseline".to_string(), f.baseline.page_cache)).chain(
+            f.variants
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("variants[{i}]"), v.page_cache)),
+        );
+        let mut asked = f
+            .page_cache
+            .filter(|m| *m != PageCacheMode::Leave)
+            .map(|m| ("page_cache".to_string(), m));
+        for (path, mode) in arms {
+            if let Some(m) = mode.filter(|m| *m != PageCacheMode::Leave) {
+                asked = asked.or(Some((format!("{path}.page_cache"), m)));
+            }
+        }
+        if let Some((path, mode)) = asked
+            && f.inputs.is_empty()
+        {
+            let word = serde_json::to_value(mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            self.error(
+                &path,
+                format!(
+                    "`page_cache: {word}` needs `inputs:`, the files (or folders) whose page cache to manage"
+                ),
+            );
+        }
+        if f.inputs.len() > crate::limits::MAX_INPUTS {
+            self.error(
+                "inputs",
+                format!(
+                    "{} inputs; at most {} (name folders instead of their files)",
+                    f.inputs.len(),
+                    crate::limits::MAX_INPUTS
+                ),
+            );
+        }
+        for (i, p) in f.inputs.iter().enumerate() {
+            if p.trim().is_empty() || p.contains('\0') {
+                self.error(&format!("inputs[{i}]"), "an input must be a path");
+            }
         }
     }
 
@@ -1012,6 +1068,8 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
         build: default_build,
         governor: None,
         requires: Vec::new(),
+        caches: base.caches.or(f.caches).unwrap_or_default(),
+        page_cache: base.page_cache.or(f.page_cache).unwrap_or_default(),
     };
     let mut arms = vec![baseline.clone()];
     if f.aa_control {
@@ -1070,6 +1128,8 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
             },
             governor: v.governor.clone(),
             requires: v.requires.clone(),
+            caches: v.caches.or(f.caches).unwrap_or_default(),
+            page_cache: v.page_cache.or(f.page_cache).unwrap_or_default(),
         });
     }
     (arms, builds)

@@ -51,6 +51,18 @@ pub struct ExperimentFile {
     pub aa_control: bool,
     #[serde(default)]
     pub preflight: PreflightSpec,
+    /// How replicates are kept from helping each other: compile caches (`cold`: one per
+    /// run, the default; `warm`: one per arm, warmed by an untimed run first).
+    #[serde(default)]
+    pub caches: Option<CacheMode>,
+    /// The page cache of the `inputs` before each run: `leave` (default), `cold`, `warm`,
+    /// `drop`.
+    #[serde(default)]
+    pub page_cache: Option<PageCacheMode>,
+    /// Input files (or folders) whose page cache `page_cache` manages, relative to the
+    /// working directory.
+    #[serde(default)]
+    pub inputs: Vec<String>,
     #[serde(default)]
     pub baseline: ArmSpec,
     pub variants: Vec<VariantSpec>,
@@ -332,8 +344,44 @@ pub struct ArmSpec {
     pub launcher: LauncherSpec,
     #[serde(default)]
     pub args: Vec<String>,
+    /// This arm's compile caches; the experiment's `caches` when absent.
+    #[serde(default)]
+    pub caches: Option<CacheMode>,
+    /// This arm's page-cache handling; the experiment's `page_cache` when absent.
+    #[serde(default)]
+    pub page_cache: Option<PageCacheMode>,
 }
 
+/// Where a run's compile caches (`TORCHINDUCTOR_CACHE_DIR`, `TRITON_CACHE_DIR`,
+/// `OPTGATE_CACHE_DIR`) live.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// A fresh cache in each run's directory: every replicate pays the compile, as a
+    /// production job's first run does.
+    #[default]
+    Cold,
+    /// One cache per arm, filled by one untimed warm-up run before the arm's first timed
+    /// run: what a job that runs again with its caches in place pays.
+    Warm,
+}
+
+/// What happens to the page cache of the declared `inputs` before each run.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PageCacheMode {
+    /// Nothing: whatever earlier runs left cached stays (the report says so).
+    #[default]
+    Leave,
+    /// Evict the inputs (`posix_fadvise(POSIX_FADV_DONTNEED)`), so each run reads them
+    /// from storage.
+    Cold,
+    /// Read the inputs once, so each run finds them cached.
+    Warm,
+    /// Drop the whole page cache (`/proc/sys/vm/drop_caches`) when optgate runs as root;
+    /// otherwise as `cold`, and the manifest says so.
+    Drop,
+}
 /// One proposal to test against the baseline.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -363,6 +411,12 @@ pub struct VariantSpec {
     /// Capability flags the node must have (as `optgate probe` reports them).
     #[serde(default)]
     pub requires: Vec<String>,
+    /// This arm's compile caches; the experiment's `caches` when absent.
+    #[serde(default)]
+    pub caches: Option<CacheMode>,
+    /// This arm's page-cache handling; the experiment's `page_cache` when absent.
+    #[serde(default)]
+    pub page_cache: Option<PageCacheMode>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use optgate_stats::EpochWindow;
 use serde::Serialize;
 
-use crate::model::{BuildSpec, CommandSpec, ExperimentFile};
+use crate::model::{BuildSpec, CacheMode, CommandSpec, ExperimentFile, PageCacheMode};
 
 /// The name of the baseline arm and of the optional A/A control arm.
 pub const BASELINE: &str = "baseline";
@@ -34,6 +34,8 @@ pub struct Experiment {
     pub allocation_time_limit: Option<Duration>,
     /// The matched steady window (`compare.steady_epochs`), parsed by the statistics crate.
     pub steady_epochs: Option<EpochWindow>,
+    /// Absolute paths of the declared `inputs` (page-cache handling).
+    pub inputs: Vec<PathBuf>,
 }
 
 impl Experiment {
@@ -84,6 +86,10 @@ pub struct Arm {
     pub build: Option<usize>,
     pub governor: Option<String>,
     pub requires: Vec<String>,
+    /// The arm's compile caches (its own `caches`, else the experiment's, else cold).
+    pub caches: CacheMode,
+    /// The arm's page-cache handling of `Experiment::inputs`.
+    pub page_cache: PageCacheMode,
 }
 
 #[derive(Debug, Clone, Serialize)]

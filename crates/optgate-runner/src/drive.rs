@@ -227,6 +227,7 @@ pub async fn run_all(
             .arm(&run.arm)
             .expect("plan arms come from the experiment");
         let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
+        let cache_dir = layout.cache_dir(arm, &run.id);
         let ctx = RunContext {
             experiment: exp,
             arm,
@@ -235,6 +236,7 @@ pub async fn run_all(
             replicate: run.replicate,
             run_dir: &dir,
             build_dir: build_dir.as_deref(),
+            cache_dir: &cache_dir,
         };
         on_event(Event::RunStarted {
             run: run.clone(),

@@ -87,6 +87,7 @@ pub fn prepare_run(
     let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
     let run_dir = layout.run_dir(&r.id);
     let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
+    let cache_dir = layout.cache_dir(arm, &r.id);
     let ctx = RunContext {
         experiment: exp,
         arm,
@@ -95,6 +96,7 @@ pub fn prepare_run(
         replicate: r.replicate,
         run_dir: &run_dir,
         build_dir: build_dir.as_deref(),
+        cache_dir: &cache_dir,
     };
     write_run_files(&ctx, exp.run_time_limit)?;
     let res = &arm.resources;

@@ -42,6 +42,15 @@ impl Layout {
         self.runs_dir().join(run_id)
     }
 
+    /// Where a run's compile caches go: its own `caches/` (`caches: cold`), or the arm's
+    /// `<root>/caches/<arm>` shared by its runs (`caches: warm`).
+    pub fn cache_dir(&self, arm: &optgate_experiment::Arm, run_id: &str) -> PathBuf {
+        match arm.caches {
+            optgate_experiment::CacheMode::Cold => self.run_dir(run_id).join("caches"),
+            optgate_experiment::CacheMode::Warm => self.root.join("caches").join(&arm.name),
+        }
+    }
+
     pub fn job_dir(&self, job_name: &str) -> PathBuf {
         self.root.join("jobs").join(job_name)
     }

@@ -409,6 +409,7 @@ mod tests {
                 .map(|(h, g)| (h.to_string(), g.to_string()))
                 .collect(),
             resources: None,
+            isolation: None,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod command;
 pub mod energy;
 pub mod factory;
 pub mod flux;
+pub mod isolation;
 pub mod local;
 pub mod local_backend;
 pub mod manifest;

@@ -9,12 +9,15 @@ use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use optgate_experiment::{Build, Experiment};
+use optgate_experiment::{Build, CacheMode, Experiment, PageCacheMode};
 
+use crate::isolation::{
+    IsolationRecord, PageCacheRecord, WARMUP_DIR, WARMUP_SCRIPT, apply_page_cache, warm_up_once,
+};
 use crate::manifest::{
     EnergySource, MANIFEST_SCHEMA, ManifestError, Outcome, Resources, RunManifest, write_atomic,
 };
-use crate::process::{ProcessEnd, ProcessError, run_command, run_script};
+use crate::process::{Finished, ProcessEnd, ProcessError, run_command, run_script};
 use crate::script::{RunContext, render_build, render_local_run, run_env};
 
 pub const RUN_SCRIPT: &str = "run.sh";
@@ -71,6 +74,17 @@ pub struct RunRecord {
     pub env_set: BTreeMap<String, String>,
     pub env_unset: Vec<String>,
     pub time_limit_s: Option<f64>,
+    /// The arm's compile caches and where they are (absent in records of older optgates:
+    /// cold, no directory).
+    #[serde(default)]
+    pub caches: CacheMode,
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// What to do with the page cache of `inputs` before the run.
+    #[serde(default)]
+    pub page_cache: PageCacheMode,
+    #[serde(default)]
+    pub inputs: Vec<PathBuf>,
 }
 
 pub const RUN_RECORD: &str = "run.json";
@@ -88,7 +102,18 @@ pub fn write_run_files(
     let dir = ctx.run_dir;
     std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
     let script = dir.join(RUN_SCRIPT);
-    std::fs::write(&script, render_local_run(ctx)).map_err(io("write", &script))?;
+    write_atomic(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
+    let warmup = dir.join(WARMUP_SCRIPT);
+    if ctx.arm.caches == CacheMode::Warm {
+        // The same run, in the arm's cache folder, so that its outputs stay out of the run's.
+        let warm_dir = ctx.cache_dir.join(WARMUP_DIR);
+        let warm_ctx = RunContext {
+            run_dir: &warm_dir,
+            ..*ctx
+        };
+        write_atomic(&warmup, render_local_run(&warm_ctx).as_bytes())
+            .map_err(io("write", &warmup))?;
+    }
     let record = RunRecord {
         experiment: ctx.experiment.name().to_string(),
         run_id: ctx.run_id.to_string(),
@@ -98,6 +123,10 @@ pub fn write_run_files(
         env_set: run_env(ctx),
         env_unset: ctx.arm.unset.clone(),
         time_limit_s: time_limit.map(|d| d.as_secs_f64()),
+        caches: ctx.arm.caches,
+        cache_dir: Some(ctx.cache_dir.to_path_buf()),
+        page_cache: ctx.arm.page_cache,
+        inputs: ctx.experiment.inputs.clone(),
     };
     let path = dir.join(RUN_RECORD);
     write_atomic(
@@ -168,20 +197,58 @@ pub async fn execute_prepared(
         &record.env_set,
         &record.env_unset,
     );
+    // Isolation first, untimed: the arm's warm-up (once per arm), then the inputs' page
+    // cache, so that the timed run starts right after.
+    let cache_dir = record
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| run_dir.join("caches"));
+    // Created for the app, which may expect it to exist; a failure shows in the app's own
+    // error, not here.
+    let _ = std::fs::create_dir_all(&cache_dir);
+    let warmup = match record.caches {
+        CacheMode::Warm => warm_up_once(run_dir, &cache_dir, launcher, time_limit, cancel).await,
+        CacheMode::Cold => None,
+    };
+    let page_cache = {
+        let (mode, inputs) = (record.page_cache, record.inputs.clone());
+        tokio::task::spawn_blocking(move || apply_page_cache(mode, &inputs))
+            .await
+            .unwrap_or_else(|e| PageCacheRecord {
+                mode: record.page_cache,
+                files: 0,
+                bytes: 0,
+                note: Some(format!("page-cache handling failed: {e}")),
+            })
+    };
+    let isolation = IsolationRecord {
+        caches: record.caches,
+        cache_dir,
+        warmup,
+        page_cache,
+    };
     let before = crate::manifest::NodeSnapshot::take();
     let energy_root = crate::energy::sysfs_root();
     let energy_before = crate::energy::take(&energy_root);
     let started_at = now_rfc3339();
     let t0 = std::time::Instant::now();
-    let finished = run_command(
-        &argv,
-        run_dir,
-        &run_dir.join(STDOUT_FILE),
-        &run_dir.join(STDERR_FILE),
-        time_limit,
-        cancel,
-    )
-    .await?;
+    // Stopped during the warm-up: the timed run does not start.
+    let finished = if cancel.is_cancelled() {
+        Finished {
+            end: ProcessEnd::Cancelled,
+            usage: None,
+        }
+    } else {
+        run_command(
+            &argv,
+            run_dir,
+            &run_dir.join(STDOUT_FILE),
+            &run_dir.join(STDERR_FILE),
+            time_limit,
+            cancel,
+        )
+        .await?
+    };
     let elapsed_s = t0.elapsed().as_secs_f64();
     let energy_j = energy_before
         .zip(crate::energy::take(&energy_root))
@@ -236,6 +303,7 @@ pub async fn execute_prepared(
             })
             .collect(),
         resources,
+        isolation: Some(isolation),
     };
     manifest.write(run_dir)?;
     Ok(manifest)
@@ -338,6 +406,10 @@ mod tests {
             env_set: BTreeMap::new(),
             env_unset: vec![],
             time_limit_s: Some(60.0),
+            caches: CacheMode::Cold,
+            cache_dir: None,
+            page_cache: PageCacheMode::Leave,
+            inputs: vec![],
         };
         std::fs::write(dir.join(RUN_RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
         std::fs::write(dir.join(RUN_SCRIPT), "echo ran\n").unwrap();

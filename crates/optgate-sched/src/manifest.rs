@@ -68,6 +68,9 @@ pub struct RunManifest {
     /// the node lets it be read. None in manifests written before optgate recorded it.
     #[serde(default)]
     pub resources: Option<Resources>,
+    /// Compile caches and page cache as they were set up before the run.
+    #[serde(default)]
+    pub isolation: Option<crate::isolation::IsolationRecord>,
 }
 
 /// The resources one run used. CPU time and memory come from `wait4` on the run's wrapper

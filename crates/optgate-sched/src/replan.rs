@@ -117,6 +117,7 @@ mod tests {
             optgate_version: "0".into(),
             step_governors: Default::default(),
             resources: None,
+            isolation: None,
         }
     }
 

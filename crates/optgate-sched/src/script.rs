@@ -21,11 +21,16 @@ pub struct RunContext<'a> {
     pub run_dir: &'a Path,
     /// The directory of the arm's build, if the experiment builds anything.
     pub build_dir: Option<&'a Path>,
+    /// Where the run's compile caches go: inside its own directory (`caches: cold`) or the
+    /// arm's shared one (`caches: warm`).
+    pub cache_dir: &'a Path,
 }
 
 /// The variables optgate itself gives every run, so the app and its scripts can find
 /// their inputs (`$OPTGATE_WORKDIR`) and the binary they were built into
-/// (`$OPTGATE_BUILD_DIR`).
+/// (`$OPTGATE_BUILD_DIR`), and the compile caches that would otherwise outlive the run
+/// and let later replicates skip the compile (`$OPTGATE_CACHE_DIR`, and PyTorch
+/// Inductor's and Triton's below it; an arm that sets them itself wins).
 pub fn optgate_env(ctx: &RunContext<'_>) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert(
@@ -44,8 +49,26 @@ pub fn optgate_env(ctx: &RunContext<'_>) -> BTreeMap<String, String> {
     if let Some(b) = ctx.build_dir {
         env.insert("OPTGATE_BUILD_DIR".into(), b.display().to_string());
     }
+    env.insert(
+        "OPTGATE_CACHE_DIR".into(),
+        ctx.cache_dir.display().to_string(),
+    );
+    for (var, sub) in COMPILE_CACHES {
+        env.insert(
+            var.to_string(),
+            ctx.cache_dir.join(sub).display().to_string(),
+        );
+    }
     env
 }
+
+/// The compile caches optgate points into each run's cache directory, and their folder
+/// there: PyTorch Inductor's (default `/tmp/torchinductor_$USER`) and Triton's (default
+/// `~/.triton/cache`), which survive the process and would warm later replicates.
+pub const COMPILE_CACHES: [(&str, &str); 2] = [
+    ("TORCHINDUCTOR_CACHE_DIR", "torchinductor"),
+    ("TRITON_CACHE_DIR", "triton"),
+];
 
 /// The variables a run gets: optgate's own, then the arm's (which win on a clash).
 pub fn run_env(ctx: &RunContext<'_>) -> BTreeMap<String, String> {

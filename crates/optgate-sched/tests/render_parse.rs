@@ -46,6 +46,7 @@ fn ctx<'a>(
         replicate: 7,
         run_dir,
         build_dir,
+        cache_dir: Path::new("/runs/b002-v/caches"),
     }
 }
 
@@ -64,16 +65,22 @@ fn optgate_env_names_the_run_and_its_places() {
             ("OPTGATE_ARM", "v"),
             ("OPTGATE_BLOCK", "2"),
             ("OPTGATE_BUILD_DIR", "/b/build-1"),
+            ("OPTGATE_CACHE_DIR", "/runs/b002-v/caches"),
             ("OPTGATE_EXPERIMENT", "scripts"),
             ("OPTGATE_REPLICATE", "7"),
             ("OPTGATE_RUN_DIR", "/runs/b002-v"),
             ("OPTGATE_RUN_ID", "b002-v"),
             ("OPTGATE_WORKDIR", "/data/exp's dir/src"),
+            (
+                "TORCHINDUCTOR_CACHE_DIR",
+                "/runs/b002-v/caches/torchinductor"
+            ),
+            ("TRITON_CACHE_DIR", "/runs/b002-v/caches/triton"),
         ]
     );
     let without = optgate_env(&ctx(&exp, "v", run_dir, None));
     assert!(!without.contains_key("OPTGATE_BUILD_DIR"));
-    assert_eq!(without.len(), 7);
+    assert_eq!(without.len(), 10);
 }
 
 #[test]
@@ -85,7 +92,7 @@ fn run_env_is_optgate_s_then_the_arm_s_which_wins() {
     assert_eq!(env["TILDE"], "~");
     assert_eq!(env["OPTGATE_BLOCK"], "mine", "the arm's value wins a clash");
     assert_eq!(env["OPTGATE_RUN_ID"], "b002-v");
-    assert_eq!(env.len(), 9);
+    assert_eq!(env.len(), 12);
     let base = run_env(&ctx(&exp, "baseline", run_dir, None));
     assert_eq!(base["SHARED"], "app");
     assert_eq!(base["OPTGATE_BLOCK"], "2");
@@ -120,6 +127,7 @@ fn the_run_script_is_exactly_this() {
          cd -- '/runs/b002 v' || exit 125\n\
          export OPTGATE_ARM=baseline\n\
          export OPTGATE_BLOCK=2\n\
+         export OPTGATE_CACHE_DIR=/runs/b002-v/caches\n\
          export OPTGATE_EXPERIMENT=scripts\n\
          export OPTGATE_REPLICATE=7\n\
          export OPTGATE_RUN_DIR='/runs/b002 v'\n\
@@ -127,6 +135,8 @@ fn the_run_script_is_exactly_this() {
          export OPTGATE_WORKDIR='/data/exp'\\''s dir/src'\n\
          export SHARED=app\n\
          export TILDE='~'\n\
+         export TORCHINDUCTOR_CACHE_DIR=/runs/b002-v/caches/torchinductor\n\
+         export TRITON_CACHE_DIR=/runs/b002-v/caches/triton\n\
          unset GONE\n\
          ./app --in 'a b' --x 'it'\\''s'\n"
     );
