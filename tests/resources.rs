@@ -142,6 +142,15 @@ fn each_run_gets_a_cold_compile_cache_unless_its_arm_asks_for_warm() {
     let dir = tempfile::tempdir().unwrap();
     let (o, root) = run_experiment(dir.path(), CACHING_APP, &["--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The report says which arm had which caches.
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        report["isolation"]["arms"],
+        serde_json::json!([
+            {"arm": "baseline", "caches": "cold", "page_cache": "leave"},
+            {"arm": "warm", "caches": "warm", "page_cache": "leave"},
+        ])
+    );
     let mut baseline_dirs = std::collections::BTreeSet::new();
     let mut warm_dirs = std::collections::BTreeSet::new();
     for b in 1..=5 {

@@ -139,6 +139,78 @@ pub struct Report {
     /// What System Impact compares (null: not measured for every run).
     #[serde(default)]
     pub system_resource: Option<SystemResource>,
+    /// How each arm's replicates were kept apart (compile caches, page cache); null for a
+    /// samples file, where optgate ran nothing.
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+}
+
+/// How replicates were kept from helping each other, per arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Isolation {
+    pub arms: Vec<ArmIsolation>,
+    /// How many `inputs` the page-cache handling covers.
+    pub inputs: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmIsolation {
+    pub arm: String,
+    pub caches: optgate_experiment::CacheMode,
+    pub page_cache: optgate_experiment::PageCacheMode,
+}
+
+impl Isolation {
+    /// One sentence: which arms had cold or warm compile caches, and what happened to the
+    /// page cache of the inputs.
+    pub fn describe(&self) -> String {
+        use optgate_experiment::{CacheMode, PageCacheMode};
+        let names = |f: &dyn Fn(&ArmIsolation) -> bool| -> Vec<&str> {
+            self.arms
+                .iter()
+                .filter(|a| f(a))
+                .map(|a| a.arm.as_str())
+                .collect()
+        };
+        let mut parts = Vec::new();
+        for (mode, words) in [
+            (
+                CacheMode::Cold,
+                "cold (one per run: every replicate pays the compile)",
+            ),
+            (
+                CacheMode::Warm,
+                "warm (one per arm, filled by an untimed warm-up run)",
+            ),
+        ] {
+            let arms = names(&|a| a.caches == mode);
+            if !arms.is_empty() {
+                parts.push(format!("compile caches {words} for {}", arms.join(", ")));
+            }
+        }
+        for (mode, words) in [
+            (PageCacheMode::Leave, "left alone"),
+            (PageCacheMode::Cold, "evicted before each run"),
+            (PageCacheMode::Warm, "read in before each run"),
+            (PageCacheMode::Drop, "dropped before each run"),
+        ] {
+            let arms = names(&|a| a.page_cache == mode);
+            if arms.is_empty() {
+                continue;
+            }
+            let what = if self.inputs == 0 {
+                "page cache left alone (no `inputs:` declared)".to_string()
+            } else {
+                format!("page cache of the {} input(s) {words}", self.inputs)
+            };
+            if arms.len() == self.arms.len() {
+                parts.push(what);
+            } else {
+                parts.push(format!("{what} for {}", arms.join(", ")));
+            }
+        }
+        format!("Isolation: {}.", parts.join("; "))
+    }
 }
 
 /// The resource System Impact compares, per run.
@@ -210,6 +282,7 @@ impl Report {
             breakdown: None,
             interference: Vec::new(),
             system_resource: None,
+            isolation: None,
         }
     }
 
@@ -286,4 +359,43 @@ pub fn analyze_csv(
         "optgate_version": env!("CARGO_PKG_VERSION"),
     }));
     Ok(report)
+}
+
+#[cfg(test)]
+mod isolation_tests {
+    use super::*;
+    use optgate_experiment::{CacheMode, PageCacheMode};
+
+    fn arm(name: &str, caches: CacheMode, page_cache: PageCacheMode) -> ArmIsolation {
+        ArmIsolation {
+            arm: name.into(),
+            caches,
+            page_cache,
+        }
+    }
+
+    #[test]
+    fn the_sentence_names_each_mode_and_its_arms() {
+        let i = Isolation {
+            arms: vec![
+                arm("baseline", CacheMode::Cold, PageCacheMode::Cold),
+                arm("compiled", CacheMode::Warm, PageCacheMode::Cold),
+            ],
+            inputs: 2,
+        };
+        assert_eq!(
+            i.describe(),
+            "Isolation: compile caches cold (one per run: every replicate pays the compile) \
+             for baseline; compile caches warm (one per arm, filled by an untimed warm-up run) \
+             for compiled; page cache of the 2 input(s) evicted before each run."
+        );
+        let none = Isolation {
+            arms: vec![arm("baseline", CacheMode::Cold, PageCacheMode::Leave)],
+            inputs: 0,
+        };
+        assert!(
+            none.describe()
+                .ends_with("page cache left alone (no `inputs:` declared).")
+        );
+    }
 }

@@ -549,6 +549,10 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
         let _ = writeln!(out);
         para(&mut out, "", "  ", &line, width);
     }
+    if let Some(i) = &report.isolation {
+        let _ = writeln!(out);
+        para(&mut out, "", "  ", &i.describe(), width);
+    }
     if !report.interference.is_empty() {
         let _ = writeln!(out, "\nRuns measured under interference");
         for f in &report.interference {
@@ -923,6 +927,9 @@ pub fn render_markdown(report: &Report) -> String {
 
     if let Some(line) = noise_floor_line(report) {
         let _ = writeln!(out, "\n{line}");
+    }
+    if let Some(i) = &report.isolation {
+        let _ = writeln!(out, "\n{}", i.describe());
     }
     if !report.interference.is_empty() {
         let _ = writeln!(out, "\n## Runs measured under interference\n");

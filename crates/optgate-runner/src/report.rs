@@ -56,6 +56,18 @@ pub fn build_report(
     report.breakdown = breakdown(exp, collected);
     report.interference = crate::collect::interference(collected);
     report.system_resource = crate::analysis::system_resource(exp, collected);
+    report.isolation = Some(optgate_report::Isolation {
+        arms: exp
+            .arms
+            .iter()
+            .map(|a| optgate_report::ArmIsolation {
+                arm: a.name.clone(),
+                caches: a.caches,
+                page_cache: a.page_cache,
+            })
+            .collect(),
+        inputs: exp.inputs.len(),
+    });
     report.experiment = Some(ExperimentMeta {
         name: exp.name().to_string(),
         description: exp.file.description.clone(),

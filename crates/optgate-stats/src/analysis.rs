@@ -678,7 +678,66 @@ fn arm_warnings(
                 .collect(),
         );
     }
+    replicate_drift(arm, "epoch 1", |r| r.t.get(&1).copied(), cfg, out);
+    if !epochs.is_empty() {
+        replicate_drift(
+            arm,
+            "the steady mean",
+            |r| Some(steady_value(r, epochs)),
+            cfg,
+            out,
+        );
+    }
     trend
+}
+
+/// Flags an arm whose replicates drift in recorded order (blocks run one after another,
+/// so block order is the order they ran): Mann–Kendall on one value per replicate, shown
+/// when two-sided p < [`TREND_ALPHA`] and the drift across the replicates (Sen's slope)
+/// is at least the smallest effect worth having. Replicates are assumed exchangeable; a
+/// drift names its likely cause instead.
+fn replicate_drift(
+    arm: &Arm,
+    label: &str,
+    value: impl Fn(&Run) -> Option<f64>,
+    cfg: &AnalysisConfig,
+    out: &mut Vec<String>,
+) {
+    let mut runs: Vec<&Run> = arm.runs.iter().collect();
+    runs.sort_by_key(|r| (r.block.unwrap_or(r.replicate), r.replicate));
+    let Some(series) = runs.iter().map(|r| value(r)).collect::<Option<Vec<f64>>>() else {
+        return;
+    };
+    let Some(mk) = mann_kendall(&series) else {
+        return;
+    };
+    let slope = sen_slope(&series).unwrap_or(0.0);
+    let drift_pct = 100.0 * slope.abs() * (series.len() - 1) as f64 / median(&series);
+    if mk.p_value >= TREND_ALPHA || drift_pct < cfg.min_effect_pct.max(0.0) || slope == 0.0 {
+        return;
+    }
+    // Values here are "lower is better": a falling series is a speeding-up one.
+    let (direction, cause) = if slope < 0.0 {
+        (
+            "faster",
+            "something that outlives a run is warming the later ones — a compile cache \
+             (see `caches:`), the page cache of the inputs (see `page_cache:`), a JIT or \
+             file cache",
+        )
+    } else {
+        (
+            "slower",
+            "something accumulates from run to run — heat (thermal throttling), a filling \
+             disk or scratch space, state the app keeps between runs",
+        )
+    };
+    out.push(format!(
+        "{}: {label} gets {direction} from replicate to replicate in the order they ran \
+         (Mann–Kendall p = {}, ≈ {drift_pct:.1}% across {} replicates): {cause}",
+        arm.name(),
+        fmt_p(mk.p_value),
+        series.len(),
+    ));
 }
 
 /// Results of the comparison before Holm's adjustment and the decision.

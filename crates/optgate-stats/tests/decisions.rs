@@ -1253,3 +1253,39 @@ fn b_as_var(b: &ArmData, v: &ArmData) -> ArmData {
     out.system_metric = b.system_metric.clone();
     out
 }
+
+/// Replicates that get faster in the order they ran (a compile cache surviving between
+/// runs) are flagged with the likely cause; the same values in a shuffled order are not.
+#[test]
+fn a_drift_across_replicates_names_its_likely_cause() {
+    let cfg = AnalysisConfig::default();
+    let mut v = faster(6);
+    // Epoch 1 pays a compile that later replicates skip: 3.0, 2.6, … 1.0 s.
+    for (i, r) in v.runs.iter_mut().enumerate() {
+        r.epochs.insert(1, 3.0 - 0.4 * i as f64);
+    }
+    let a = analyze(&base(6), &[v.clone()], &cfg).unwrap();
+    let w = &a.variants[0].warnings;
+    assert!(
+        w.iter().any(
+            |w| w.contains("epoch 1 gets faster from replicate to replicate")
+                && w.contains("compile cache")
+        ),
+        "{w:#?}"
+    );
+    // The same values, not in order: no drift.
+    let order = [3usize, 0, 5, 1, 4, 2];
+    let values: Vec<f64> = order.iter().map(|&i| 3.0 - 0.4 * i as f64).collect();
+    for (r, x) in v.runs.iter_mut().zip(values) {
+        r.epochs.insert(1, x);
+    }
+    let a = analyze(&base(6), &[v], &cfg).unwrap();
+    assert!(
+        !a.variants[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("from replicate to replicate")),
+        "{:#?}",
+        a.variants[0].warnings
+    );
+}
