@@ -215,3 +215,71 @@ fn blocked_jobs_ask_for_whole_nodes_unless_told_not_to() {
         }
     }
 }
+
+/// Every experiment file shipped in `experiments/` validates as it is.
+#[test]
+fn every_shipped_experiment_validates() {
+    let mut seen = 0;
+    for e in std::fs::read_dir(repo_root().join("experiments")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            let o = run(&["validate", p.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), stderr(&o));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 6, "{seen}");
+}
+
+/// torch.compile switched as job scripts switch it: the baseline exports
+/// TORCH_COMPILE_DISABLE, the variants remove it; every run's Inductor and Triton caches
+/// are inside its own run directory, except the warm arm's, which share one with its
+/// warm-up script.
+#[test]
+fn the_torch_compile_example_renders_its_switch_and_its_caches() {
+    let exp = repo_root().join("experiments/pecan-torch-compile.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan");
+    let o = plan(&exp, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let script = |run: &str, file: &str| {
+        std::fs::read_to_string(out.join("runs").join(run).join(file))
+            .unwrap_or_else(|e| panic!("{run}/{file}: {e}"))
+    };
+    let base = script("b001-baseline", "run.sh");
+    assert!(
+        base.contains("\nexport TORCH_COMPILE_DISABLE=1\n"),
+        "{base}"
+    );
+    let cache = out.join("runs/b001-baseline/caches/torchinductor");
+    assert!(
+        base.contains(&format!(
+            "\nexport TORCHINDUCTOR_CACHE_DIR={}\n",
+            cache.display()
+        )),
+        "{base}"
+    );
+    let cold = script("b001-compile-cold", "run.sh");
+    assert!(!cold.contains("export TORCH_COMPILE_DISABLE"), "{cold}");
+    assert!(cold.contains("\nunset TORCH_COMPILE_DISABLE\n"), "{cold}");
+    assert!(!out.join("runs/b001-compile-cold/warmup.sh").exists());
+    let warm = script("b001-compile-warm", "run.sh");
+    let shared = out.join("caches/compile-warm");
+    assert!(
+        warm.contains(&format!(
+            "\nexport TRITON_CACHE_DIR={}\n",
+            shared.join("triton").display()
+        )),
+        "{warm}"
+    );
+    let warmup = script("b001-compile-warm", "warmup.sh");
+    assert!(
+        warmup.contains(&format!("cd -- {} ||", shared.join("warmup").display())),
+        "{warmup}"
+    );
+    let tuned = script("b001-max-autotune", "run.sh");
+    assert!(
+        tuned.contains("\nexport TORCHINDUCTOR_MAX_AUTOTUNE=1\n"),
+        "{tuned}"
+    );
+}

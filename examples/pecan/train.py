@@ -33,8 +33,9 @@ _COMPILE_ON = os.environ.get("PECAN_TORCH_COMPILE", "0") == "1"
 # ($TMPDIR/torchinductor_$USER) across processes. Shared between runs, they would make
 # only the first compiled replicate pay the compile. PECAN_COMPILE_CACHE=run (default)
 # gives every run fresh ones, as on a fresh compute node; =machine keeps Inductor's
-# defaults (warm after the first run). Set before torch is imported: Inductor reads them
-# then.
+# defaults (warm after the first run); =inherit leaves TORCHINDUCTOR_CACHE_DIR and
+# TRITON_CACHE_DIR as the caller set them (optgate gives each run its own, or one per
+# arm with `caches: warm`). Set before torch is imported: Inductor reads them then.
 _OWN_CACHE = None
 if _COMPILE_ON and os.environ.get("PECAN_COMPILE_CACHE", "run") == "run":
     _OWN_CACHE = tempfile.TemporaryDirectory(prefix="pecan-inductor-")

@@ -1141,3 +1141,56 @@ fn aliases_are_located_as_values() {
     assert_eq!(loc.value("c"), at(3, 4));
     assert_eq!(loc.key("c"), at(3, 1));
 }
+
+#[test]
+fn isolation_resolves_per_arm_and_page_cache_needs_inputs() {
+    // Defaults: cold compile caches, page cache left alone.
+    let l = ok(&base(""));
+    assert!(
+        l.experiment
+            .arms
+            .iter()
+            .all(|a| a.caches == CacheMode::Cold && a.page_cache == PageCacheMode::Leave)
+    );
+    // The experiment's setting, overridden by one arm.
+    let l = ok(&yaml_with(
+        "caches: warm\npage_cache: cold\ninputs: [data, /scratch/shard.h5]\n",
+        "name: v, dimension: l2_threading_model, env: { W: \"1\" }, caches: cold, page_cache: warm",
+    ));
+    let arm = |n: &str| l.experiment.arm(n).unwrap();
+    assert_eq!(arm("baseline").caches, CacheMode::Warm);
+    assert_eq!(arm("baseline").page_cache, PageCacheMode::Cold);
+    assert_eq!(arm("v").caches, CacheMode::Cold);
+    assert_eq!(arm("v").page_cache, PageCacheMode::Warm);
+    assert_eq!(
+        l.experiment.inputs,
+        vec![
+            PathBuf::from("/exp/dir/data"),
+            PathBuf::from("/scratch/shard.h5")
+        ]
+    );
+    // Asked for without inputs: an error where it was asked, once.
+    one_error(&base("page_cache: cold\n"), "page_cache", "needs `inputs:`");
+    one_error(
+        &yaml_with("", &format!("{V}, page_cache: drop")),
+        "variants[0].page_cache",
+        "`page_cache: drop` needs `inputs:`",
+    );
+    no_errors(&base("page_cache: leave\n"));
+    // An unknown mode names the ones there are.
+    let e = errors(&base("caches: lukewarm\n"));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].message.contains("cold") && e[0].message.contains("warm"),
+        "{e:#?}"
+    );
+    // Too many inputs.
+    let many: Vec<String> = (0..=crate::limits::MAX_INPUTS)
+        .map(|i| format!("f{i}"))
+        .collect();
+    one_error(
+        &base(&format!("inputs: [{}]\n", many.join(", "))),
+        "inputs",
+        "at most 256",
+    );
+}
