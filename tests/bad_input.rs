@@ -723,3 +723,45 @@ fn a_missing_workdir_or_program_is_a_preflight_error() {
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("warning: pre-flight: app.command"), "{err}");
 }
+
+/// One failed run in a paired experiment is data, not a stall: its block is left out of
+/// the comparison (and said), the report is printed, the failure is listed, exit 3.
+#[test]
+fn one_failed_run_leaves_out_its_block_and_the_report_is_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = r#"name: onefail
+app:
+  command: [bash, -c, '[ "$OPTGATE_RUN_ID" = b003-v1 ] && { echo boom >&2; exit 9; }; for e in 1 2 3; do echo "epoch $e took 0.0$e s"; done']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 6
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: { X: "1" }
+"#;
+    let (o, root) = run_experiment(dir.path(), yaml, &["--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = &report["variants"][0];
+    assert_eq!(v["n_baseline"], 5, "{v:#}");
+    assert_eq!(v["n_variant"], 5, "{v:#}");
+    // Identical times in both arms: a decision, not a stall.
+    assert_eq!(v["decision"], "reject", "{v:#}");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(
+                "1 block(s) left out for lack of a complete pair: block 3 (no complete run of 'v1')"
+            )),
+        "{v:#}"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("b003-v1: the app exited with status 9"),
+        "{err}"
+    );
+    assert!(root.join("report.json").exists());
+}

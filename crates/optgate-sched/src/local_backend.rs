@@ -108,14 +108,18 @@ pub fn render_job_script(job: &JobSpec, lock_file: &Path) -> String {
     );
     s.push_str(&format!("export OPTGATE_JOB_ID={}\n", quote(&job.name)));
     s.push_str(&format!(
-        "# One run at a time on this machine: wait for the machine-wide lock. Every process\n\
-         # of the job inherits it, so it is held until the last of them ends.\n\
+        "# One run at a time on this machine: wait for the machine-wide lock. This script\n\
+         # alone holds it: the body runs with fd 9 closed (bash keeps its own copy\n\
+         # close-on-exec), so a process an app leaves behind cannot hold up later runs; the\n\
+         # run wrapper stops each run's whole process group when the run ends badly.\n\
          exec 9>>{}\n\
          flock -x 9 || exit 125\n\
          : > {JOB_STARTED}\n",
         quote(&lock_file.display().to_string())
     ));
+    s.push_str("{\n");
     s.push_str(&render_body(job, "local", &|_| String::new()));
+    s.push_str("} 9>&-\n");
     s
 }
 
@@ -373,7 +377,57 @@ mod tests {
         let v1 = pos("\"$OPTGATE_BIN\" exec-run /scratch/x/runs/b001-v1 -- ; og_after $?");
         let base = pos("\"$OPTGATE_BIN\" exec-run /scratch/x/runs/b001-baseline -- ; og_after $?");
         assert!(pos(": > job.started") < v1 && v1 < base);
-        assert!(s.trim_end().ends_with("exit \"$og_status\""));
+        // The body runs with the lock's descriptor closed.
+        assert!(pos(": > job.started") < pos("{\n") && pos("{\n") < v1);
+        assert!(s.ends_with("exit \"$og_status\"\n} 9>&-\n"), "{s}");
+    }
+
+    /// A process a run leaves behind does not inherit the machine-wide lock: once the job
+    /// has ended, the lock is free although that process still lives.
+    #[test]
+    fn a_process_left_behind_does_not_hold_the_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let backend = LocalBackend::new(&d.path().join("state"));
+        let mut j = job(d.path());
+        j.runs.truncate(1);
+        let pidfile = d.path().join("left-behind.pid");
+        let fake = d.path().join("fake-optgate");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/usr/bin/env bash\n[ \"$1\" = exec-run ] || exit 0\nsleep 60 &\necho $! > {}\nexit 0\n",
+                pidfile.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        j.optgate_bin = fake;
+        let id = backend.submit(&j).unwrap();
+        while !backend.poll(std::slice::from_ref(&id)).unwrap()[&id].is_finished() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let lock = std::fs::OpenOptions::new()
+            .append(true)
+            .open(backend.lock_file())
+            .unwrap();
+        let free = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock);
+        // The sleeper is ours (its pid was written by the script we ran): stop it.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert!(alive, "the left-behind process should still run");
+        assert!(
+            free.is_ok(),
+            "the lock is still held by the process left behind"
+        );
     }
 
     #[test]

@@ -783,9 +783,16 @@ struct Samples {
     var: Vec<f64>,
 }
 
+/// Index pairs (baseline run, variant run), and what was left out.
+type PairedRuns = (Vec<(usize, usize)>, Option<String>);
+
+/// How many left-out pairs a warning names; the rest are counted.
+const MAX_DROPPED_LISTED: usize = 10;
+
 /// Pairs runs of two arms for the paired design: by block when every run has one, else
-/// by replicate number. Returns index pairs (baseline run, variant run) in key order.
-fn pair_runs(base: &Arm, var: &Arm) -> Result<Vec<(usize, usize)>, StatsError> {
+/// by replicate number. Returns index pairs (baseline run, variant run) in key order, and
+/// a warning naming the blocks left out because one arm has no complete run there.
+fn pair_runs(base: &Arm, var: &Arm) -> Result<PairedRuns, StatsError> {
     let uses_blocks = |arm: &Arm| -> Result<bool, StatsError> {
         let with = arm.runs.iter().filter(|r| r.block.is_some()).count();
         if with != 0 && with != arm.runs.len() {
@@ -824,16 +831,39 @@ fn pair_runs(base: &Arm, var: &Arm) -> Result<Vec<(usize, usize)>, StatsError> {
     let bi = index(base)?;
     let vi = index(var)?;
     let kind = if blocks { "block" } else { "replicate" };
-    for (arm, other, own, theirs) in [(base, var, &bi, &vi), (var, base, &vi, &bi)] {
-        if let Some(k) = own.keys().find(|k| !theirs.contains_key(k)) {
-            return Err(StatsError::UnpairedRun {
-                arm: arm.name().to_string(),
-                other: other.name().to_string(),
-                key: format!("{kind} {k}"),
-            });
+    // A key one arm lacks (its run failed, timed out or was never run) leaves the other's
+    // run without a partner: that pair is dropped and said, not an error, so that one
+    // failed run never stops the analysis of the others.
+    let mut dropped = Vec::new();
+    for (own, theirs, missing) in [(&bi, &vi, var), (&vi, &bi, base)] {
+        for k in own.keys().filter(|k| !theirs.contains_key(k)) {
+            dropped.push((*k, missing.name().to_string()));
         }
     }
-    Ok(bi.iter().map(|(k, &b)| (b, vi[k])).collect())
+    dropped.sort();
+    let pairs = bi
+        .iter()
+        .filter_map(|(k, &b)| vi.get(k).map(|&v| (b, v)))
+        .collect();
+    let note = (!dropped.is_empty()).then(|| {
+        let listed: Vec<String> = dropped
+            .iter()
+            .take(MAX_DROPPED_LISTED)
+            .map(|(k, arm)| format!("{kind} {k} (no complete run of '{arm}')"))
+            .collect();
+        let more = dropped.len().saturating_sub(MAX_DROPPED_LISTED);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "paired design: {} {kind}(s) left out for lack of a complete pair: {}{more}",
+            dropped.len(),
+            listed.join(", ")
+        )
+    });
+    Ok((pairs, note))
 }
 
 struct Compared {
@@ -946,7 +976,11 @@ fn compare_arms(
 
     // Alignment of runs for the design.
     let (base_idx, var_idx): (Vec<usize>, Vec<usize>) = match cfg.design {
-        Design::Paired => pair_runs(base, var)?.into_iter().unzip(),
+        Design::Paired => {
+            let (pairs, dropped) = pair_runs(base, var)?;
+            warnings.extend(dropped);
+            pairs.into_iter().unzip()
+        }
         Design::Independent => (
             (0..base.runs.len()).collect(),
             (0..var.runs.len()).collect(),

@@ -35,13 +35,6 @@ pub enum StatsError {
     #[error("arm '{arm}': some runs have a block and some do not (replicate {replicate} has none)")]
     MixedBlocks { arm: String, replicate: u32 },
 
-    #[error("paired design: {key} of arm '{arm}' has no partner in arm '{other}'")]
-    UnpairedRun {
-        arm: String,
-        other: String,
-        key: String,
-    },
-
     #[error(
         "arm '{arm}': {count} system metric values for {runs} runs (expected one per replicate, or none)"
     )]
