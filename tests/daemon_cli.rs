@@ -399,3 +399,45 @@ fn a_cancel_keeps_the_end_of_jobs_that_already_finished() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A log that cannot be written never stops the daemon: with stderr on `/dev/full` and
+/// debug logging, a foreground daemon keeps answering and its experiment is decided
+/// (before, the subscriber's own error report panicked on the same stderr: exit 101).
+#[test]
+fn a_log_that_cannot_be_written_does_not_stop_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut daemon = optgate()
+        .args(["daemon", "--foreground"])
+        .env("OPTGATE_HOME", &home)
+        .env("OPTGATE_LOG", "debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(full)
+        .spawn()
+        .unwrap();
+    let _guard = StopOnDrop(home.clone());
+    let start = Instant::now();
+    while cli(&home, &["status"]).status.code() != Some(0) {
+        assert!(
+            daemon.try_wait().unwrap().is_none(),
+            "the daemon exited: {:?}",
+            daemon.try_wait()
+        );
+        assert!(start.elapsed() < DEADLINE, "the daemon never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let exp = write_experiment(dir.path(), &experiment("fulllog", "0"));
+    let o = cli(&home, &["submit", exp.to_str().unwrap(), "--no-start"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(status(&home, &id)["state"], "decided");
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(daemon.wait().unwrap().code(), Some(0));
+}

@@ -53,6 +53,10 @@ fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr on a full disk, a closed pipe) is lost,
+        // never fatal: by default the subscriber reports its own write errors with
+        // `eprintln!`, which panics on that same stderr and took the daemon's engine down.
+        .log_internal_errors(false)
         // No colour codes in a log file (the background daemon's stderr is its log).
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
