@@ -441,3 +441,108 @@ fn a_log_that_cannot_be_written_does_not_stop_the_daemon() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(daemon.wait().unwrap().code(), Some(0));
 }
+
+/// 300 clients that send a large request and never read a byte: the daemon serves at
+/// most its connection limit at once, so its memory stays bounded, and it still stops
+/// when asked.
+#[test]
+fn clients_that_never_read_neither_grow_nor_hold_up_the_daemon() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let o = cli(&home, &["daemon"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let pid: i32 = std::fs::read_to_string(home.join("daemon.pid"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let rss_kib = || -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // A submit whose experiment text is 900 KB of comment: the daemon must read all of it.
+    let text = format!("# {}\n", "x".repeat(900 * 1024));
+    let request =
+        serde_json::json!({"submit": {"source_path": "/nowhere/exp.yaml", "source_text": text}});
+    let lines = format!(
+        "{}\n{}\n",
+        serde_json::json!({"protocol": 1, "version": "test"}),
+        request
+    );
+    // Open sockets of the daemon: its listener, its connections, the database's none.
+    let sockets = || -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let sockets_before = sockets();
+    // Each client writes its whole request (as long as the daemon reads it, for at most
+    // 5 s), then holds the connection open without reading until the test ends.
+    let lines = std::sync::Arc::new(lines);
+    let hold = std::sync::Arc::new(std::sync::Barrier::new(301));
+    let clients: Vec<_> = (0..300)
+        .map(|_| {
+            let (lines, hold, socket) =
+                (lines.clone(), hold.clone(), home.join("sock/daemon.sock"));
+            std::thread::spawn(move || {
+                let s = std::os::unix::net::UnixStream::connect(socket);
+                if let Ok(mut s) = s.as_ref().map(|s| s.try_clone().unwrap()) {
+                    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let _ = s.write_all(lines.as_bytes());
+                }
+                hold.wait();
+                drop(s);
+            })
+        })
+        .collect();
+    let (mut peak, mut peak_sockets) = (0, 0);
+    let idle_sockets = sockets_before;
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak.max(rss_kib());
+        peak_sockets = peak_sockets.max(sockets());
+    }
+    eprintln!("daemon: at most {peak_sockets} open sockets with 300 clients, {idle_sockets} idle");
+    // Its own (listener, signal pipes), the limit of 16 connections, and one being
+    // turned away.
+    assert!(
+        peak_sockets <= idle_sockets + 16 + 1,
+        "{peak_sockets} sockets open at once ({idle_sockets} idle)"
+    );
+    assert!(peak > 0, "no RSS read for pid {pid}");
+    eprintln!("daemon peak RSS with 300 clients: {} KiB", peak);
+    assert!(
+        peak < 100 * 1024,
+        "the daemon grew to {} MiB with 300 clients",
+        peak / 1024
+    );
+    // Still answering, and it stops while those clients hang on.
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let start = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    {
+        assert!(start.elapsed() < DEADLINE, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hold.wait();
+    for c in clients {
+        c.join().unwrap();
+    }
+}

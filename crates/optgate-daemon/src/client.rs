@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::error::ClientError;
 use crate::paths::StatePaths;
 use crate::protocol::{
-    Hello, HelloReply, MAX_REPLY_BYTES, PROTOCOL_VERSION, Request, Response, Welcome,
+    ErrorKind, Hello, HelloReply, MAX_REPLY_BYTES, PROTOCOL_VERSION, Request, Response, Welcome,
 };
 
 /// How long the client waits for the daemon's answer.
@@ -56,8 +56,38 @@ fn receive<T: DeserializeOwned>(
     serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
-/// Connects and does the handshake.
+/// How long a client keeps trying while the daemon says it is busy (serving its
+/// connection limit): longer than the daemon waits for a silent client's request line, so
+/// a slot frees up within it.
+pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(15);
+/// The pause between two tries while the daemon is busy.
+const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Connects and does the handshake, trying again for up to `busy_wait` while the daemon
+/// is busy.
 fn connect(
+    paths: &StatePaths,
+) -> Result<(UnixStream, BufReader<UnixStream>, Welcome), ClientError> {
+    connect_waiting(paths, BUSY_RETRY_FOR)
+}
+
+fn connect_waiting(
+    paths: &StatePaths,
+    busy_wait: Duration,
+) -> Result<(UnixStream, BufReader<UnixStream>, Welcome), ClientError> {
+    let until = Instant::now() + busy_wait;
+    loop {
+        match connect_once(paths) {
+            Err(ClientError::Refused {
+                kind: ErrorKind::Busy,
+                ..
+            }) if Instant::now() < until => std::thread::sleep(BUSY_RETRY_PAUSE),
+            other => return other,
+        }
+    }
+}
+
+fn connect_once(
     paths: &StatePaths,
 ) -> Result<(UnixStream, BufReader<UnixStream>, Welcome), ClientError> {
     let socket = paths.socket();
@@ -85,14 +115,25 @@ fn connect(
         .map_err(io_err("configure", paths))?;
     let reader = BufReader::new(stream.try_clone().map_err(io_err("use", paths))?);
     let mut reader = reader;
-    send(
+    let sent = send(
         &mut stream,
         &Hello {
             protocol: PROTOCOL_VERSION,
             version: env!("CARGO_PKG_VERSION").to_string(),
         },
         paths,
-    )?;
+    );
+    // A daemon that turns the connection away (busy) writes why and closes at once, so
+    // the hello may meet a closed socket: its reason is still there to read.
+    if let Err(e) = sent {
+        return match receive::<HelloReply>(&mut reader, paths) {
+            Ok(HelloReply::Error(r)) => Err(ClientError::Refused {
+                kind: r.kind,
+                message: r.message,
+            }),
+            _ => Err(e),
+        };
+    }
     match receive::<HelloReply>(&mut reader, paths)? {
         HelloReply::Welcome(w) if w.protocol == PROTOCOL_VERSION => Ok((stream, reader, w)),
         HelloReply::Welcome(w) => Err(ClientError::VersionMismatch {
@@ -113,9 +154,19 @@ pub fn ping(paths: &StatePaths) -> Result<Welcome, ClientError> {
 }
 
 /// Sends one request. A refusal by the daemon (`Response::Error`) is returned as
-/// [`ClientError::Refused`].
+/// [`ClientError::Refused`]. While the daemon is busy it tries again for up to
+/// [`BUSY_RETRY_FOR`].
 pub fn call(paths: &StatePaths, request: &Request) -> Result<Response, ClientError> {
-    let (mut stream, mut reader, _) = connect(paths)?;
+    call_waiting(paths, request, BUSY_RETRY_FOR)
+}
+
+/// [`call`], waiting at most `busy_wait` for a busy daemon.
+pub fn call_waiting(
+    paths: &StatePaths,
+    request: &Request,
+    busy_wait: Duration,
+) -> Result<Response, ClientError> {
+    let (mut stream, mut reader, _) = connect_waiting(paths, busy_wait)?;
     send(&mut stream, request, paths)?;
     match receive::<Response>(&mut reader, paths)? {
         Response::Error(e) => Err(ClientError::Refused {

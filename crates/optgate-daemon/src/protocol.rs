@@ -246,6 +246,8 @@ pub enum ErrorKind {
     NoReport,
     /// The daemon is stopping and takes no new work.
     ShuttingDown,
+    /// The daemon is serving as many connections as it may; try again shortly.
+    Busy,
     /// The daemon could not do it (database, file system).
     Internal,
 }

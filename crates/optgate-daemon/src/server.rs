@@ -1,6 +1,8 @@
 //! The socket server: accepts connections until `shutdown` is cancelled, and on each one
-//! checks the peer's uid, does the handshake, reads one request and answers it. Every
-//! connection task is tracked, so the server returns only when they have all ended.
+//! checks the peer's uid, does the handshake, reads one request and answers it. At most
+//! [`MAX_CONNECTIONS`] are served at once (more are refused at once), every write has
+//! [`WRITE_TIMEOUT`], and at shutdown connections get [`SHUTDOWN_GRACE`] to finish: a
+//! client that never reads can neither grow the daemon nor hold up its stop.
 
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -42,17 +44,36 @@ pub fn check_peer(socket: &impl AsFd, allowed_uid: u32) -> Result<(), PeerError>
     }
 }
 
-/// Serves `listener` until `shutdown` is cancelled, then waits for open connections.
+/// Connections served at once: 32. Each holds at most one request line
+/// ([`MAX_REQUEST_BYTES`]) and its reply, so this bounds the memory clients can pin; a
+/// person's `optgate status` needs one for milliseconds. A connection past the limit gets
+/// a one-line refusal (if the socket takes it at once) and is closed.
+pub const MAX_CONNECTIONS: usize = 16;
+/// How long one reply may take to be written: a client that stops reading is dropped.
+pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long open connections get to finish once the daemon stops; the rest are dropped.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Serves `listener` until `shutdown` is cancelled, then gives open connections
+/// [`SHUTDOWN_GRACE`] to finish.
 pub async fn serve(listener: UnixListener, ctx: Arc<Daemon>, shutdown: CancellationToken) {
     let connections = TaskTracker::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let uid = nix::unistd::getuid().as_raw();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        refuse_busy(&stream);
+                        continue;
+                    };
                     let ctx = ctx.clone();
-                    connections.spawn(async move { handle_connection(stream, &ctx, uid).await });
+                    connections.spawn(async move {
+                        handle_connection(stream, &ctx, uid).await;
+                        drop(slot);
+                    });
                 }
                 Err(e) => {
                     // EMFILE and the like: log, breathe, go on.
@@ -63,7 +84,45 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Daemon>, shutdown: Cancellat
         }
     }
     connections.close();
-    connections.wait().await;
+    if tokio::time::timeout(SHUTDOWN_GRACE, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            "stopping with {} connection(s) still open; they are dropped",
+            connections.len()
+        );
+    }
+}
+
+/// Tells a client past [`MAX_CONNECTIONS`] why it is turned away, without waiting for it.
+fn refuse_busy(stream: &UnixStream) {
+    let reply = HelloReply::Error(ErrorReply::new(
+        ErrorKind::Busy,
+        format!(
+            "the daemon is serving {MAX_CONNECTIONS} connections, its limit; try again in a moment"
+        ),
+    ));
+    if let Ok(mut line) = serde_json::to_vec(&reply) {
+        line.push(b'\n');
+        let _ = stream.try_write(&line);
+    }
+    tracing::warn!("refused a connection: {MAX_CONNECTIONS} are open");
+}
+
+/// [`write_frame`] within [`WRITE_TIMEOUT`].
+async fn write_timed<T: serde::Serialize>(
+    w: &mut tokio::net::unix::OwnedWriteHalf,
+    msg: &T,
+) -> Result<(), String> {
+    match tokio::time::timeout(WRITE_TIMEOUT, write_frame(w, msg)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "the client read nothing for {} s; dropped",
+            WRITE_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 /// One connection: peer check, handshake, one request, one response.
@@ -72,7 +131,7 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
         tracing::warn!("{e}");
         let (_, mut w) = stream.into_split();
         let reply = HelloReply::Error(ErrorReply::new(ErrorKind::Refused, e.to_string()));
-        let _ = write_frame(&mut w, &reply).await;
+        let _ = write_timed(&mut w, &reply).await;
         return;
     }
     let (r, mut w) = stream.into_split();
@@ -81,7 +140,7 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
         Ok(h) => h,
         Err(e) => {
             let reply = HelloReply::Error(ErrorReply::new(ErrorKind::BadRequest, e));
-            let _ = write_frame(&mut w, &reply).await;
+            let _ = write_timed(&mut w, &reply).await;
             return;
         }
     };
@@ -95,7 +154,7 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
                 hello.protocol
             ),
         ));
-        let _ = write_frame(&mut w, &reply).await;
+        let _ = write_timed(&mut w, &reply).await;
         return;
     }
     let welcome = HelloReply::Welcome(Welcome {
@@ -104,16 +163,19 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
         pid: std::process::id(),
         state_dir: ctx.paths.dir.clone(),
     });
-    if write_frame(&mut w, &welcome).await.is_err() {
+    if write_timed(&mut w, &welcome).await.is_err() {
         return;
     }
-    let response = match read_timed::<Request, _>(&mut r).await {
+    let request = read_timed::<Request, _>(&mut r).await;
+    // The request line's buffer (up to 1 MiB) is not kept while the reply is written.
+    drop(r);
+    let response = match request {
         Ok(request) => handlers::dispatch(ctx, request).await,
         // A client that only checks whether the daemon is up closes after the welcome.
         Err(e) if e == CLOSED => return,
         Err(e) => Response::Error(ErrorReply::new(ErrorKind::BadRequest, e)),
     };
-    if let Err(e) = write_frame(&mut w, &response).await {
+    if let Err(e) = write_timed(&mut w, &response).await {
         tracing::debug!("cannot answer a client: {e}");
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use optgate_daemon::protocol::{ErrorKind, Request, Response, ShutdownRequest, Welcome};
 use optgate_daemon::{ClientError, DaemonError, StatePaths, client};
@@ -49,13 +49,23 @@ pub fn daemon(foreground: bool, stop: bool) -> Result<i32> {
 }
 
 fn stop_daemon(paths: &StatePaths) -> Result<i32> {
-    match client::call(paths, &Request::Shutdown(ShutdownRequest {})) {
+    // A stop does not queue behind clients holding every connection: a busy daemon gets
+    // SIGTERM instead, which stops it the same way.
+    match client::call_waiting(
+        paths,
+        &Request::Shutdown(ShutdownRequest {}),
+        std::time::Duration::ZERO,
+    ) {
         Ok(Response::ShuttingDown) => {}
         Ok(other) => {
             return Err(anyhow::anyhow!(
                 "the daemon answered {other:?} to a stop request"
             ));
         }
+        Err(ClientError::Refused {
+            kind: ErrorKind::Busy,
+            ..
+        }) => terminate_busy_daemon(paths)?,
         Err(e) => return Err(client_error(e)),
     }
     if client::wait_until_stopped(paths, STOP_WAIT) {
@@ -73,6 +83,31 @@ fn stop_daemon(paths: &StatePaths) -> Result<i32> {
             ),
         ))
     }
+}
+
+/// SIGTERM to the daemon of `paths` (its pid file names it; its lock proves it runs, and
+/// its command line that the pid is still an optgate daemon, not a reused pid).
+fn terminate_busy_daemon(paths: &StatePaths) -> Result<()> {
+    let pid = paths
+        .read_pid()
+        .filter(|_| optgate_daemon::lifecycle::is_locked(paths))
+        .context("the daemon is busy and its pid file names no running daemon")?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let is_daemon =
+        words.iter().any(|w| w.ends_with(b"optgate")) && words.iter().any(|w| *w == b"daemon");
+    anyhow::ensure!(
+        is_daemon,
+        "the daemon is busy and pid {pid} (from {}) is not an optgate daemon",
+        paths.pid().display()
+    );
+    eprintln!("optgate: the daemon is busy serving clients; stopping it with SIGTERM (pid {pid})");
+    let pid = i32::try_from(pid).context("pid out of range")?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .with_context(|| format!("cannot signal the daemon (pid {pid})"))
 }
 
 /// Starts the daemon in the background with this very binary.
@@ -95,7 +130,7 @@ pub fn client_error(e: ClientError) -> anyhow::Error {
             ErrorKind::InvalidExperiment | ErrorKind::NoReport | ErrorKind::BadRequest => {
                 exit::INVALID_INPUT
             }
-            ErrorKind::ShuttingDown | ErrorKind::Refused => exit::NO_DAEMON,
+            ErrorKind::ShuttingDown | ErrorKind::Refused | ErrorKind::Busy => exit::NO_DAEMON,
             ErrorKind::UnknownExperiment | ErrorKind::Internal => exit::FAILED,
         },
         _ => exit::FAILED,
