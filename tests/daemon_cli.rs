@@ -546,3 +546,63 @@ fn clients_that_never_read_neither_grow_nor_hold_up_the_daemon() {
         c.join().unwrap();
     }
 }
+
+/// `optgate daemon stop` does not wait for a scheduler that hangs: with an `sbatch` on
+/// PATH that never answers, the stop ends the hung command and the daemon exits (before,
+/// the call ran to its 120 s deadline and then retried with back-off for minutes).
+#[test]
+fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let mark = dir.path().join("sbatch-called");
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        format!("#!/bin/sh\ntouch '{}'\nexec sleep 600\n", mark.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut daemon = optgate()
+        .args(["daemon", "--foreground"])
+        .env("OPTGATE_HOME", &home)
+        .env("PATH", &path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = StopOnDrop(home.clone());
+    let yaml = experiment("hung", "0").replace(
+        "replicates: 6",
+        "scheduler: { kind: slurm, time_limit: 10m }\nreplicates: 6",
+    );
+    let exp = write_experiment(dir.path(), &yaml);
+    let start = Instant::now();
+    loop {
+        let o = cli(&home, &["submit", exp.to_str().unwrap(), "--no-start"]);
+        if o.status.code() == Some(0) {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "{}", stderr(&o));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    while !mark.exists() {
+        assert!(start.elapsed() < DEADLINE, "sbatch was never called");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let asked = Instant::now();
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(daemon.wait().unwrap().code(), Some(0));
+    let took = asked.elapsed();
+    eprintln!("daemon stop with sbatch hanging took {took:?}");
+    // The bound is loose on purpose (a busy machine); the point is "not minutes".
+    assert!(took < Duration::from_secs(60), "{took:?}");
+}

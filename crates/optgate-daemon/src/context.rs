@@ -46,16 +46,26 @@ impl Db {
 }
 
 /// One backend per scheduler kind, made on first use by the factory.
-#[derive(Default)]
 pub struct Backends {
     made: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
+    /// The daemon's shutdown: stops scheduler commands in flight.
+    stop: CancellationToken,
 }
 
 impl Backends {
+    pub fn new(stop: CancellationToken) -> Backends {
+        Backends {
+            made: Mutex::default(),
+            stop,
+        }
+    }
+
     pub fn get(&self, kind: SchedulerKind, state_dir: &std::path::Path) -> Arc<dyn Scheduler> {
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         made.entry(kind.to_string())
-            .or_insert_with(|| optgate_sched::factory::backend_for(kind, state_dir))
+            .or_insert_with(|| {
+                optgate_sched::factory::backend_for(kind, state_dir, self.stop.clone())
+            })
             .clone()
     }
 }

@@ -141,7 +141,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
             paths: paths.clone(),
             db: Db::new(store),
             wake: tokio::sync::Notify::new(),
-            backends: Backends::default(),
+            backends: Backends::new(shutdown.clone()),
             optgate_bin,
             started_at: optgate_sched::local::now_rfc3339(),
             shutdown: shutdown.clone(),

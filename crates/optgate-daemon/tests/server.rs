@@ -30,7 +30,7 @@ fn daemon(dir: &std::path::Path) -> Arc<Daemon> {
         db: Db::new(Store::open(&paths.db()).unwrap()),
         paths,
         wake: tokio::sync::Notify::new(),
-        backends: Backends::default(),
+        backends: Backends::new(tokio_util::sync::CancellationToken::new()),
         optgate_bin: "/nonexistent/optgate".into(),
         started_at: "2026-01-01T00:00:00Z".into(),
         shutdown: CancellationToken::new(),

@@ -148,6 +148,10 @@ pub enum SchedError {
     },
     #[error("cannot parse {what} from `{text}`")]
     Parse { what: &'static str, text: String },
+    /// optgate is shutting down: the command was stopped (or not started). Whether it took
+    /// effect is unknown, as after a transient failure; the next start reconciles.
+    #[error("`{command}` stopped: optgate is shutting down")]
+    Stopped { command: String },
     /// A value the job script cannot carry faithfully (directive lines are read by the
     /// scheduler, not a shell, so they cannot be quoted): refused rather than mangled.
     #[error("cannot write {field} `{value}` into a job script: {reason}")]
@@ -175,13 +179,20 @@ impl SchedError {
         }
     }
 
+    /// Stopped because optgate is shutting down.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, SchedError::Stopped { .. })
+    }
+
     /// Worth retrying with back-off (a busy controller, a timed-out RPC), as opposed to a
-    /// rejected submission or an unreachable scheduler.
+    /// rejected submission or an unreachable scheduler. A command stopped at shutdown
+    /// counts as transient (its effect is unknown, never a refusal), but is not retried.
     pub fn is_transient(&self) -> bool {
         if self.is_unreachable() {
             return false;
         }
         match self {
+            SchedError::Stopped { .. } => true,
             SchedError::Command { stderr, status, .. } => {
                 let s = stderr.to_ascii_lowercase();
                 // A command optgate itself stopped after its deadline (see `command.rs`).

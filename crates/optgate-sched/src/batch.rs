@@ -388,13 +388,14 @@ pub fn write_job_script(job: &JobSpec, script: &str) -> Result<std::path::PathBu
 /// `submit_once` again. The id is then recorded in the job's directory.
 pub fn submit_idempotently(
     retry: &crate::command::RetryPolicy,
+    pause: &dyn Fn(std::time::Duration) -> bool,
     what: &str,
     job: &JobSpec,
     find: impl Fn(&[String]) -> Result<std::collections::BTreeMap<String, JobId>, SchedError>,
     mut submit_once: impl FnMut() -> Result<JobId, SchedError>,
 ) -> Result<JobId, SchedError> {
     let mut attempt = 0;
-    let id = retry.run(what, || {
+    let id = retry.run_pausing(what, pause, || {
         attempt += 1;
         if attempt > 1
             && let Some(id) = find(std::slice::from_ref(&job.name))?.remove(&job.name)

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::backend::SchedError;
 use crate::shell::join;
 
@@ -97,25 +99,69 @@ pub trait CommandRunner: Send + Sync {
     /// Runs the command to the end. `Err` only when it cannot be started or was stopped at
     /// its deadline; a non-zero exit is an `Ok(Output)` for the caller to judge.
     fn run(&self, inv: &Invocation) -> Result<Output, SchedError>;
+
+    /// Waits `d` before a retry; false when the wait was cut short because optgate is
+    /// stopping (no retry then).
+    fn pause(&self, d: Duration) -> bool {
+        std::thread::sleep(d);
+        true
+    }
 }
 
 /// Spawns the command for real, with stdin closed and a deadline (a hung `squeue` must
-/// not hang the daemon).
+/// not hang the daemon), and stops it at once when `stop` is cancelled (the daemon is
+/// shutting down: `optgate daemon stop` must not wait for a scheduler that hangs).
 #[derive(Debug, Clone)]
 pub struct SystemRunner {
     pub deadline: Duration,
+    pub stop: Option<CancellationToken>,
 }
+
+/// How long one scheduler command may run before it is killed: 120 s. `squeue`, `sbatch`
+/// and `flux jobs` answer in well under a second from a healthy controller.
+pub const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
 
 impl Default for SystemRunner {
     fn default() -> Self {
         SystemRunner {
-            deadline: Duration::from_secs(120),
+            deadline: COMMAND_DEADLINE,
+            stop: None,
         }
     }
 }
 
+impl SystemRunner {
+    /// A runner whose commands (and retry pauses) end as soon as `stop` is cancelled.
+    pub fn stoppable(stop: CancellationToken) -> SystemRunner {
+        SystemRunner {
+            stop: Some(stop),
+            ..SystemRunner::default()
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.is_cancelled())
+    }
+}
+
 impl CommandRunner for SystemRunner {
+    fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if self.stopping() {
+                return false;
+            }
+            std::thread::sleep((until - Instant::now()).min(STOP_CHECK));
+        }
+        !self.stopping()
+    }
+
     fn run(&self, inv: &Invocation) -> Result<Output, SchedError> {
+        if self.stopping() {
+            return Err(SchedError::Stopped {
+                command: inv.display(),
+            });
+        }
         let mut cmd = Command::new(&inv.program);
         cmd.args(&inv.args)
             .stdin(Stdio::null())
@@ -159,6 +205,14 @@ impl CommandRunner for SystemRunner {
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
+                Ok(None) if self.stopping() => {
+                    // Our own child, by its handle: nothing else is signalled.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(SchedError::Stopped {
+                        command: inv.display(),
+                    });
+                }
                 Ok(None) if started.elapsed() >= self.deadline => {
                     // Our own child, by its handle: nothing else is signalled.
                     let _ = child.kill();
@@ -194,6 +248,9 @@ impl CommandRunner for SystemRunner {
         }
     }
 }
+
+/// How often a running command and a retry pause check whether optgate is stopping.
+const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// How often and how patiently a transient failure is retried.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -239,23 +296,43 @@ impl RetryPolicy {
     pub fn run<T>(
         &self,
         what: &str,
+        op: impl FnMut() -> Result<T, SchedError>,
+    ) -> Result<T, SchedError> {
+        self.run_pausing(
+            what,
+            &|d| {
+                std::thread::sleep(d);
+                true
+            },
+            op,
+        )
+    }
+
+    /// [`run`](Self::run) with `pause` between attempts; a pause that returns false (optgate
+    /// is stopping) ends the retries with the last error.
+    pub fn run_pausing<T>(
+        &self,
+        what: &str,
+        pause: &dyn Fn(Duration) -> bool,
         mut op: impl FnMut() -> Result<T, SchedError>,
     ) -> Result<T, SchedError> {
         let mut attempt = 1;
         loop {
             match op() {
                 Ok(v) => return Ok(v),
-                Err(e) if e.is_transient() && attempt < self.attempts => {
-                    let pause = self.delay_after(attempt);
+                Err(e) if e.is_transient() && attempt < self.attempts && !e.is_stopped() => {
+                    let delay = self.delay_after(attempt);
                     tracing::warn!(
                         what,
                         attempt,
                         of = self.attempts,
-                        pause_s = pause.as_secs_f64(),
+                        pause_s = delay.as_secs_f64(),
                         error = %e,
                         "transient scheduler error; retrying"
                     );
-                    std::thread::sleep(pause);
+                    if !pause(delay) {
+                        return Err(e);
+                    }
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
@@ -270,7 +347,9 @@ pub fn run_checked(
     retry: &RetryPolicy,
     inv: &Invocation,
 ) -> Result<Output, SchedError> {
-    retry.run(&inv.program, || runner.run(inv)?.check(inv))
+    retry.run_pausing(&inv.program, &|d| runner.pause(d), || {
+        runner.run(inv)?.check(inv)
+    })
 }
 
 #[cfg(test)]
@@ -337,10 +416,40 @@ mod tests {
     fn a_hung_command_is_stopped_at_its_deadline_as_a_transient_error() {
         let runner = SystemRunner {
             deadline: Duration::from_millis(200),
+            stop: None,
         };
         let err = runner.run(&Invocation::new("sleep", ["30"])).unwrap_err();
         assert!(err.is_transient(), "{err}");
         assert!(err.to_string().contains("timed out"), "{err}");
+    }
+
+    /// Stopping ends a hung command at once (not at its deadline), ends a retry pause,
+    /// and no retry follows: `optgate daemon stop` never waits for a scheduler.
+    #[test]
+    fn stopping_ends_a_hung_command_and_its_retries() {
+        let stop = CancellationToken::new();
+        let runner = SystemRunner::stoppable(stop.clone());
+        let s = stop.clone();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            s.cancel();
+        });
+        let policy = RetryPolicy {
+            attempts: 5,
+            first_delay: Duration::from_secs(3600),
+            max_delay: Duration::from_secs(3600),
+        };
+        let inv = Invocation::new("sleep", ["3600"]);
+        let err = run_checked(&runner, &policy, &inv).unwrap_err();
+        stopper.join().unwrap();
+        assert!(err.is_stopped(), "{err}");
+        assert!(
+            err.is_transient(),
+            "its effect is unknown, never a refusal: {err}"
+        );
+        // A stopped runner starts nothing, and its pauses return at once.
+        assert!(runner.run(&inv).unwrap_err().is_stopped());
+        assert!(!runner.pause(Duration::from_secs(3600)));
     }
 
     #[test]

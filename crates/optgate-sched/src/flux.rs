@@ -408,6 +408,7 @@ impl Scheduler for FluxBackend {
             .cwd(&job.dir);
         let id = submit_idempotently(
             &self.retry,
+            &|d| self.runner.pause(d),
             "flux batch",
             job,
             |names| self.find_once(names),
@@ -432,17 +433,20 @@ impl Scheduler for FluxBackend {
         ];
         args.extend(ids.iter().map(|i| i.0.clone()));
         let inv = self.inv(args);
-        let out = self.retry.run("flux jobs", || {
-            let out = self.runner.run(&inv)?;
-            // Unknown ids are reported on stderr; the exit status is 1 only when every id
-            // is unknown, which is an answer, not a failure.
-            let (_, only_unknown) = unknown_ids(&out.stderr);
-            if out.success() || (out.code == Some(1) && only_unknown && !out.stderr.is_empty()) {
-                Ok(out)
-            } else {
-                Err(out.into_error(&inv))
-            }
-        })?;
+        let out = self
+            .retry
+            .run_pausing("flux jobs", &|d| self.runner.pause(d), || {
+                let out = self.runner.run(&inv)?;
+                // Unknown ids are reported on stderr; the exit status is 1 only when every id
+                // is unknown, which is an answer, not a failure.
+                let (_, only_unknown) = unknown_ids(&out.stderr);
+                if out.success() || (out.code == Some(1) && only_unknown && !out.stderr.is_empty())
+                {
+                    Ok(out)
+                } else {
+                    Err(out.into_error(&inv))
+                }
+            })?;
         let rows: BTreeMap<String, FluxJobRow> = parse_flux_jobs(&out.stdout)?
             .into_iter()
             .map(|r| (r.id.clone(), r))
@@ -471,24 +475,25 @@ impl Scheduler for FluxBackend {
         let mut args = vec!["cancel".to_string()];
         args.extend(ids.iter().map(|i| i.0.clone()));
         let inv = self.inv(args);
-        self.retry.run("flux cancel", || {
-            let out = self.runner.run(&inv)?;
-            // A job that already ended cannot be cancelled, and need not be.
-            let lines: Vec<&str> = out
-                .stderr
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .collect();
-            let benign = !lines.is_empty()
-                && lines
-                    .iter()
-                    .all(|l| l.contains("inactive") || l.contains("unknown"));
-            if out.success() || benign {
-                Ok(())
-            } else {
-                Err(out.into_error(&inv))
-            }
-        })
+        self.retry
+            .run_pausing("flux cancel", &|d| self.runner.pause(d), || {
+                let out = self.runner.run(&inv)?;
+                // A job that already ended cannot be cancelled, and need not be.
+                let lines: Vec<&str> = out
+                    .stderr
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .collect();
+                let benign = !lines.is_empty()
+                    && lines
+                        .iter()
+                        .all(|l| l.contains("inactive") || l.contains("unknown"));
+                if out.success() || benign {
+                    Ok(())
+                } else {
+                    Err(out.into_error(&inv))
+                }
+            })
     }
 }
 

@@ -378,13 +378,15 @@ impl SlurmBackend {
                 SACCT_FIELDS.into(),
             ],
         );
-        let out = self.retry.run("sacct", || {
-            let out = self.runner.run(&inv)?;
-            if accounting_disabled(&out.stdout, &out.stderr) {
-                return Ok(None);
-            }
-            out.check(&inv).map(Some)
-        })?;
+        let out = self
+            .retry
+            .run_pausing("sacct", &|d| self.runner.pause(d), || {
+                let out = self.runner.run(&inv)?;
+                if accounting_disabled(&out.stdout, &out.stderr) {
+                    return Ok(None);
+                }
+                out.check(&inv).map(Some)
+            })?;
         let mut acc = self.accounting.lock().expect("not poisoned");
         match out {
             None => {
@@ -440,6 +442,7 @@ impl Scheduler for SlurmBackend {
             .cwd(&job.dir);
         let id = submit_idempotently(
             &self.retry,
+            &|d| self.runner.pause(d),
             "sbatch",
             job,
             |names| self.find_once(names),
@@ -505,25 +508,26 @@ impl Scheduler for SlurmBackend {
         let mut args: Vec<String> = ids.iter().map(|i| i.0.clone()).collect();
         args.insert(0, "--quiet".into());
         let inv = self.inv("scancel", args);
-        self.retry.run("scancel", || {
-            let out = self.runner.run(&inv)?;
-            // Cancelling a job that already ended is not a failure: the wish is fulfilled.
-            let lines: Vec<&str> = out
-                .stderr
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .collect();
-            let benign = !lines.is_empty()
-                && lines.iter().all(|l| {
-                    l.contains("already completing or completed")
-                        || l.contains("Invalid job id specified")
-                });
-            if out.success() || benign {
-                Ok(())
-            } else {
-                Err(out.into_error(&inv))
-            }
-        })
+        self.retry
+            .run_pausing("scancel", &|d| self.runner.pause(d), || {
+                let out = self.runner.run(&inv)?;
+                // Cancelling a job that already ended is not a failure: the wish is fulfilled.
+                let lines: Vec<&str> = out
+                    .stderr
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .collect();
+                let benign = !lines.is_empty()
+                    && lines.iter().all(|l| {
+                        l.contains("already completing or completed")
+                            || l.contains("Invalid job id specified")
+                    });
+                if out.success() || benign {
+                    Ok(())
+                } else {
+                    Err(out.into_error(&inv))
+                }
+            })
     }
 }
 
