@@ -1275,7 +1275,7 @@ fn take_look(
         .iter()
         .map(|v| VariantDecision {
             variant: v.name.clone(),
-            decision: v.decision.to_string(),
+            decision: v.decision,
             reason: v.reason.clone(),
         })
         .collect();

@@ -16,7 +16,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+// The typed words of the protocol, re-exported so that clients match on them.
+pub use optgate_experiment::SchedulerKind;
+pub use optgate_stats::Decision;
 use optgate_store::RunCounts;
+pub use optgate_store::{ExperimentState, JobRecordState};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest request line the daemon reads (an experiment file travels inside `submit`).
@@ -135,10 +139,10 @@ pub struct ExperimentStatus {
     pub id: String,
     pub name: String,
     /// planned, building, running, analysing, decided, budget_exhausted, failed, cancelled.
-    pub state: String,
+    pub state: ExperimentState,
     /// Why it is in this state (failures, cancellation), when there is something to say.
     pub reason: Option<String>,
-    pub scheduler: String,
+    pub scheduler: SchedulerKind,
     pub experiment_file: String,
     pub root: String,
     pub created_at: String,
@@ -189,8 +193,8 @@ impl From<RunCounts> for RunCountsJson {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VariantDecision {
     pub variant: String,
-    /// accept, reject, inconclusive, not_applicable.
-    pub decision: String,
+    /// accept, reject, inconclusive, not_applicable, failed.
+    pub decision: Decision,
     pub reason: String,
 }
 
@@ -202,7 +206,7 @@ pub struct JobStatus {
     pub run_ids: Vec<String>,
     pub scheduler_job_id: Option<String>,
     /// submitting, submitted, finished, cancelled.
-    pub state: String,
+    pub state: JobRecordState,
     pub detail: Option<String>,
     /// What the scheduler last said of the job (pending, running, completed, failed,
     /// cancelled, timeout, lost, refused, unknown); absent before the first poll.
@@ -213,7 +217,7 @@ pub struct JobStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportReply {
     pub id: String,
-    pub state: String,
+    pub state: ExperimentState,
     /// The `optgate-report` object (the same JSON `optgate run --json` prints).
     pub report: serde_json::Value,
 }
@@ -222,8 +226,8 @@ pub struct ReportReply {
 pub struct CancelReply {
     pub id: String,
     /// The state before the request; a finished experiment is left as it was.
-    pub previous_state: String,
-    pub state: String,
+    pub previous_state: ExperimentState,
+    pub state: ExperimentState,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,6 +4,7 @@
 //! variant counts: 1 if any was rejected, else 2 if any is not accepted, else 0.
 
 use anyhow::Result;
+use optgate_daemon::protocol::{Decision, ExperimentState};
 
 use crate::exit;
 
@@ -20,15 +21,15 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
     if let Some(name) = variant {
         check_variant_exists(id, name, &e)?;
     }
-    match e.state.as_str() {
-        "decided" | "budget_exhausted" => {}
-        "cancelled" => {
+    match e.state {
+        ExperimentState::Decided | ExperimentState::BudgetExhausted => {}
+        ExperimentState::Cancelled => {
             return Err(exit::with_code(
                 exit::FAILED,
                 anyhow::anyhow!("experiment {id} was cancelled; it has no decision to gate on"),
             ));
         }
-        "failed" => {
+        ExperimentState::Failed => {
             return Err(exit::with_code(
                 exit::FAILED,
                 anyhow::anyhow!(
@@ -56,15 +57,17 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
         println!("{}: {} — {}", d.variant, d.decision, d.reason);
     }
     // A variant whose app failed in every run: the work failed (3), before any rejection.
-    Ok(if decisions.iter().any(|d| d.decision == "failed") {
-        exit::FAILED
-    } else if decisions.iter().any(|d| d.decision == "reject") {
-        exit::REJECTED
-    } else if decisions.iter().all(|d| d.decision == "accept") {
-        exit::OK
-    } else {
-        exit::INVALID_INPUT
-    })
+    Ok(
+        if decisions.iter().any(|d| d.decision == Decision::Failed) {
+            exit::FAILED
+        } else if decisions.iter().any(|d| d.decision == Decision::Reject) {
+            exit::REJECTED
+        } else if decisions.iter().all(|d| d.decision == Decision::Accept) {
+            exit::OK
+        } else {
+            exit::INVALID_INPUT
+        },
+    )
 }
 
 /// Fails with exit 3 (like an unknown id) when the experiment has no variant `name`. The

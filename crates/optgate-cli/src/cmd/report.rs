@@ -71,10 +71,7 @@ pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Resul
         plots(&report, dir)?;
     }
     print!("{}", render(&report, format)?);
-    if !matches!(
-        reply.state.as_str(),
-        "decided" | "budget_exhausted" | "failed" | "cancelled"
-    ) {
+    if !reply.state.is_terminal() {
         eprintln!(
             "optgate: experiment {id} is still {}; this is the report of its latest look",
             reply.state

@@ -8,18 +8,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 use optgate_daemon::client;
-use optgate_daemon::protocol::{ExperimentStatus, Request, Response, StatusReply, StatusRequest};
+use optgate_daemon::protocol::{
+    ExperimentStatus, JobRecordState, Request, Response, StatusReply, StatusRequest,
+};
 
 use super::daemon::{client_error, state_paths};
 use crate::exit;
 
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
-
-const ENDED: [&str; 4] = ["decided", "budget_exhausted", "failed", "cancelled"];
-
-pub fn is_ended(state: &str) -> bool {
-    ENDED.contains(&state)
-}
 
 /// One status request.
 pub fn fetch(id: Option<&str>) -> Result<StatusReply> {
@@ -77,7 +73,7 @@ pub fn status(id: Option<&str>, watch: bool, json: bool) -> Result<i32> {
         }
         drop(out);
         // pid 0: the answer came from a stopped daemon's database; nothing will change it.
-        if reply.daemon.pid == 0 || reply.experiments.iter().all(|e| is_ended(&e.state)) {
+        if reply.daemon.pid == 0 || reply.experiments.iter().all(|e| e.state.is_terminal()) {
             return Ok(exit::OK);
         }
         std::thread::sleep(WATCH_INTERVAL);
@@ -127,7 +123,7 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
             [
                 e.id.clone(),
                 e.name.clone(),
-                e.state.clone(),
+                e.state.to_string(),
                 runs_text(e),
                 format!("{}/{}", e.looks, e.planned_looks),
                 decisions_text(e),
@@ -180,8 +176,8 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
                         j.attempt,
                         j.state,
                         // A submitted job says what the scheduler says of it.
-                        match (&j.scheduler_state, j.state.as_str()) {
-                            (Some(s), "submitted") => format!(" ({s})"),
+                        match (&j.scheduler_state, j.state) {
+                            (Some(s), JobRecordState::Submitted) => format!(" ({s})"),
                             _ => String::new(),
                         },
                         j.scheduler_job_id

@@ -23,7 +23,7 @@ pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
     };
     Ok(Response::Cancelled(CancelReply {
         id: req.id,
-        previous_state: before.to_string(),
-        state: state.to_string(),
+        previous_state: before,
+        state,
     }))
 }

@@ -27,7 +27,7 @@ pub fn answer(s: &optgate_store::Store, req: ReportRequest) -> HandlerResult {
                 })?;
             Ok(Response::Report(ReportReply {
                 id: req.id,
-                state: row.state.to_string(),
+                state: row.state,
                 report,
             }))
         }

@@ -40,9 +40,17 @@ pub fn answer(
     let experiments = rows
         .into_iter()
         .map(|row| {
+            // The database only ever holds the kinds optgate wrote; another is damage.
+            let scheduler = crate::context::kind_of(&row.scheduler).ok_or_else(|| {
+                optgate_store::StoreError::BadValue {
+                    path: s.path().to_path_buf(),
+                    what: "an experiment's scheduler kind",
+                    value: row.scheduler.clone(),
+                }
+            })?;
             let schedule = LookSchedule::new(row.replicates, Some(row.max_replicates));
             let look = looks.remove(&row.id);
-            ExperimentStatus {
+            Ok(ExperimentStatus {
                 runs: counts.remove(&row.id).unwrap_or_default().into(),
                 blocks: blocks.get(&row.id).copied().unwrap_or(0),
                 max_blocks: schedule.max,
@@ -62,7 +70,7 @@ pub fn answer(
                             attempt: j.attempt,
                             run_ids: j.run_ids.clone(),
                             scheduler_job_id: j.scheduler_job_id.clone(),
-                            state: j.state.to_string(),
+                            state: j.state,
                             detail: j.detail.clone(),
                             scheduler_state: j.scheduler_state.clone(),
                         })
@@ -70,16 +78,16 @@ pub fn answer(
                 }),
                 id: row.id,
                 name: row.name,
-                state: row.state.to_string(),
+                state: row.state,
                 reason: row.state_reason,
-                scheduler: row.scheduler,
+                scheduler,
                 experiment_file: row.source_path,
                 root: row.root,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
-            }
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, optgate_store::StoreError>>()?;
     Ok(Response::Status(StatusReply {
         daemon,
         experiments,
