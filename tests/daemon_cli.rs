@@ -606,3 +606,30 @@ fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
     // The bound is loose on purpose (a busy machine); the point is "not minutes".
     assert!(took < Duration::from_secs(60), "{took:?}");
 }
+
+/// A look that fails the same way at every pass (here its samples file cannot be written:
+/// a directory is in the way) ends the experiment `failed` after a bounded number of
+/// attempts, with the error quoted, instead of `analysing` for ever.
+#[test]
+fn a_look_that_keeps_failing_ends_failed_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), &experiment("lookfails", "0.3"));
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let root = std::path::PathBuf::from(status(&home, &id)["root"].as_str().unwrap());
+    // In the way of the look's samples.csv, for as long as the test runs.
+    std::fs::create_dir_all(root.join("samples.csv/in-the-way")).unwrap();
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = status(&home, &id);
+    assert_eq!(s["state"], "failed", "{s:#}");
+    let reason = s["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("gave up after 5 attempts in a row") && reason.contains("samples.csv"),
+        "{reason}"
+    );
+    assert_eq!(s["runs"]["completed"], 12, "{s:#}");
+}

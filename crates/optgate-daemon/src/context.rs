@@ -40,7 +40,7 @@ impl Db {
             f(&mut store)
         })
         .await
-        .map_err(|e| DaemonError::Join(e.to_string()))?
+        .map_err(crate::error::join_error)?
         .map_err(DaemonError::from)
     }
 }

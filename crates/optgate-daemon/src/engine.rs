@@ -62,6 +62,30 @@ pub struct Engine {
     /// Running experiments whose scheduler cannot be reached, since when (the first pass
     /// that could not reach it); past `Daemon::unreachable_give_up` they end `failed`.
     unreachable_since: HashMap<String, std::time::Instant>,
+    /// Experiments whose last passes each ended in an error of their own (a look that
+    /// cannot be taken, a stored file that no longer loads): how many in a row, and the
+    /// last. Past [`MAX_EXPERIMENT_ERRORS`] the experiment ends `failed` with it.
+    errors_in_a_row: HashMap<String, u32>,
+}
+
+/// How many passes in a row may end in an error of one experiment's own before it ends
+/// `failed` with that error quoted: 5. Such an error (a look whose data cannot be read or
+/// written, a stored experiment file that no longer validates) comes back at every pass;
+/// retrying it for ever would leave the experiment `analysing` with no end.
+pub const MAX_EXPERIMENT_ERRORS: u32 = 5;
+
+/// Counts one more error of an experiment; the reason it ends with once the count reaches
+/// [`MAX_EXPERIMENT_ERRORS`]. Pure.
+pub(crate) fn count_error(
+    errors: &mut HashMap<String, u32>,
+    id: &str,
+    message: &str,
+) -> Option<String> {
+    let n = errors.entry(id.to_string()).or_insert(0);
+    *n += 1;
+    (*n >= MAX_EXPERIMENT_ERRORS).then(|| {
+        format!("gave up after {n} attempts in a row that failed the same way; the last error: {message}")
+    })
 }
 
 /// How an experiment's reason starts while its scheduler cannot be reached; cleared when
@@ -150,6 +174,7 @@ impl Engine {
             in_doubt: false,
             unreachable: false,
             unreachable_since: HashMap::new(),
+            errors_in_a_row: HashMap::new(),
         }
     }
 
@@ -248,13 +273,35 @@ impl Engine {
         self.work.retain(|id, _| active_ids.contains(id.as_str()));
         self.unreachable_since
             .retain(|id, _| active_ids.contains(id.as_str()));
+        self.errors_in_a_row
+            .retain(|id, _| active_ids.contains(id.as_str()));
         for row in &active {
             if shutdown.is_cancelled() {
                 break;
             }
             match self.step(row, &live, &states).await {
-                Ok(c) => changed |= c,
-                Err(e) => tracing::error!("experiment {}: {e}", row.id),
+                Ok(c) => {
+                    changed |= c;
+                    self.errors_in_a_row.remove(&row.id);
+                }
+                Err(e) => {
+                    tracing::error!("experiment {}: {e}", row.id);
+                    // Only the experiment's own errors count (a database or runtime error
+                    // is the daemon's, not the experiment's).
+                    if let DaemonError::Experiment { message, .. } = &e
+                        && let Some(reason) =
+                            count_error(&mut self.errors_in_a_row, &row.id, message)
+                    {
+                        tracing::error!("experiment {}: {reason}", row.id);
+                        let (id, r) = (row.id.clone(), reason);
+                        self.ctx
+                            .db
+                            .call(move |s| s.set_state(&id, ExperimentState::Failed, Some(&r)))
+                            .await?;
+                        self.errors_in_a_row.remove(&row.id);
+                        changed = true;
+                    }
+                }
             }
         }
         let activity = if throttled || self.unreachable {
@@ -303,7 +350,7 @@ impl Engine {
                 .collect();
             let polled = tokio::task::spawn_blocking(move || backend.poll(&ids))
                 .await
-                .map_err(|e| DaemonError::Join(e.to_string()))?;
+                .map_err(crate::error::join_error)?;
             let of_kind: BTreeSet<String> = jobs.iter().map(|j| j.experiment_id.clone()).collect();
             match polled {
                 Err(e) if e.is_unreachable() => {
@@ -382,7 +429,7 @@ impl Engine {
                 let b = backend.clone();
                 let r = tokio::task::spawn_blocking(move || b.cancel(&ids))
                     .await
-                    .map_err(|e| DaemonError::Join(e.to_string()))?;
+                    .map_err(crate::error::join_error)?;
                 if let Err(e) = r {
                     tracing::warn!("cannot cancel job {} ({sid}): {e}; trying again", job.name);
                     continue;
@@ -632,7 +679,7 @@ impl Engine {
                 let (w, job2, st, rs) = (work.clone(), job.clone(), state.clone(), runs.clone());
                 let updates = tokio::task::spawn_blocking(move || outcomes(&w, &job2, &st, &rs))
                     .await
-                    .map_err(|e| DaemonError::Join(e.to_string()))?;
+                    .map_err(crate::error::join_error)?;
                 if state.is_finished() {
                     tracing::info!(
                         "experiment {}: job {} ended ({})",
@@ -735,7 +782,7 @@ impl Engine {
             optgate_runner::failfast::judge(&w.exp, &w.layout, block, &done)
         })
         .await
-        .map_err(|e| DaemonError::Join(e.to_string()))?;
+        .map_err(crate::error::join_error)?;
         Ok(verdict.stop_experiment)
     }
 
@@ -773,7 +820,7 @@ impl Engine {
         let planned =
             tokio::task::spawn_blocking(move || plan_jobs(&w, &blocks, &jobs, &pending, &bin))
                 .await
-                .map_err(|e| DaemonError::Join(e.to_string()))?
+                .map_err(crate::error::join_error)?
                 .map_err(|message| DaemonError::Experiment {
                     id: row.id.clone(),
                     message,
@@ -810,7 +857,7 @@ impl Engine {
         crate::failpoint::hit("before-submit");
         let submitted = tokio::task::spawn_blocking(move || backend.submit(&spec))
             .await
-            .map_err(|e| DaemonError::Join(e.to_string()))?;
+            .map_err(crate::error::join_error)?;
         match submitted {
             Ok(sid) => {
                 crate::failpoint::hit("after-submit");
@@ -893,7 +940,7 @@ impl Engine {
             take_look(&w, &blocks, &not_applicable, &looks, &jobs, &node)
         })
         .await
-        .map_err(|e| DaemonError::Join(e.to_string()))?
+        .map_err(crate::error::join_error)?
         .map_err(|message| DaemonError::Experiment {
             id: row.id.clone(),
             message,
@@ -1411,6 +1458,28 @@ mod tests {
         assert!(
             short(Duration::ZERO)
                 .ends_with("the last error: cannot reach the slurm scheduler: gone")
+        );
+    }
+}
+
+#[cfg(test)]
+mod error_count_tests {
+    use super::*;
+
+    /// The fifth error in a row ends the experiment with the last error quoted; another
+    /// experiment's errors do not count toward it.
+    #[test]
+    fn an_experiment_gives_up_after_five_errors_in_a_row() {
+        let mut errors = HashMap::new();
+        for i in 1..MAX_EXPERIMENT_ERRORS {
+            assert_eq!(count_error(&mut errors, "a", &format!("boom {i}")), None);
+            assert_eq!(count_error(&mut errors, "b", "other"), None);
+        }
+        let reason = count_error(&mut errors, "a", "cannot write /x/samples.csv").unwrap();
+        assert_eq!(
+            reason,
+            "gave up after 5 attempts in a row that failed the same way; the last error: \
+             cannot write /x/samples.csv"
         );
     }
 }

@@ -96,3 +96,8 @@ impl ClientError {
         )
     }
 }
+
+/// A blocking task that panicked or was cancelled, as the daemon reports it.
+pub fn join_error(e: tokio::task::JoinError) -> DaemonError {
+    DaemonError::Join(e.to_string())
+}

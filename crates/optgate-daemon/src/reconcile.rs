@@ -82,7 +82,7 @@ pub async fn reconcile(engine: &mut Engine) -> Result<Repairs, DaemonError> {
                 }
             })
             .await
-            .map_err(|e| DaemonError::Join(e.to_string()))?;
+            .map_err(crate::error::join_error)?;
         }
         let i = id.clone();
         let moved = ctx
@@ -131,7 +131,7 @@ pub async fn reconcile(engine: &mut Engine) -> Result<Repairs, DaemonError> {
         let names: Vec<String> = jobs.iter().map(|(j, _)| j.name.clone()).collect();
         let found = tokio::task::spawn_blocking(move || backend.find_by_name(&names))
             .await
-            .map_err(|e| DaemonError::Join(e.to_string()))?;
+            .map_err(crate::error::join_error)?;
         let found = match found {
             // Nothing can be looked up or submitted now: the jobs stay in doubt, with the
             // reason shown, and the next pass (at the longest interval) asks again.

@@ -18,7 +18,13 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
             "the daemon is stopping; submit again once it is restarted",
         )));
     }
-    let loaded = match optgate_experiment::load_str(&req.source_text, &req.source_path) {
+    // Parsing and validating a file of up to 1 MiB (deeply nested, many variants) takes
+    // real CPU time: off the async workers, so `status` never waits behind a submission.
+    let (text, path) = (req.source_text, req.source_path);
+    let parsed = tokio::task::spawn_blocking(move || optgate_experiment::load_str(&text, &path))
+        .await
+        .map_err(crate::error::join_error)?;
+    let loaded = match parsed {
         Ok(l) => l,
         Err(e) => {
             return Ok(Response::Error(ErrorReply::new(
@@ -41,7 +47,7 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         let (exp, plan, layout) = (exp.clone(), plan.clone(), layout.clone());
         tokio::task::spawn_blocking(move || optgate_runner::drive::prepare(&exp, &plan, &layout))
             .await
-            .map_err(|e| DaemonError::Join(e.to_string()))?
+            .map_err(crate::error::join_error)?
             .map_err(|e| DaemonError::Experiment {
                 id: id.clone(),
                 message: e.to_string(),
@@ -68,8 +74,8 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
     let new = NewExperiment {
         id: id.clone(),
         name: exp.name().to_string(),
-        source_path: req.source_path.display().to_string(),
-        source_text: req.source_text,
+        source_path: exp.source.display().to_string(),
+        source_text: exp.source_text.clone(),
         source_sha256: exp.source_sha256.clone(),
         root: root.display().to_string(),
         scheduler: exp.file.scheduler.kind.to_string(),
