@@ -3,7 +3,7 @@
 //! simulated app, written to `RESULTS.md` with two SVG plots (see `benches/decision-cost/run.sh`).
 //!
 //! Usage: `optgate-decision-cost [OUT_DIR] [REPS] [REPS_AT_ZERO]` (defaults: this folder,
-//! 300, 1000). Seeded: the same arguments give the same file.
+//! 1000, 2000). Seeded: the same arguments give the same file.
 
 mod report;
 mod sim;
@@ -28,8 +28,8 @@ pub const NOISES: [f64; 3] = [0.01, 0.03, 0.08];
 pub const VARIANT_COUNTS: [usize; 2] = [1, 3];
 /// Experiments per cell away from 0 % and at 0 % (where the false-accept rate is read, so
 /// its standard error must be small next to α).
-const DEFAULT_REPS: usize = 300;
-const DEFAULT_REPS_AT_ZERO: usize = 1000;
+const DEFAULT_REPS: usize = 1000;
+const DEFAULT_REPS_AT_ZERO: usize = 2000;
 
 /// What one design did over the experiments of one cell.
 #[derive(Debug, Clone, Default)]
@@ -66,17 +66,39 @@ pub struct Cell {
     pub noise: f64,
     pub effect_pct: f64,
     pub tallies: Vec<Tally>,
+    /// Fixed n = 5…20 on the same experiments (only where [`CURVE_EFFECT_PCT`] is
+    /// simulated): the fixed design of equal power for each sequential one.
+    pub fixed_curve: Vec<(u32, Tally)>,
 }
+
+/// The effect at which the benchmark compares the sequential designs with the fixed
+/// design of equal power (the 5 %).
+pub const CURVE_EFFECT_PCT: f64 = 5.0;
 
 fn run_cell(variants: usize, noise: f64, effect: f64, reps: usize, plans: &Plans) -> Cell {
     let seed =
         SEED ^ (variants as u64) << 40 ^ ((noise * 1000.0) as u64) << 24 ^ (effect * 100.0) as u64;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut tallies = vec![Tally::default(); DesignKind::ALL.len()];
+    let curve_ns: Vec<u32> = if effect == CURVE_EFFECT_PCT {
+        (sim::REPLICATES..=sim::MAX_REPLICATES).collect()
+    } else {
+        Vec::new()
+    };
+    let mut fixed_curve: Vec<(u32, Tally)> =
+        curve_ns.iter().map(|&n| (n, Tally::default())).collect();
     for _ in 0..reps {
         let exp = Experiment::draw(&mut rng, variants, effect, noise);
         for (kind, tally) in DesignKind::ALL.iter().zip(&mut tallies) {
             tally.add(&sim::run_design(*kind, &exp, variants, plans));
+        }
+        for (n, tally) in &mut fixed_curve {
+            tally.add(&sim::run_design(
+                DesignKind::Fixed(*n),
+                &exp,
+                variants,
+                plans,
+            ));
         }
     }
     Cell {
@@ -84,6 +106,7 @@ fn run_cell(variants: usize, noise: f64, effect: f64, reps: usize, plans: &Plans
         noise,
         effect_pct: effect,
         tallies,
+        fixed_curve,
     }
 }
 

@@ -10,7 +10,8 @@ use optgate_daemon::decide::{
     LookSchedule, Next, StagedNext, analyse_look, analyse_staged_look, next_step, next_step_staged,
 };
 use optgate_stats::{
-    AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, StagedPlan, analyze,
+    AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, Spending, StagedPlan,
+    analyze,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -39,15 +40,19 @@ pub enum DesignKind {
     Shipped,
     /// The staged rule: discrete-aware spending, futility, budget stop, per-variant stopping.
     Staged,
+    /// The staged rule with O'Brien–Fleming spending instead of `α·t^0.3`: what futility,
+    /// the budget stop and per-variant stopping give without the early looks' α.
+    StagedObf,
 }
 
 impl DesignKind {
-    pub const ALL: [DesignKind; 5] = [
+    pub const ALL: [DesignKind; 6] = [
         DesignKind::Fixed(5),
         DesignKind::Fixed(10),
         DesignKind::Fixed(20),
         DesignKind::Shipped,
         DesignKind::Staged,
+        DesignKind::StagedObf,
     ];
 
     pub fn label(&self) -> String {
@@ -55,6 +60,7 @@ impl DesignKind {
             DesignKind::Fixed(n) => format!("fixed n = {n}"),
             DesignKind::Shipped => "sequential (shipped)".into(),
             DesignKind::Staged => "staged (improved)".into(),
+            DesignKind::StagedObf => "staged, O'Brien–Fleming spending".into(),
         }
     }
 }
@@ -151,6 +157,7 @@ pub struct Plans {
     pub schedule: LookSchedule,
     pub shipped: Option<SequentialPlan>,
     pub staged: StagedPlan,
+    pub staged_obf: StagedPlan,
 }
 
 impl Plans {
@@ -161,6 +168,15 @@ impl Plans {
             shipped: schedule.sequential_plan(ALPHA).expect("plan"),
             staged: StagedPlan::new(REPLICATES, MAX_REPLICATES, ALPHA, variants, Design::Paired)
                 .expect("plan"),
+            staged_obf: StagedPlan::with_spending(
+                REPLICATES,
+                MAX_REPLICATES,
+                ALPHA,
+                variants,
+                Design::Paired,
+                Spending::ObrienFleming,
+            )
+            .expect("plan"),
         }
     }
 }
@@ -169,7 +185,8 @@ pub fn run_design(kind: DesignKind, exp: &Experiment, variants: usize, plans: &P
     match kind {
         DesignKind::Fixed(n) => fixed(exp, variants, n),
         DesignKind::Shipped => shipped(exp, variants, plans),
-        DesignKind::Staged => staged(exp, variants, plans),
+        DesignKind::Staged => staged(exp, variants, &plans.staged),
+        DesignKind::StagedObf => staged(exp, variants, &plans.staged_obf),
     }
 }
 
@@ -227,9 +244,8 @@ fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
 }
 
 /// The staged loop: only the baseline and the open variants run in later blocks.
-fn staged(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
+fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
     let cfg = config();
-    let plan = &plans.staged;
     let mut decisions = vec![Decision::Inconclusive; variants];
     let mut open: Vec<usize> = (1..=variants).collect();
     let mut retired = 0usize;

@@ -11,10 +11,14 @@ const MARGIN_L: f64 = 52.0;
 const MARGIN_R: f64 = 12.0;
 const MARGIN_T: f64 = 28.0;
 const MARGIN_B: f64 = 40.0;
-const LEGEND_H: f64 = 34.0;
+const LEGEND_H: f64 = 50.0;
+/// Legend entries per row.
+const LEGEND_PER_ROW: usize = 3;
 /// Series colours (colour-blind safe, Okabe–Ito) and dash patterns, by series index.
-const COLOURS: [&str; 5] = ["#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#000000"];
-const DASHES: [&str; 5] = ["4 3", "4 3", "4 3", "1 0", "1 0"];
+const COLOURS: [&str; 6] = [
+    "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#000000", "#D55E00",
+];
+const DASHES: [&str; 6] = ["4 3", "4 3", "4 3", "1 0", "1 0", "1 0"];
 
 /// One chart of the grid.
 pub struct Panel {
@@ -66,10 +70,10 @@ pub fn render(fig: &Figure) -> String {
 }
 
 fn legend(s: &mut String, fig: &Figure, w: f64) {
-    let step = w / fig.legend.len().max(1) as f64;
+    let step = w / LEGEND_PER_ROW as f64;
     for (i, name) in fig.legend.iter().enumerate() {
-        let x = i as f64 * step + 10.0;
-        let y = 38.0;
+        let x = (i % LEGEND_PER_ROW) as f64 * step + 10.0;
+        let y = 38.0 + 18.0 * (i / LEGEND_PER_ROW) as f64;
         let _ = writeln!(
             s,
             r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2" stroke-dasharray="{}"/><text x="{}" y="{}">{}</text>"#,

@@ -72,13 +72,27 @@ pub struct StagedPlan {
 
 impl StagedPlan {
     /// The plan for `variants` variants (the Holm family at the start) over `first..=max`
-    /// blocks at overall level `alpha`.
+    /// blocks at overall level `alpha`, spending by `α·t^ρ` with [`POWER_SPENDING_RHO`].
     pub fn new(
         first: u32,
         max: u32,
         alpha: f64,
         variants: usize,
         design: Design,
+    ) -> Result<Self, StatsError> {
+        let spending = Spending::Power(POWER_SPENDING_RHO);
+        Self::with_spending(first, max, alpha, variants, design, spending)
+    }
+
+    /// [`StagedPlan::new`] with another spending function for both boundaries (the
+    /// benchmark compares O'Brien–Fleming spending under the same staged rule).
+    pub fn with_spending(
+        first: u32,
+        max: u32,
+        alpha: f64,
+        variants: usize,
+        design: Design,
+        spending: Spending,
     ) -> Result<Self, StatsError> {
         let first = first.max(1);
         let max = max.max(first);
@@ -97,7 +111,6 @@ impl StagedPlan {
             };
             (variants.max(1) as f64 * min_p).min(1.0)
         };
-        let spending = Spending::Power(POWER_SPENDING_RHO);
         let efficacy = SequentialPlan::with_spending(&fractions, alpha, spending, &floor)?;
         // Futility only at the looks efficacy takes, so a look is one analysis.
         let fut_floor = |k: usize| {
@@ -282,20 +295,38 @@ pub fn decide_probability(
     if !(se_now > 0.0 && n >= 2.0) {
         return None;
     }
-    let sigma = se_now * n.sqrt();
-    let big_n = plan.max as f64;
     let last = plan.efficacy.fractions.len() as u32;
     let z_acc = normal::quantile(1.0 - plan.efficacy.nominal(last) / m);
     let z_fut = normal::quantile(1.0 - plan.futility.nominal(last) / m);
+    let at_last = LastLook {
+        blocks: plan.max as f64,
+        z_accept: z_acc,
+        z_futility: z_fut,
+    };
+    predictive_decide(est - delta, se_now * n.sqrt(), n, &at_last)
+}
+
+/// The last look's size and z boundaries, for [`predictive_decide`].
+struct LastLook {
+    blocks: f64,
+    z_accept: f64,
+    z_futility: f64,
+}
+
+/// P(the last look's mean of the log differences, minus δ, is beyond a boundary), given
+/// `gap` = estimate − δ now, per-pair SD `sigma` and `n` pairs, under a flat prior on the
+/// true effect: the final mean is `N(gap, σ²(N − n)/(N n))` around δ.
+fn predictive_decide(gap: f64, sigma: f64, n: f64, last: &LastLook) -> Option<f64> {
+    let big_n = last.blocks;
     let se_final = sigma / big_n.sqrt();
-    // The final mean given the data so far: the future blocks' mean is unknown around
-    // the current estimate, and so is the true effect (flat prior).
+    // The future blocks' mean is unknown around the current estimate, and so is the true
+    // effect (flat prior): both spreads add up to this.
     let sd_pred = sigma * ((big_n - n).max(0.0) / (big_n * n)).sqrt();
     if sd_pred <= 0.0 {
         return None;
     }
-    let p_acc = normal::cdf((est - delta - z_acc * se_final) / sd_pred);
-    let p_rej = normal::cdf((delta - z_fut * se_final - est) / sd_pred);
+    let p_acc = normal::cdf((gap - last.z_accept * se_final) / sd_pred);
+    let p_rej = normal::cdf((-last.z_futility * se_final - gap) / sd_pred);
     Some((p_acc + p_rej).min(1.0))
 }
 
@@ -315,6 +346,44 @@ mod tests {
         assert_eq!(plan.next_look_after(5), Some(7));
         let spent: f64 = plan.efficacy.spent.iter().sum();
         assert!((spent - 0.05).abs() < 1e-9, "{spent}");
+    }
+
+    /// The closed form against a direct simulation of its model: the true effect drawn
+    /// from the posterior, the remaining blocks from it, the final mean compared with the
+    /// boundaries.
+    #[test]
+    fn predictive_probability_matches_a_simulation_of_its_model() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut gauss = || {
+            let u1: f64 = 1.0 - rng.random::<f64>();
+            let u2: f64 = rng.random();
+            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        };
+        let last = LastLook {
+            blocks: 20.0,
+            z_accept: 2.46,
+            z_futility: 2.11,
+        };
+        for (gap, sigma, n) in [(0.0, 0.05, 5.0), (0.01, 0.04, 8.0), (-0.02, 0.08, 12.0)] {
+            let closed = predictive_decide(gap, sigma, n, &last).unwrap();
+            let sims = 200_000;
+            let se_final = sigma / last.blocks.sqrt();
+            let hits = (0..sims)
+                .filter(|_| {
+                    let theta = gap + sigma / n.sqrt() * gauss();
+                    let rest = last.blocks - n;
+                    let future = theta + sigma / rest.sqrt() * gauss();
+                    let fin = (n * gap + rest * future) / last.blocks;
+                    fin >= last.z_accept * se_final || fin <= -last.z_futility * se_final
+                })
+                .count();
+            let sim = hits as f64 / sims as f64;
+            assert!(
+                (sim - closed).abs() < 0.005,
+                "{gap} {sigma} {n}: {sim} vs {closed}"
+            );
+        }
     }
 
     #[test]
