@@ -263,9 +263,7 @@ fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
             .expect("analysis");
         for (v, &arm) in look.verdicts.iter().zip(&open) {
             decisions[arm - 1] = v.decision;
-            if v.stop.is_some() && v.decision != Decision::Accept {
-                retired += 1;
-            }
+            retired += v.retired as usize;
         }
         let counts = counts(&vars, blocks);
         match next_step_staged(&look, blocks, plan, &counts) {

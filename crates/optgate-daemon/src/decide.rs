@@ -139,7 +139,7 @@ fn no_data<'a>(
 
 /// The staged rule's look at `blocks` blocks (`optgate_stats::stopping`): only the
 /// variants still in the block plan (`open`) are analysed; `retired` counts those that
-/// left without an acceptance, which Holm keeps in the family. Make the plan once per
+/// left without an acceptance (`Verdict::retired`), which Holm keeps in the family. Make the plan once per
 /// experiment with [`StagedPlan::new`].
 pub fn analyse_staged_look(
     baseline: &ArmData,

@@ -159,6 +159,9 @@ pub struct Verdict {
     pub decision: Decision,
     /// Why the variant left the block plan; `None` = it stays for the next look.
     pub stop: Option<Stop>,
+    /// It left without an acceptance but with p-values: its hypothesis was not rejected,
+    /// so Holm's family keeps it — count it in `retired` at every later look.
+    pub retired: bool,
     pub reason: String,
 }
 
@@ -222,6 +225,7 @@ fn verdict(
         name: v.name.clone(),
         decision,
         stop: Some(stop),
+        retired: decision != Decision::Accept && v.p_improvement.is_some(),
         reason,
     };
     match v.decision {
@@ -269,6 +273,7 @@ fn verdict(
         name: v.name.clone(),
         decision: Decision::Inconclusive,
         stop: None,
+        retired: false,
         reason: v.reason.clone(),
     }
 }

@@ -87,10 +87,9 @@ fn run_staged(
         let mut still = Vec::new();
         for (v, &a) in look.verdicts.iter().zip(&open) {
             out[a - 1] = (v.decision, v.stop, blocks);
-            match v.stop {
-                None => still.push(a),
-                Some(Stop::Efficacy) => {}
-                Some(_) => retired += 1,
+            retired += v.retired as usize;
+            if v.stop.is_none() {
+                still.push(a);
             }
         }
         open = still;
