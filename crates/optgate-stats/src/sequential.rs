@@ -20,6 +20,11 @@
 //! below it. Futility stops (reject for "cannot reach min effect") do not spend α: they
 //! can only lower the false-accept rate (non-binding futility).
 //!
+//! The same recursion serves other spending functions ([`Spending`]) and can leave out a
+//! look whose nominal level would not exceed a floor — the smallest p-value the exact test
+//! reaches there — keeping its share of α for the next look kept
+//! ([`SequentialPlan::with_spending`]; the staged rule of [`crate::stopping`] uses both).
+//!
 //! Rank tests are only asymptotically normal and their exact p-values are discrete and
 //! conservative; the simulation test `sequential_aa_false_accept` checks that the rule
 //! still holds with the exact Wilcoxon test at small n.
@@ -140,7 +145,7 @@ impl SequentialPlan {
         let mut prev_t = 0.0;
         // Sub-density of S = B(t) on the continuation region of the previous look:
         // (grid points, density values, Simpson weights).
-        let mut density: Option<(Vec<f64>, Vec<f64>, Vec<f64>)> = None;
+        let mut density: Option<Density> = None;
         for (k, &t) in fractions.iter().enumerate() {
             let target = (spending.spent(t, alpha) - prev_spend).max(0.0);
             let dt = t - prev_t;

@@ -353,6 +353,18 @@ mod tests {
         assert!((spent - 0.05).abs() < 1e-9, "{spent}");
     }
 
+    #[test]
+    fn the_independent_design_uses_the_mann_whitney_floor() {
+        // 5 + 5 runs reach 1/252, so even three variants (3/252) can decide at 5 blocks.
+        let plan = StagedPlan::new(5, 20, 0.05, 3, Design::Independent).unwrap();
+        assert_eq!(plan.look_at(5), Some(1));
+        // Below MIN_REPLICATES no look is planned at all.
+        let early = StagedPlan::new(3, 20, 0.05, 1, Design::Paired).unwrap();
+        assert_eq!(early.look_at(3), None);
+        assert_eq!(early.look_at(4), None);
+        assert!(early.next_look_after(0).unwrap() >= 5);
+    }
+
     /// The closed form against a direct simulation of its model: the true effect drawn
     /// from the posterior, the remaining blocks from it, the final mean compared with the
     /// boundaries.
