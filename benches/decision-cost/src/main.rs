@@ -69,6 +69,21 @@ pub struct Cell {
     /// Fixed n = 5…20 on the same experiments (only where [`CURVE_EFFECT_PCT`] is
     /// simulated): the fixed design of equal power for each sequential one.
     pub fixed_curve: Vec<(u32, Tally)>,
+    /// The first look's replicate forecasts ([`sim::replicate_forecasts`]).
+    pub forecasts: Forecasts,
+}
+
+/// How the report's "about N replicates would likely decide it" fared in one cell.
+#[derive(Debug, Clone, Default)]
+pub struct Forecasts {
+    /// Inconclusive variants at the first look.
+    pub inconclusive: usize,
+    /// Of those, with a forecast N within the budget (`max_replicates`).
+    pub within_budget: usize,
+    /// Of those, decided by the plain analysis at N blocks.
+    pub decided: usize,
+    /// Forecasts N (within the budget), for their mean.
+    pub n_sum: u64,
 }
 
 /// The effect at which the benchmark compares the sequential designs with the fixed
@@ -87,8 +102,17 @@ fn run_cell(variants: usize, noise: f64, effect: f64, reps: usize, plans: &Plans
     };
     let mut fixed_curve: Vec<(u32, Tally)> =
         curve_ns.iter().map(|&n| (n, Tally::default())).collect();
+    let mut forecasts = Forecasts::default();
     for _ in 0..reps {
         let exp = Experiment::draw(&mut rng, variants, effect, noise);
+        for (n, decided) in sim::replicate_forecasts(&exp, variants) {
+            forecasts.inconclusive += 1;
+            if let Some(n) = n.filter(|&n| n <= sim::MAX_REPLICATES) {
+                forecasts.within_budget += 1;
+                forecasts.decided += decided as usize;
+                forecasts.n_sum += n as u64;
+            }
+        }
         for (kind, tally) in DesignKind::ALL.iter().zip(&mut tallies) {
             tally.add(&sim::run_design(*kind, &exp, variants, plans));
         }
@@ -107,6 +131,7 @@ fn run_cell(variants: usize, noise: f64, effect: f64, reps: usize, plans: &Plans
         effect_pct: effect,
         tallies,
         fixed_curve,
+        forecasts,
     }
 }
 

@@ -68,6 +68,7 @@ pub fn write(
     header(&mut s, reps, reps_zero, elapsed_s);
     checks(&mut s, cells);
     plan_tables(&mut s, plans);
+    forecast_table(&mut s, cells);
     for &variants in &VARIANT_COUNTS {
         for &noise in &NOISES {
             table(&mut s, cells, variants, noise);
@@ -316,6 +317,48 @@ fn plan_tables(s: &mut String, plans: &[Plans; 2]) {
         );
     }
     s.push('\n');
+}
+
+/// Calibration of the report's replicate forecast at the first look (5 blocks).
+fn forecast_table(s: &mut String, cells: &[Cell]) {
+    let _ = writeln!(
+        s,
+        "## Is \"about N replicates would likely decide it\" calibrated?\n\n\
+         At the first look (5 blocks, plain α) every inconclusive variant's forecast N \
+         (`replicates_to_decide`, aimed at 80 % power from the current estimate and spread); \
+         where N ≤ {mx}, whether the plain analysis of the same experiment at N blocks decides it \
+         (accept or reject). Calibrated would be about 80 % decided.\n\n\
+         | variants | noise | true speed-up | inconclusive at 5 | forecast N ≤ {mx} | mean N | decided at N |\n\
+         |---|---|---|---|---|---|---|",
+        mx = sim::MAX_REPLICATES
+    );
+    let (mut all_within, mut all_decided) = (0usize, 0usize);
+    for c in cells {
+        let f = &c.forecasts;
+        all_within += f.within_budget;
+        all_decided += f.decided;
+        if f.within_budget == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} % | {} % | {} | {} | {:.1} | {} % ± {} % |",
+            c.variants,
+            100.0 * c.noise,
+            c.effect_pct,
+            f.inconclusive,
+            f.within_budget,
+            f.n_sum as f64 / f.within_budget as f64,
+            pct(rate(f.decided, f.within_budget)),
+            pct(se_rate(f.decided, f.within_budget))
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nOver all cells: {} % ± {} % of {all_within} forecasts within the budget were decided at N.\n",
+        pct(rate(all_decided, all_within)),
+        pct(se_rate(all_decided, all_within))
+    );
 }
 
 fn table(s: &mut String, cells: &[Cell], variants: usize, noise: f64) {

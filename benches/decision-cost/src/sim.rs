@@ -288,3 +288,30 @@ fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
         node_hours: base_hours + variant_hours,
     }
 }
+
+/// The report's "about N replicates per arm would likely decide it" put to the test: at the
+/// first look (fixed n = 5, plain α), each inconclusive variant's predicted N; where N is
+/// within the simulated budget, whether the plain analysis at N blocks of the same
+/// experiment decides it (accept or reject). The estimate aims at 80 % (`MDE_POWER`).
+/// Returns (predicted N, decided at N) per inconclusive variant; N = `None` when the
+/// analysis says no realistic number would decide it.
+pub fn replicate_forecasts(exp: &Experiment, variants: usize) -> Vec<(Option<u32>, bool)> {
+    let cfg = config();
+    let first = |n: u32| -> Vec<ArmData> { (1..=variants).map(|a| exp.arm(a, n)).collect() };
+    let at_first = analyze(&exp.arm(0, REPLICATES), &first(REPLICATES), &cfg).expect("analysis");
+    at_first
+        .variants
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.decision == Decision::Inconclusive)
+        .map(|(i, v)| {
+            let decided = v.replicates_to_decide.is_some_and(|n| {
+                n <= MAX_REPLICATES && {
+                    let later = analyze(&exp.arm(0, n), &first(n), &cfg).expect("analysis");
+                    later.variants[i].decision != Decision::Inconclusive
+                }
+            });
+            (v.replicates_to_decide, decided)
+        })
+        .collect()
+}
