@@ -43,6 +43,8 @@ pub struct Tally {
     /// Experiments with at least one variant accepted.
     pub any_accept: usize,
     pub blocks: Vec<u32>,
+    /// Blocks per variant (experiments × variants), for the mean blocks a variant ran in.
+    pub variant_blocks: Vec<u32>,
     pub hours: Vec<f64>,
 }
 
@@ -56,6 +58,7 @@ impl Tally {
         self.inconclusive += o.decisions.len() - count(Decision::Accept) - count(Decision::Reject);
         self.any_accept += (count(Decision::Accept) > 0) as usize;
         self.blocks.push(o.blocks);
+        self.variant_blocks.extend(&o.variant_blocks);
         self.hours.push(o.node_hours);
     }
 }

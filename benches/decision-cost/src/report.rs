@@ -102,7 +102,8 @@ fn header(s: &mut String, reps: usize, reps_zero: usize, elapsed_s: f64) {
          P(inconclusive) are per variant (experiments × variants decisions); \"any accepted\" is per \
          experiment (the family-wise false-accept rate where the effect is below `min_effect_pct`). \
          Node-hours = the sum of the simulated run times of every run executed (with per-variant \
-         stopping, a later block holds fewer runs). Monte-Carlo standard errors: √(p(1−p)/n) for \
+         stopping, a later block holds fewer runs, and the blocks a variant ran in fall below the \
+         experiment's blocks). Monte-Carlo standard errors: √(p(1−p)/n) for \
          rates (0 observed in n: below 3/n with 95 % confidence), SD/√n for means.\n",
         epochs = sim::EPOCHS,
         warm = sim::WARMUP_FACTOR,
@@ -365,8 +366,9 @@ fn table(s: &mut String, cells: &[Cell], variants: usize, noise: f64) {
     let _ = writeln!(
         s,
         "## {variants} variant(s), noise {:.0} %\n\n| true speed-up | design | P(accept) | P(reject) | \
-         P(inconclusive) | any accepted | E[blocks] | P95 blocks | E[node-hours] | vs fixed 20 |\n\
-         |---|---|---|---|---|---|---|---|---|---|",
+         P(inconclusive) | any accepted | E[blocks] | P95 blocks | E[blocks a variant ran in] | \
+         E[node-hours] | vs fixed 20 |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|",
         100.0 * noise
     );
     for &effect in &EFFECTS_PCT {
@@ -376,7 +378,7 @@ fn table(s: &mut String, cells: &[Cell], variants: usize, noise: f64) {
             let se = |k| pct(se_rate(k, t.verdicts));
             let _ = writeln!(
                 s,
-                "| {effect} % | {} | {} ± {} | {} ± {} | {} | {} | {:.1} | {} | {:.2} ± {:.2} | {:.2} |",
+                "| {effect} % | {} | {} ± {} | {} ± {} | {} | {} | {:.1} | {} | {:.1} | {:.2} ± {:.2} | {:.2} |",
                 kind.label(),
                 pct(rate(t.accept, t.verdicts)),
                 se(t.accept),
@@ -386,6 +388,12 @@ fn table(s: &mut String, cells: &[Cell], variants: usize, noise: f64) {
                 pct(rate(t.any_accept, t.experiments)),
                 mean(&blocks_f(t)),
                 p95(&t.blocks),
+                mean(
+                    &t.variant_blocks
+                        .iter()
+                        .map(|&b| b as f64)
+                        .collect::<Vec<_>>()
+                ),
                 mean(&t.hours),
                 se_mean(&t.hours),
                 mean(&t.hours) / ref_hours

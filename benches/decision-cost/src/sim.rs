@@ -138,6 +138,8 @@ pub struct Outcome {
     pub decisions: Vec<Decision>,
     /// Blocks run (the baseline's runs).
     pub blocks: u32,
+    /// Blocks each variant ran in (1…its last; fewer than `blocks` once it left the plan).
+    pub variant_blocks: Vec<u32>,
     /// Sum of the simulated run times of every run executed, in node-hours.
     pub node_hours: f64,
 }
@@ -210,6 +212,7 @@ fn fixed(exp: &Experiment, variants: usize, n: u32) -> Outcome {
     Outcome {
         decisions: a.variants.iter().map(|v| v.decision).collect(),
         blocks: n,
+        variant_blocks: vec![n; variants],
         node_hours: all_hours(exp, variants, n),
     }
 }
@@ -236,6 +239,7 @@ fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
                 return Outcome {
                     decisions: a.variants.iter().map(|v| v.decision).collect(),
                     blocks,
+                    variant_blocks: vec![blocks; variants],
                     node_hours: all_hours(exp, variants, blocks),
                 };
             }
@@ -285,6 +289,7 @@ fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
     Outcome {
         decisions,
         blocks,
+        variant_blocks: last_block[1..].to_vec(),
         node_hours: base_hours + variant_hours,
     }
 }
