@@ -9,6 +9,7 @@
 //! the information fractions `n_k / max_replicates`, so the false-accept rate over all
 //! looks stays at α.
 
+use optgate_experiment::{AA_CONTROL, BASELINE, Experiment, SequentialRule};
 use optgate_stats::{
     Analysis, AnalysisConfig, ArmData, Decision, SequentialPlan, StagedLook, StagedPlan,
     StatsError, Stop, analyze, analyze_sequential, analyze_staged,
@@ -150,6 +151,34 @@ pub fn analyse_staged_look(
     blocks: u32,
 ) -> Result<StagedLook, StatsError> {
     analyze_staged(baseline, open, retired, cfg, plan, blocks)
+}
+
+/// The staged plan an experiment asks for: `compare.sequential: staged` with a budget
+/// above `replicates`; `None` otherwise (the rule of §13, or a single look). The Holm
+/// family at the start is the proposals: every arm but the baseline and the A/A control.
+pub fn staged_plan(exp: &Experiment) -> Result<Option<StagedPlan>, StatsError> {
+    let f = &exp.file;
+    let schedule = LookSchedule::new(f.replicates, f.max_replicates);
+    if f.compare.sequential != SequentialRule::Staged || schedule.planned_looks() == 1 {
+        return Ok(None);
+    }
+    let proposals = exp
+        .arms
+        .iter()
+        .filter(|a| a.name != BASELINE && a.name != AA_CONTROL)
+        .count();
+    let design = match f.design {
+        optgate_experiment::Design::Blocked => optgate_stats::Design::Paired,
+        optgate_experiment::Design::Independent => optgate_stats::Design::Independent,
+    };
+    StagedPlan::new(
+        schedule.first,
+        schedule.max,
+        f.compare.alpha,
+        proposals,
+        design,
+    )
+    .map(Some)
 }
 
 /// What follows a look of the staged rule.
