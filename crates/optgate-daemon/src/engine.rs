@@ -1316,7 +1316,15 @@ fn take_look(
         .map(|a| (a.name.clone(), collected.complete_runs(&a.name).count()))
         .collect();
     let (next, keep) = match (&work.staged, &staged_look) {
-        (Some(sp), Some(l)) => crate::staged::next(next_step_staged(l, n_blocks, sp, &counts)),
+        (Some(sp), Some(l)) => {
+            // A variant that left earlier (even one decided `failed`) is not analysed now.
+            let open: Vec<(String, usize)> = counts
+                .iter()
+                .filter(|(a, _)| !closed.contains_key(a))
+                .cloned()
+                .collect();
+            crate::staged::next(next_step_staged(l, n_blocks, sp, &open))
+        }
         _ => (
             next_step(&report.analysis, n_blocks, &work.schedule, &counts),
             None,

@@ -125,3 +125,92 @@ pub fn keep_only(plan: &mut Plan, from: u32, open: &[String]) {
             .retain(|a| a == BASELINE || a == AA_CONTROL || open.contains(a));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use optgate_experiment::PlannedBlock;
+    use optgate_stats::Stop;
+
+    fn decision(variant: &str, stop: Option<Stop>, blocks: Option<u32>) -> VariantDecision {
+        VariantDecision {
+            variant: variant.into(),
+            decision: if stop == Some(Stop::Efficacy) {
+                "accept"
+            } else {
+                "inconclusive"
+            }
+            .into(),
+            reason: String::new(),
+            stop,
+            blocks,
+            retired: stop.is_some() && stop != Some(Stop::Efficacy),
+        }
+    }
+
+    fn look(blocks: u32, decisions: &[VariantDecision]) -> LookRow {
+        LookRow {
+            look: blocks,
+            blocks,
+            nominal_alpha: 0.01,
+            decisions: serde_json::to_string(decisions).unwrap(),
+            created_at: String::new(),
+        }
+    }
+
+    /// The first look that stopped a variant is the one that counts; open ones are not
+    /// closed; a look row of the O'Brien–Fleming rule (no `stop`) closes nothing.
+    #[test]
+    fn closed_variants_come_from_the_first_stopping_look() {
+        let looks = [
+            look(
+                7,
+                &[
+                    decision("fast", Some(Stop::Efficacy), Some(7)),
+                    decision("slow", None, None),
+                ],
+            ),
+            look(
+                8,
+                &[
+                    decision("fast", Some(Stop::Efficacy), Some(7)),
+                    decision("slow", Some(Stop::Futility), Some(8)),
+                ],
+            ),
+        ];
+        let closed = closed_variants(&looks);
+        assert_eq!(closed["fast"].blocks, Some(7));
+        assert_eq!(closed["slow"].stop, Some(Stop::Futility));
+        assert!(closed["slow"].retired && !closed["fast"].retired);
+        assert!(!closed_variants(&looks[..1]).contains_key("slow"));
+        let shipped = r#"[{"variant":"v","decision":"accept","reason":"r"}]"#;
+        let old = LookRow {
+            decisions: shipped.into(),
+            ..look(5, &[])
+        };
+        assert!(closed_variants(&[old]).is_empty());
+    }
+
+    /// Later blocks lose the decided variants and keep everyone else in the seeded order.
+    #[test]
+    fn later_blocks_keep_only_the_open_arms() {
+        let order = |arms: &[&str]| arms.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let mut plan = Plan {
+            experiment: "e".into(),
+            seed: 1,
+            design: optgate_experiment::Design::Blocked,
+            arms: order(&["baseline", "fast", "same", AA_CONTROL]),
+            blocks: (1..=3)
+                .map(|index| PlannedBlock {
+                    index,
+                    order: order(&["same", AA_CONTROL, "fast", "baseline"]),
+                })
+                .collect(),
+        };
+        keep_only(&mut plan, 1, &["same".to_string()]);
+        assert_eq!(plan.blocks[0].order.len(), 4, "block 1 is not touched");
+        for b in &plan.blocks[1..] {
+            assert_eq!(b.order, order(&["same", AA_CONTROL, "baseline"]));
+        }
+    }
+}
