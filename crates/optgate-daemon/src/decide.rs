@@ -9,9 +9,10 @@
 //! the information fractions `n_k / max_replicates`, so the false-accept rate over all
 //! looks stays at α.
 
+use optgate_experiment::{AA_CONTROL, BASELINE, Experiment, SequentialRule};
 use optgate_stats::{
-    Analysis, AnalysisConfig, ArmData, Decision, SequentialPlan, StatsError, analyze,
-    analyze_sequential,
+    Analysis, AnalysisConfig, ArmData, Decision, SequentialPlan, StagedLook, StagedPlan,
+    StatsError, Stop, analyze, analyze_sequential, analyze_staged,
 };
 
 /// The planned looks, in blocks.
@@ -93,29 +94,13 @@ pub fn next_step(
     schedule: &LookSchedule,
     complete_runs: &[(String, usize)],
 ) -> Next {
-    // A variant decided `failed` (its app failed in every run) is an answer about that
-    // variant; an arm without data and without that decision (the baseline) ends the
-    // experiment.
-    let failed_variant = |arm: &str| {
-        analysis
-            .variants
-            .iter()
-            .any(|v| v.name == arm && v.decision == Decision::Failed)
-    };
-    let empty: Vec<&str> = complete_runs
+    let failed = analysis
+        .variants
         .iter()
-        .filter(|(a, n)| *n == 0 && !failed_variant(a))
-        .map(|(a, _)| a.as_str())
-        .collect();
-    if !empty.is_empty() {
-        return Next::Failed(format!(
-            "no run of {} completed, so nothing can be compared; the failed runs' stderr says why",
-            empty
-                .iter()
-                .map(|a| format!("`{a}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        .filter(|v| v.decision == Decision::Failed)
+        .map(|v| v.name.as_str());
+    if let Some(why) = no_data(complete_runs, failed) {
+        return Next::Failed(why);
     }
     let open = analysis
         .variants
@@ -129,6 +114,126 @@ pub fn next_step(
         Next::Extend(1)
     } else {
         Next::BudgetExhausted
+    }
+}
+
+/// Why the experiment cannot go on: an arm that should have run has no complete run and
+/// is not a variant decided `failed` (its app failed in every run, an answer about that
+/// variant); `None` when every arm has data.
+fn no_data<'a>(
+    complete_runs: &[(String, usize)],
+    failed_variants: impl Iterator<Item = &'a str>,
+) -> Option<String> {
+    let failed: Vec<&str> = failed_variants.collect();
+    let empty: Vec<String> = complete_runs
+        .iter()
+        .filter(|(a, n)| *n == 0 && !failed.contains(&a.as_str()))
+        .map(|(a, _)| format!("`{a}`"))
+        .collect();
+    (!empty.is_empty()).then(|| {
+        format!(
+            "no run of {} completed, so nothing can be compared; the failed runs' stderr says why",
+            empty.join(", ")
+        )
+    })
+}
+
+/// The staged rule's look at `blocks` blocks (`optgate_stats::stopping`): only the
+/// variants still in the block plan (`open`) are analysed; `retired` counts those that
+/// left without an acceptance (`Verdict::retired`), which Holm keeps in the family. Make the plan once per
+/// experiment with [`StagedPlan::new`].
+pub fn analyse_staged_look(
+    baseline: &ArmData,
+    open: &[ArmData],
+    retired: usize,
+    cfg: &AnalysisConfig,
+    plan: &StagedPlan,
+    blocks: u32,
+) -> Result<StagedLook, StatsError> {
+    analyze_staged(baseline, open, retired, cfg, plan, blocks)
+}
+
+/// The staged plan an experiment asks for: `compare.sequential: staged` with a budget
+/// above `replicates`; `None` otherwise (the rule of §13, or a single look). The Holm
+/// family at the start is the proposals: every arm but the baseline and the A/A control.
+pub fn staged_plan(exp: &Experiment) -> Result<Option<StagedPlan>, StatsError> {
+    let f = &exp.file;
+    let schedule = LookSchedule::new(f.replicates, f.max_replicates);
+    if f.compare.sequential != SequentialRule::Staged || schedule.planned_looks() == 1 {
+        return Ok(None);
+    }
+    let proposals = exp
+        .arms
+        .iter()
+        .filter(|a| a.name != BASELINE && a.name != AA_CONTROL)
+        .count();
+    let design = match f.design {
+        optgate_experiment::Design::Blocked => optgate_stats::Design::Paired,
+        optgate_experiment::Design::Independent => optgate_stats::Design::Independent,
+    };
+    StagedPlan::new(
+        schedule.first,
+        schedule.max,
+        f.compare.alpha,
+        proposals,
+        design,
+    )
+    .map(Some)
+}
+
+/// What follows a look of the staged rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StagedNext {
+    /// Every variant has left the block plan with a decision (or stopped inconclusive
+    /// because the budget could not decide it).
+    Decided,
+    /// Add `blocks` blocks holding the baseline and only these variants, then look again.
+    Extend { blocks: u32, arms: Vec<String> },
+    /// Some variant was still inconclusive at the last planned look.
+    BudgetExhausted,
+    /// No decision can ever come (no data for an arm that needs it).
+    Failed(String),
+}
+
+/// What follows a staged look at `blocks` blocks. `complete_runs`: per arm analysed at this
+/// look (baseline and open variants), how many of its runs completed.
+pub fn next_step_staged(
+    look: &StagedLook,
+    blocks: u32,
+    plan: &StagedPlan,
+    complete_runs: &[(String, usize)],
+) -> StagedNext {
+    let failed = look
+        .verdicts
+        .iter()
+        .filter(|v| v.decision == Decision::Failed)
+        .map(|v| v.name.as_str());
+    if let Some(why) = no_data(complete_runs, failed) {
+        return StagedNext::Failed(why);
+    }
+    let open: Vec<String> = look
+        .verdicts
+        .iter()
+        .filter(|v| v.stop.is_none())
+        .map(|v| v.name.clone())
+        .collect();
+    if open.is_empty() {
+        let exhausted = look
+            .verdicts
+            .iter()
+            .any(|v| v.stop == Some(Stop::BudgetExhausted));
+        return if exhausted {
+            StagedNext::BudgetExhausted
+        } else {
+            StagedNext::Decided
+        };
+    }
+    match plan.next_look_after(blocks) {
+        Some(next) => StagedNext::Extend {
+            blocks: next - blocks,
+            arms: open,
+        },
+        None => StagedNext::BudgetExhausted,
     }
 }
 
@@ -399,6 +504,79 @@ mod tests {
         assert_eq!(next_step(&a, 5, &schedule, &counts), Next::Decided);
         let json = serde_json::to_value(va).unwrap();
         assert_eq!(json["decision"], "failed");
+    }
+
+    /// Per-variant stopping: a variant accepted at the first look leaves the block plan;
+    /// the next blocks hold the baseline and the undecided variant only, and the plan
+    /// jumps over a look the exact test could not reach.
+    #[test]
+    fn a_decided_variant_leaves_the_block_plan() {
+        let cfg = AnalysisConfig::default();
+        let plan = StagedPlan::new(5, 20, cfg.alpha, 2, optgate_stats::Design::Paired).unwrap();
+        // With 2 variants 2/32 is above what 5 blocks may spend: the first look is at 6.
+        assert_eq!(plan.next_look_after(0), Some(6));
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let (mut base, mut fast, mut same) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..6 {
+            let b = 1.0 + rng.random::<f64>() * 0.2;
+            base.push(run(&mut rng, b, 1.0));
+            fast.push(run(&mut rng, b, 1.3));
+            same.push(run(&mut rng, b, 1.0));
+        }
+        let open = [arm("fast", &fast), arm("same", &same)];
+        let look = analyse_staged_look(&arm("baseline", &base), &open, 0, &cfg, &plan, 6).unwrap();
+        assert_eq!(look.verdicts[0].decision, Decision::Accept);
+        assert_eq!(look.verdicts[0].stop, Some(Stop::Efficacy));
+        assert_eq!(look.verdicts[1].stop, None, "{}", look.verdicts[1].reason);
+        let counts = [
+            ("baseline".to_string(), 6),
+            ("fast".to_string(), 6),
+            ("same".to_string(), 6),
+        ];
+        let next = plan.next_look_after(6).unwrap();
+        assert_eq!(
+            next_step_staged(&look, 6, &plan, &counts),
+            StagedNext::Extend {
+                blocks: next - 6,
+                arms: vec!["same".to_string()]
+            }
+        );
+    }
+
+    /// When every analysed variant has left the plan, the experiment is decided; a variant
+    /// still inconclusive at the last look makes it budget-exhausted.
+    #[test]
+    fn a_staged_experiment_ends_when_no_variant_is_open() {
+        let cfg = AnalysisConfig::default();
+        let plan = StagedPlan::new(5, 8, cfg.alpha, 1, optgate_stats::Design::Paired).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        let (mut base, mut var) = (Vec::new(), Vec::new());
+        for _ in 0..8 {
+            let b = 1.0 + rng.random::<f64>() * 0.2;
+            base.push(run(&mut rng, b, 1.0));
+            var.push(run(&mut rng, b, 1.0));
+        }
+        let look = analyse_staged_look(
+            &arm("baseline", &base),
+            &[arm("v", &var)],
+            0,
+            &cfg,
+            &plan,
+            8,
+        )
+        .unwrap();
+        let counts = [("baseline".to_string(), 8), ("v".to_string(), 8)];
+        let expected = match look.verdicts[0].stop {
+            Some(Stop::BudgetExhausted) => StagedNext::BudgetExhausted,
+            Some(_) => StagedNext::Decided,
+            None => panic!("the last look leaves no variant open"),
+        };
+        assert_eq!(next_step_staged(&look, 8, &plan, &counts), expected);
+        let none = [("baseline".to_string(), 0), ("v".to_string(), 8)];
+        assert!(matches!(
+            next_step_staged(&look, 8, &plan, &none),
+            StagedNext::Failed(m) if m.contains("`baseline`")
+        ));
     }
 
     #[test]

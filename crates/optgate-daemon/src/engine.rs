@@ -32,7 +32,7 @@ use optgate_store::{
 };
 
 use crate::context::{Daemon, kind_of};
-use crate::decide::{Next, next_step};
+use crate::decide::{Next, next_step, next_step_staged};
 use crate::error::DaemonError;
 use crate::protocol::VariantDecision;
 use crate::reconcile::reconcile;
@@ -1263,6 +1263,53 @@ fn compute_node_facts(
     (na, findings)
 }
 
+/// What a look analyses.
+struct LookAt<'a> {
+    plan: &'a optgate_experiment::Plan,
+    collected: &'a optgate_runner::Collected,
+    not_applicable: &'a BTreeMap<String, String>,
+    node: &'a Probe,
+    look: u32,
+    blocks: u32,
+}
+
+/// The report of a look under the experiment's rule: §13's over every variant, or the
+/// staged rule's over the open ones with the decided ones kept (and its verdicts).
+fn look_report(
+    work: &Work,
+    at: &LookAt,
+    closed: &BTreeMap<String, VariantDecision>,
+) -> Result<(optgate_report::Report, Option<optgate_stats::StagedLook>), String> {
+    let mut staged_look = None;
+    let report = match &work.staged {
+        None => optgate_runner::report::build_report(
+            &work.exp,
+            at.plan,
+            &work.layout,
+            at.collected,
+            at.not_applicable,
+            work.sequential.as_ref().map(|p| (p, at.look)),
+            at.node,
+        ),
+        Some(sp) => optgate_runner::report::build_report_with(
+            &work.exp,
+            at.plan,
+            &work.layout,
+            at.collected,
+            at.not_applicable,
+            at.node,
+            |base, others, cfg| {
+                let (analysis, l) =
+                    crate::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
+                staged_look = Some(l);
+                Ok(analysis)
+            },
+        ),
+    }
+    .map_err(|e| format!("analysis failed: {e}"))?;
+    Ok((report, staged_look))
+}
+
 /// The look at the complete blocks: collect, analyse at this look's level, decide what
 /// follows, and write `samples.csv` and `report.json` into the run root. Blocking.
 fn take_look(
@@ -1276,7 +1323,6 @@ fn take_look(
     let mut plan = work.plan(blocks);
     let n_blocks = blocks.len() as u32;
     let look = work
-        .schedule
         .look_at(n_blocks)
         .ok_or_else(|| format!("{n_blocks} blocks is not a planned look"))?;
     // Each job probed its compute node first: what that node lacks is not applicable, and
@@ -1290,16 +1336,17 @@ fn take_look(
     let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
     let cfg = optgate_runner::analysis::analysis_config(&work.exp);
     let seq = work.sequential.as_ref();
-    let mut report = optgate_runner::report::build_report(
-        &work.exp,
-        &plan,
-        &work.layout,
-        &collected,
+    // The staged rule: variants decided at earlier looks are out of the block plan.
+    let closed = crate::staged::closed_variants(looks);
+    let at = LookAt {
+        plan: &plan,
+        collected: &collected,
         not_applicable,
-        seq.map(|p| (p, look)),
         node,
-    )
-    .map_err(|e| format!("analysis failed: {e}"))?;
+        look,
+        blocks: n_blocks,
+    };
+    let (mut report, staged_look) = look_report(work, &at, &closed)?;
     if !node_findings.is_empty()
         && let Some(serde_json::Value::Object(p)) = report.provenance.as_mut()
     {
@@ -1315,17 +1362,45 @@ fn take_look(
         .filter(|a| !not_applicable.contains_key(&a.name))
         .map(|a| (a.name.clone(), collected.complete_runs(&a.name).count()))
         .collect();
-    let next = next_step(&report.analysis, n_blocks, &work.schedule, &counts);
-    let decisions: Vec<VariantDecision> = report
-        .analysis
-        .variants
-        .iter()
-        .map(|v| VariantDecision {
-            variant: v.name.clone(),
-            decision: v.decision,
-            reason: v.reason.clone(),
-        })
-        .collect();
+    let (next, keep) = match (&work.staged, &staged_look) {
+        (Some(sp), Some(l)) => {
+            // A variant that left earlier (even one decided `failed`) is not analysed now.
+            let open: Vec<(String, usize)> = counts
+                .iter()
+                .filter(|(a, _)| !closed.contains_key(a))
+                .cloned()
+                .collect();
+            crate::staged::next(next_step_staged(l, n_blocks, sp, &open))
+        }
+        _ => (
+            next_step(&report.analysis, n_blocks, &work.schedule, &counts),
+            None,
+        ),
+    };
+    let decisions: Vec<VariantDecision> = match &staged_look {
+        Some(l) => {
+            let order: Vec<&str> = report
+                .analysis
+                .variants
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect();
+            crate::staged::decisions(l, &closed, n_blocks, &order)
+        }
+        None => report
+            .analysis
+            .variants
+            .iter()
+            .map(|v| VariantDecision {
+                variant: v.name.clone(),
+                decision: v.decision,
+                reason: v.reason.clone(),
+                stop: None,
+                blocks: None,
+                retired: false,
+            })
+            .collect(),
+    };
     let decisions_json = serde_json::to_string(&decisions).expect("serialises");
     let nominal_alpha = report.analysis.alpha;
     // The looks taken so far, this one included, and the jobs: provenance of the decision.
@@ -1346,9 +1421,11 @@ fn take_look(
         p.insert(
             "sequential".into(),
             serde_json::json!({
-                "rule": seq.map_or_else(
-                    || "a single look at the experiment's alpha (max_replicates not above replicates)".to_string(),
-                    |s| s.rule.clone()),
+                "rule": match (&work.staged, seq) {
+                    (Some(sp), _) => format!("staged (per-variant stopping, futility β = {}): {}", sp.futility.alpha, sp.efficacy.rule),
+                    (None, Some(s)) => s.rule.clone(),
+                    (None, None) => "a single look at the experiment's alpha (max_replicates not above replicates)".to_string(),
+                },
                 "overall_alpha": cfg.alpha,
                 "first_look_blocks": work.schedule.first,
                 "max_blocks": work.schedule.max,
@@ -1394,6 +1471,9 @@ fn take_look(
         },
         Next::Extend(n) => {
             plan.extend(n);
+            if let Some(open) = &keep {
+                crate::staged::keep_only(&mut plan, n_blocks, open);
+            }
             let new_blocks: Vec<BlockRow> = plan.blocks[blocks.len()..]
                 .iter()
                 .map(|b| BlockRow {

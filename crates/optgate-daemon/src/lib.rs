@@ -25,6 +25,7 @@ pub mod paths;
 pub mod protocol;
 pub mod reconcile;
 pub mod server;
+pub mod staged;
 pub mod work;
 
 pub use error::{ClientError, DaemonError};

@@ -10,7 +10,7 @@ use optgate_experiment::{Experiment, Plan, PlannedBlock};
 use optgate_runner::Layout;
 use optgate_runner::jobs::jobs_for_block;
 use optgate_sched::{JobSpec, Scheduler, replan};
-use optgate_stats::SequentialPlan;
+use optgate_stats::{SequentialPlan, StagedPlan};
 use optgate_store::{BlockRow, ExperimentRow, JobRow};
 
 use crate::decide::LookSchedule;
@@ -25,6 +25,9 @@ pub struct Work {
     /// The spending plan over the looks (`None`: a single look), made once: it costs a
     /// numerical integration.
     pub sequential: Option<SequentialPlan>,
+    /// The staged rule's plan when the experiment asks for it (`compare.sequential:
+    /// staged`); then it, not `sequential`, decides at each look.
+    pub staged: Option<StagedPlan>,
 }
 
 impl Work {
@@ -41,14 +44,25 @@ impl Work {
         let sequential = schedule
             .sequential_plan(exp.file.compare.alpha)
             .map_err(|e| format!("no sequential plan for its looks: {e}"))?;
+        let staged = crate::decide::staged_plan(&exp)
+            .map_err(|e| format!("no staged plan for its looks: {e}"))?;
         Ok(Work {
             sequential,
+            staged,
             id: row.id.clone(),
             layout: Layout::new(&row.root),
             exp,
             backend,
             schedule,
         })
+    }
+
+    /// The look taken when `blocks` blocks are complete, under the experiment's rule.
+    pub fn look_at(&self, blocks: u32) -> Option<u32> {
+        match &self.staged {
+            Some(plan) => plan.look_at(blocks),
+            None => self.schedule.look_at(blocks),
+        }
     }
 
     /// The plan with the blocks recorded so far.

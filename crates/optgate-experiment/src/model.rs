@@ -297,6 +297,22 @@ pub struct CompareSpec {
     /// Smallest speed-up worth having, in percent.
     #[serde(default = "default_min_effect")]
     pub min_effect_pct: f64,
+    /// The daemon's rule for adding blocks (docs/STATISTICS.md §13, §13a).
+    #[serde(default)]
+    pub sequential: SequentialRule,
+}
+
+/// How the daemon looks again while some variant is inconclusive.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SequentialRule {
+    /// O'Brien–Fleming spending, a look after every block, every arm in every block.
+    #[default]
+    ObrienFleming,
+    /// The staged rule: looks only where the exact test can decide, futility, a stop when
+    /// the budget cannot decide, and per-variant stopping (decided variants leave the
+    /// later blocks).
+    Staged,
 }
 
 impl Default for CompareSpec {
@@ -306,6 +322,7 @@ impl Default for CompareSpec {
             production_epochs: None,
             alpha: default_alpha(),
             min_effect_pct: default_min_effect(),
+            sequential: SequentialRule::default(),
         }
     }
 }

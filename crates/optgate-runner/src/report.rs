@@ -13,7 +13,7 @@ use optgate_probe::Probe;
 use optgate_report::{
     ArmBreakdown, DeclaredVerdict, ExperimentMeta, NoiseFloor, Report, VariantMeta, Verdict,
 };
-use optgate_stats::{SequentialPlan, StatsError};
+use optgate_stats::{Analysis, AnalysisConfig, ArmData, SequentialPlan, StatsError};
 
 use crate::{Collected, Layout, RunStatus};
 
@@ -30,6 +30,25 @@ pub fn build_report(
     sequential: Option<(&SequentialPlan, u32)>,
     node: &Probe,
 ) -> Result<Report, StatsError> {
+    let analyse = |base: &ArmData, others: &[ArmData], cfg: &AnalysisConfig| match sequential {
+        Some((seq, look)) => optgate_stats::analyze_sequential(base, others, cfg, seq, look),
+        None => optgate_stats::analyze(base, others, cfg),
+    };
+    build_report_with(exp, plan, layout, collected, not_applicable, node, analyse)
+}
+
+/// [`build_report`] with the analysis of the proposals made by `analyse` (baseline, the
+/// variants without the A/A control, the experiment's settings): the daemon's staged rule
+/// analyses only the variants still in the block plan and adds the decided ones itself.
+pub fn build_report_with(
+    exp: &Experiment,
+    plan: &Plan,
+    layout: &Layout,
+    collected: &Collected,
+    not_applicable: &BTreeMap<String, String>,
+    node: &Probe,
+    analyse: impl FnOnce(&ArmData, &[ArmData], &AnalysisConfig) -> Result<Analysis, StatsError>,
+) -> Result<Report, StatsError> {
     let (base, mut others) = crate::analysis::arm_data(exp, collected, not_applicable);
     let cfg = crate::analysis::analysis_config(exp);
     // The A/A control is not a proposal: it is analysed on its own (so it neither joins
@@ -38,10 +57,7 @@ pub fn build_report(
         .iter()
         .position(|a| a.name == AA_CONTROL)
         .map(|i| others.remove(i));
-    let analysis = match sequential {
-        Some((seq, look)) => optgate_stats::analyze_sequential(&base, &others, &cfg, seq, look)?,
-        None => optgate_stats::analyze(&base, &others, &cfg)?,
-    };
+    let analysis = analyse(&base, &others, &cfg)?;
     let mut report = Report::new(analysis, &base, &others);
     if let Some(aa) = aa {
         let a = optgate_stats::analyze(&base, std::slice::from_ref(&aa), &cfg)?;

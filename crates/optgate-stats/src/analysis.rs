@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StatsError;
-use crate::holm::holm;
+use crate::holm::holm_in_family;
 use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate};
 use crate::mann_whitney::{hodges_lehmann_shift, mann_whitney_u, min_p_unpaired};
 use crate::model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamples};
@@ -320,6 +320,20 @@ pub fn analyze(
     variants: &[ArmData],
     cfg: &AnalysisConfig,
 ) -> Result<Analysis, StatsError> {
+    analyze_in_family(baseline, variants, cfg, 0)
+}
+
+/// [`analyze`] with `retired` more members in the Holm family than `variants` has: variants
+/// that left a staged sequential design without an acceptance (rejected for futility, or
+/// stopped because the budget could not decide them). Their hypotheses were not rejected,
+/// so Holm keeps counting them (`optgate_stats::stopping`); accepted variants are not
+/// counted (Holm's step-down removes a rejected hypothesis).
+pub fn analyze_in_family(
+    baseline: &ArmData,
+    variants: &[ArmData],
+    cfg: &AnalysisConfig,
+    retired: usize,
+) -> Result<Analysis, StatsError> {
     validate_config(cfg)?;
     let mut names = BTreeSet::new();
     for arm in std::iter::once(baseline).chain(variants) {
@@ -365,9 +379,9 @@ pub fn analyze(
     // Holm over the family of variants that have p-values.
     let p_imp: Vec<Option<f64>> = partial.iter().map(|p| p.p_improvement()).collect();
     let p_nw: Vec<Option<f64>> = partial.iter().map(|p| p.p_no_worthwhile()).collect();
-    let adj_imp = holm(&p_imp);
-    let adj_nw = holm(&p_nw);
-    let family = p_imp.iter().filter(|p| p.is_some()).count().max(1);
+    let adj_imp = holm_in_family(&p_imp, retired);
+    let adj_nw = holm_in_family(&p_nw, retired);
+    let family = (p_imp.iter().filter(|p| p.is_some()).count() + retired).max(1);
 
     let variants_out = partial
         .into_iter()

@@ -4,12 +4,19 @@
 /// Holm-adjusted p-values, in the input order: with the `m` present p-values sorted
 /// ascending, `adj_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j))`.
 pub fn holm(p: &[Option<f64>]) -> Vec<Option<f64>> {
+    holm_in_family(p, 0)
+}
+
+/// Holm over a family of the present p-values plus `extra` members without a p-value here
+/// (hypotheses tested earlier and not rejected): they rank last, so each present p-value's
+/// multiplier grows by `extra`.
+pub fn holm_in_family(p: &[Option<f64>], extra: usize) -> Vec<Option<f64>> {
     let mut present: Vec<(usize, f64)> = p
         .iter()
         .enumerate()
         .filter_map(|(i, v)| v.map(|v| (i, v)))
         .collect();
-    let m = present.len();
+    let m = present.len() + extra;
     // Stable sort: equal p-values keep their input order, so results are deterministic.
     present.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut out = vec![None; p.len()];
@@ -36,6 +43,16 @@ mod tests {
         assert!((v[1] - 0.06).abs() < 1e-15);
         assert!((v[2] - 0.06).abs() < 1e-15);
         assert_eq!(adj[3], None);
+    }
+
+    #[test]
+    fn extra_members_rank_last() {
+        // Two present of a family of four: multipliers 4 and 3, as if the two retired
+        // members had the largest p-values.
+        let adj = holm_in_family(&[Some(0.02), Some(0.01)], 2);
+        assert!((adj[1].unwrap() - 0.04).abs() < 1e-15);
+        assert!((adj[0].unwrap() - 0.06).abs() < 1e-15);
+        assert_eq!(holm_in_family(&[Some(0.01)], 0), holm(&[Some(0.01)]));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Entry point: [`analyze`] (and [`analyze_sequential`] for the daemon's repeated looks).
 //! The building blocks (rank tests, Hodges–Lehmann estimates, Holm, Mann–Kendall, the
-//! alpha-spending rule) are public so that they can be tested against SciPy directly.
+//! alpha-spending rule, the staged stopping rule of [`stopping`]) are public so that they can be tested against SciPy directly.
 
 pub mod analysis;
 pub mod error;
@@ -15,15 +15,17 @@ pub mod normal;
 mod rank;
 pub mod sequential;
 pub mod signed_rank;
+pub mod stopping;
 pub mod trend;
 
 pub use analysis::{
     Analysis, Decision, EpochRow, FirstEpoch, MIN_REPLICATES, Method, SequentialLook, SpeedUp,
-    VariantAnalysis, analyze, analyze_sequential, fmt_p, fmt_signed_pct,
+    VariantAnalysis, analyze, analyze_in_family, analyze_sequential, fmt_p, fmt_signed_pct,
 };
 pub use error::StatsError;
 pub use htest::{Alternative, PMethod, RankTest, ShiftEstimate};
 pub use mann_whitney::{hodges_lehmann_shift, mann_whitney_u};
 pub use model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamples};
-pub use sequential::{SequentialPlan, obf_spending, sequential_alpha};
+pub use sequential::{SequentialPlan, Spending, obf_spending, sequential_alpha};
 pub use signed_rank::{hodges_lehmann_paired, wilcoxon_signed_rank};
+pub use stopping::{StagedLook, StagedPlan, Stop, Verdict, analyze_staged};

@@ -20,6 +20,11 @@
 //! below it. Futility stops (reject for "cannot reach min effect") do not spend α: they
 //! can only lower the false-accept rate (non-binding futility).
 //!
+//! The same recursion serves other spending functions ([`Spending`]) and can leave out a
+//! look whose nominal level would not exceed a floor — the smallest p-value the exact test
+//! reaches there — keeping its share of α for the next look kept
+//! ([`SequentialPlan::with_spending`]; the staged rule of [`crate::stopping`] uses both).
+//!
 //! Rank tests are only asymptotically normal and their exact p-values are discrete and
 //! conservative; the simulation test `sequential_aa_false_accept` checks that the rule
 //! still holds with the exact Wilcoxon test at small n.
@@ -44,6 +49,49 @@ pub fn obf_spending(t: f64, alpha: f64) -> f64 {
     let t = t.min(1.0);
     let z = normal::quantile(1.0 - alpha / 2.0);
     2.0 * normal::sf(z / t.sqrt())
+}
+
+/// Exponent `ρ` of the power-family spending function `α·t^ρ` of the staged rule
+/// (`crate::stopping`). Small enough that a plan of 5…20 blocks spends more than 2⁻⁵ of
+/// α = 0.05 at its first look (0.05·0.25^0.3 = 0.0330 > 1/32), so an obvious effect is
+/// decided at 5 blocks as a fixed n = 5 design would; the remaining 0.017 is spread over
+/// the later looks nearly evenly (Pocock-like), which is what stops moderate effects early.
+pub const POWER_SPENDING_RHO: f64 = 0.3;
+
+/// How α is spent over the information fraction `t`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spending {
+    /// Lan–DeMets O'Brien–Fleming type: `2 − 2Φ(z_{1−α/2}/√t)`.
+    ObrienFleming,
+    /// Power family `α·t^ρ` (Kim & DeMets).
+    Power(f64),
+}
+
+impl Spending {
+    /// Cumulative α spent by fraction `t`.
+    pub fn spent(&self, t: f64, alpha: f64) -> f64 {
+        match *self {
+            Spending::ObrienFleming => obf_spending(t, alpha),
+            Spending::Power(rho) if t > 0.0 => alpha * t.min(1.0).powf(rho),
+            Spending::Power(_) => 0.0,
+        }
+    }
+
+    fn rule_text(&self) -> String {
+        match self {
+            Spending::ObrienFleming => {
+                "Lan–DeMets alpha spending, O'Brien–Fleming type α(t) = 2 − 2Φ(z_{1−α/2}/√t); \
+                 boundaries by recursive numerical integration (Armitage–McPherson–Rowe)"
+                    .to_string()
+            }
+            Spending::Power(rho) => format!(
+                "alpha spending α·t^{rho} (power family), looks the exact test cannot reach \
+                 left out and their α spent later; boundaries by recursive numerical \
+                 integration (Armitage–McPherson–Rowe)"
+            ),
+        }
+    }
 }
 
 /// A planned set of looks and their boundaries.
@@ -74,86 +122,46 @@ impl SequentialPlan {
 
     /// Looks at the given information fractions (e.g. `n_k / n_max`).
     pub fn obrien_fleming(fractions: &[f64], alpha: f64) -> Result<Self, StatsError> {
-        if !(alpha > 0.0 && alpha < 0.5) {
-            return Err(StatsError::InvalidConfig(format!(
-                "sequential alpha {alpha} must be in (0, 0.5)"
-            )));
-        }
-        if fractions.is_empty()
-            || fractions.windows(2).any(|w| w[1] <= w[0])
-            || fractions[0] <= 0.0
-            || (fractions[fractions.len() - 1] - 1.0).abs() > 1e-12
-        {
-            return Err(StatsError::InvalidConfig(format!(
-                "information fractions {fractions:?} must increase strictly from above 0 to 1"
-            )));
-        }
+        Self::with_spending(fractions, alpha, Spending::ObrienFleming, &|_| 0.0)
+    }
+
+    /// Looks at the given information fractions, spending α by `spending`; look `k` is
+    /// dropped from the plan (nominal level 0, nothing spent, its share left for the later
+    /// looks) when its nominal level would not exceed `floor(k)` (0-based `k`): the
+    /// smallest p-value the exact test can reach at that look, below which the look could
+    /// never decide anything.
+    pub fn with_spending(
+        fractions: &[f64],
+        alpha: f64,
+        spending: Spending,
+        floor: &dyn Fn(usize) -> f64,
+    ) -> Result<Self, StatsError> {
+        check_plan(fractions, alpha)?;
         let mut spent = Vec::with_capacity(fractions.len());
         let mut z_boundaries = Vec::with_capacity(fractions.len());
         let mut nominal_alpha = Vec::with_capacity(fractions.len());
+        // Cumulative α spent by the looks kept so far (a dropped look spends nothing).
         let mut prev_spend = 0.0;
         let mut prev_t = 0.0;
         // Sub-density of S = B(t) on the continuation region of the previous look:
         // (grid points, density values, Simpson weights).
-        let mut density: Option<(Vec<f64>, Vec<f64>, Vec<f64>)> = None;
-        for &t in fractions {
-            let target = (obf_spending(t, alpha) - prev_spend).max(0.0);
-            prev_spend = obf_spending(t, alpha);
-            spent.push(target);
+        let mut density: Option<Density> = None;
+        for (k, &t) in fractions.iter().enumerate() {
+            let target = (spending.spent(t, alpha) - prev_spend).max(0.0);
             let dt = t - prev_t;
-            let sd = dt.sqrt();
-            // Probability of crossing at this look with z boundary c.
-            let cross = |c: f64| -> f64 {
-                let b = c * t.sqrt();
-                match &density {
-                    None => normal::sf(b / sd),
-                    Some((u, f, w)) => u
-                        .iter()
-                        .zip(f)
-                        .zip(w)
-                        .map(|((u, f), w)| w * f * normal::sf((b - u) / sd))
-                        .sum(),
-                }
-            };
-            let c = if target <= 1e-300 {
-                None
+            let mut c = boundary(density.as_ref(), t, dt, target);
+            if c.is_some_and(|c| normal::sf(c) <= floor(k)) {
+                c = None;
+            }
+            if c.is_some() {
+                prev_spend = spending.spent(t, alpha);
+                spent.push(target);
             } else {
-                // cross() decreases in c; bracket then bisect.
-                let (mut lo, mut hi) = (-10.0f64, 40.0f64);
-                for _ in 0..200 {
-                    let mid = 0.5 * (lo + hi);
-                    if cross(mid) > target {
-                        lo = mid;
-                    } else {
-                        hi = mid;
-                    }
-                    if hi - lo < 1e-10 {
-                        break;
-                    }
-                }
-                Some(0.5 * (lo + hi))
-            };
+                spent.push(0.0);
+            }
             z_boundaries.push(c);
             nominal_alpha.push(c.map_or(0.0, normal::sf));
-
-            // Sub-density on the continuation region (−8√t, c√t) for the next look.
-            let upper = c.unwrap_or(LOWER_SD + 40.0) * t.sqrt();
-            let lower = -LOWER_SD * t.sqrt();
-            let (grid, weights) = simpson_grid(lower, upper.max(lower + 1e-9));
-            let values: Vec<f64> = match &density {
-                None => grid.iter().map(|s| normal::pdf(s / sd) / sd).collect(),
-                Some((u, f, w)) => grid
-                    .iter()
-                    .map(|s| {
-                        u.iter()
-                            .zip(f)
-                            .zip(w)
-                            .map(|((u, f), w)| w * f * normal::pdf((s - u) / sd) / sd)
-                            .sum()
-                    })
-                    .collect(),
-            };
-            density = Some((grid, values, weights));
+            density = Some(continuation_density(density.as_ref(), t, dt, c));
             prev_t = t;
         }
         Ok(SequentialPlan {
@@ -162,9 +170,7 @@ impl SequentialPlan {
             spent,
             z_boundaries,
             nominal_alpha,
-            rule: "Lan–DeMets alpha spending, O'Brien–Fleming type α(t) = 2 − 2Φ(z_{1−α/2}/√t); \
-                   boundaries by recursive numerical integration (Armitage–McPherson–Rowe)"
-                .to_string(),
+            rule: spending.rule_text(),
         })
     }
 
@@ -179,6 +185,87 @@ impl SequentialPlan {
             .copied()
             .unwrap_or(0.0)
     }
+}
+
+fn check_plan(fractions: &[f64], alpha: f64) -> Result<(), StatsError> {
+    if !(alpha > 0.0 && alpha < 0.5) {
+        return Err(StatsError::InvalidConfig(format!(
+            "sequential alpha {alpha} must be in (0, 0.5)"
+        )));
+    }
+    if fractions.is_empty()
+        || fractions.windows(2).any(|w| w[1] <= w[0])
+        || fractions[0] <= 0.0
+        || (fractions[fractions.len() - 1] - 1.0).abs() > 1e-12
+    {
+        return Err(StatsError::InvalidConfig(format!(
+            "information fractions {fractions:?} must increase strictly from above 0 to 1"
+        )));
+    }
+    Ok(())
+}
+
+/// Sub-density of `B(t)` on the previous look's continuation region: (grid, values,
+/// Simpson weights); `None` before the first look.
+type Density = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// The z boundary at fraction `t` that a path still running after the previous look
+/// crosses with probability `target`; `None` where nothing is to be spent.
+fn boundary(density: Option<&Density>, t: f64, dt: f64, target: f64) -> Option<f64> {
+    if target <= 1e-300 {
+        return None;
+    }
+    let sd = dt.sqrt();
+    // Probability of crossing at this look with z boundary c.
+    let cross = |c: f64| -> f64 {
+        let b = c * t.sqrt();
+        match density {
+            None => normal::sf(b / sd),
+            Some((u, f, w)) => u
+                .iter()
+                .zip(f)
+                .zip(w)
+                .map(|((u, f), w)| w * f * normal::sf((b - u) / sd))
+                .sum(),
+        }
+    };
+    // cross() decreases in c; bracket then bisect.
+    let (mut lo, mut hi) = (-10.0f64, 40.0f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if cross(mid) > target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+        if hi - lo < 1e-10 {
+            break;
+        }
+    }
+    Some(0.5 * (lo + hi))
+}
+
+/// Sub-density on the continuation region (−8√t, c√t) of this look, for the next look
+/// (a look without a boundary continues everywhere).
+fn continuation_density(density: Option<&Density>, t: f64, dt: f64, c: Option<f64>) -> Density {
+    let sd = dt.sqrt();
+    let upper = c.unwrap_or(LOWER_SD + 40.0) * t.sqrt();
+    let lower = -LOWER_SD * t.sqrt();
+    let (grid, weights) = simpson_grid(lower, upper.max(lower + 1e-9));
+    let values: Vec<f64> = match density {
+        None => grid.iter().map(|s| normal::pdf(s / sd) / sd).collect(),
+        Some((u, f, w)) => grid
+            .iter()
+            .map(|s| {
+                u.iter()
+                    .zip(f)
+                    .zip(w)
+                    .map(|((u, f), w)| w * f * normal::pdf((s - u) / sd) / sd)
+                    .sum()
+            })
+            .collect(),
+    };
+    (grid, values, weights)
 }
 
 fn simpson_grid(lower: f64, upper: f64) -> (Vec<f64>, Vec<f64>) {

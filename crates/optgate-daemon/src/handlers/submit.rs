@@ -34,7 +34,14 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         }
     };
     let exp = loaded.experiment;
-    let plan = Plan::for_experiment(&exp);
+    let mut plan = Plan::for_experiment(&exp);
+    // The staged rule plans no look the exact test cannot reach: start with the blocks of
+    // its first look (7 for three variants at `replicates: 5`).
+    if let Ok(Some(staged)) = crate::decide::staged_plan(&exp)
+        && let Some(first) = staged.next_look_after(0)
+    {
+        plan.extend(first.saturating_sub(plan.blocks.len() as u32));
+    }
     let (id, root) = loop {
         let id = new_id();
         let root = exp.workdir.join("optgate-runs").join(exp.name()).join(&id);

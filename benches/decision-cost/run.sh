@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The decision-cost benchmark: fixed n = 5, 10, 20, the daemon's sequential rule as shipped
+# and the staged rule on a simulated app (3 epochs, warm-up, log-normal run noise, block
+# effects), through the daemon's own look code. Writes RESULTS.md, oc.svg and cost.svg
+# next to this script. Seeded: the same REPS give the same files.
+#
+# Usage: benches/decision-cost/run.sh
+# Env:   REPS=1000 (experiments per cell) REPS_AT_ZERO=2000 (at 0 %), CARGO_TARGET_DIR.
+# The dev profile is enough (optgate-stats, where the time goes, is optimised in it):
+# about 3 minutes on one core.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+REPS=${REPS:-1000}
+REPS_AT_ZERO=${REPS_AT_ZERO:-2000}
+cd "$root"
+cargo run -q -p optgate-decision-cost -- "$here" "$REPS" "$REPS_AT_ZERO"

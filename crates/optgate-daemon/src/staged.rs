@@ -1,0 +1,213 @@
+//! The staged rule in the engine (`compare.sequential: staged`, docs/STATISTICS.md §13a):
+//! which variants left the block plan at earlier looks (from the stored looks' decisions),
+//! the analysis of a look (the open variants through `decide::analyse_staged_look`, the
+//! decided ones re-analysed on their own blocks and keeping their decision), and the arms
+//! of the blocks added next. Pure; `engine::take_look` calls it.
+
+use std::collections::BTreeMap;
+
+use optgate_experiment::{AA_CONTROL, BASELINE, Plan};
+use optgate_stats::{
+    Analysis, AnalysisConfig, ArmData, StagedLook, StagedPlan, StatsError, analyze_in_family,
+};
+use optgate_store::LookRow;
+
+use crate::decide::{Next, StagedNext, analyse_staged_look};
+use crate::protocol::VariantDecision;
+
+/// The variants that left the block plan at earlier looks, by name, with the decision they
+/// left with (the first look that stopped each).
+pub fn closed_variants(looks: &[LookRow]) -> BTreeMap<String, VariantDecision> {
+    let mut closed = BTreeMap::new();
+    for look in looks {
+        let decisions: Vec<VariantDecision> =
+            serde_json::from_str(&look.decisions).unwrap_or_default();
+        for d in decisions.into_iter().filter(|d| d.stop.is_some()) {
+            closed.entry(d.variant.clone()).or_insert(d);
+        }
+    }
+    closed
+}
+
+/// The analysis at `blocks` blocks: the open variants at the staged look, then each
+/// decided variant on its own blocks at the level of the look that decided it, with that
+/// decision and reason kept (it is not re-tested). Variants in the order of `others`.
+pub fn analyse(
+    base: &ArmData,
+    others: &[ArmData],
+    cfg: &AnalysisConfig,
+    plan: &StagedPlan,
+    closed: &BTreeMap<String, VariantDecision>,
+    blocks: u32,
+) -> Result<(Analysis, StagedLook), StatsError> {
+    let open: Vec<ArmData> = others
+        .iter()
+        .filter(|v| !closed.contains_key(&v.name))
+        .cloned()
+        .collect();
+    let retired = closed.values().filter(|d| d.retired).count();
+    let look = analyse_staged_look(base, &open, retired, cfg, plan, blocks)?;
+    let mut analysis = look.analysis.clone();
+    for v in others.iter().filter(|v| closed.contains_key(&v.name)) {
+        let d = &closed[&v.name];
+        let last = d.blocks.unwrap_or(blocks);
+        let own = ArmData {
+            runs: base
+                .runs
+                .iter()
+                .filter(|r| r.block.is_some_and(|b| b <= last))
+                .cloned()
+                .collect(),
+            ..base.clone()
+        };
+        let mut at = cfg.clone();
+        at.alpha = plan
+            .look_at(last)
+            .map_or(cfg.alpha, |k| plan.efficacy.nominal(k));
+        let mut va = analyze_in_family(&own, std::slice::from_ref(v), &at, 0)?
+            .variants
+            .remove(0);
+        va.decision = d.decision;
+        va.reason = format!(
+            "{} (decided at {last} blocks; it ran in blocks 1…{last} and was not re-tested)",
+            d.reason
+        );
+        analysis.variants.push(va);
+    }
+    let position = |name: &str| others.iter().position(|o| o.name == name);
+    analysis.variants.sort_by_key(|v| position(&v.name));
+    Ok((analysis, look))
+}
+
+/// The decisions stored with this look: every variant (in the order of `order`), the
+/// ones that left with why and the blocks they ran in.
+pub fn decisions(
+    look: &StagedLook,
+    closed: &BTreeMap<String, VariantDecision>,
+    blocks: u32,
+    order: &[&str],
+) -> Vec<VariantDecision> {
+    let mut out: Vec<VariantDecision> = look
+        .verdicts
+        .iter()
+        .map(|v| VariantDecision {
+            variant: v.name.clone(),
+            decision: v.decision,
+            reason: v.reason.clone(),
+            stop: v.stop,
+            blocks: v.stop.map(|_| blocks),
+            retired: v.retired,
+        })
+        .collect();
+    out.extend(closed.values().cloned());
+    out.sort_by_key(|d| order.iter().position(|n| *n == d.variant));
+    out
+}
+
+/// What follows, as the engine's `Next`, and the variants the added blocks hold.
+pub fn next(step: StagedNext) -> (Next, Option<Vec<String>>) {
+    match step {
+        StagedNext::Decided => (Next::Decided, None),
+        StagedNext::BudgetExhausted => (Next::BudgetExhausted, None),
+        StagedNext::Failed(why) => (Next::Failed(why), None),
+        StagedNext::Extend { blocks, arms } => (Next::Extend(blocks), Some(arms)),
+    }
+}
+
+/// Per-variant stopping: the blocks after `from` hold the baseline, the A/A control and
+/// the open variants only, in the order the seed gave them (a decided variant is taken out,
+/// the others keep their places relative to each other).
+pub fn keep_only(plan: &mut Plan, from: u32, open: &[String]) {
+    for b in plan.blocks.iter_mut().filter(|b| b.index > from) {
+        b.order
+            .retain(|a| a == BASELINE || a == AA_CONTROL || open.contains(a));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use optgate_experiment::PlannedBlock;
+    use optgate_stats::{Decision, Stop};
+
+    fn decision(variant: &str, stop: Option<Stop>, blocks: Option<u32>) -> VariantDecision {
+        VariantDecision {
+            variant: variant.into(),
+            decision: if stop == Some(Stop::Efficacy) {
+                Decision::Accept
+            } else {
+                Decision::Inconclusive
+            },
+            reason: String::new(),
+            stop,
+            blocks,
+            retired: stop.is_some() && stop != Some(Stop::Efficacy),
+        }
+    }
+
+    fn look(blocks: u32, decisions: &[VariantDecision]) -> LookRow {
+        LookRow {
+            look: blocks,
+            blocks,
+            nominal_alpha: 0.01,
+            decisions: serde_json::to_string(decisions).unwrap(),
+            created_at: String::new(),
+        }
+    }
+
+    /// The first look that stopped a variant is the one that counts; open ones are not
+    /// closed; a look row of the O'Brien–Fleming rule (no `stop`) closes nothing.
+    #[test]
+    fn closed_variants_come_from_the_first_stopping_look() {
+        let looks = [
+            look(
+                7,
+                &[
+                    decision("fast", Some(Stop::Efficacy), Some(7)),
+                    decision("slow", None, None),
+                ],
+            ),
+            look(
+                8,
+                &[
+                    decision("fast", Some(Stop::Efficacy), Some(7)),
+                    decision("slow", Some(Stop::Futility), Some(8)),
+                ],
+            ),
+        ];
+        let closed = closed_variants(&looks);
+        assert_eq!(closed["fast"].blocks, Some(7));
+        assert_eq!(closed["slow"].stop, Some(Stop::Futility));
+        assert!(closed["slow"].retired && !closed["fast"].retired);
+        assert!(!closed_variants(&looks[..1]).contains_key("slow"));
+        let shipped = r#"[{"variant":"v","decision":"accept","reason":"r"}]"#;
+        let old = LookRow {
+            decisions: shipped.into(),
+            ..look(5, &[])
+        };
+        assert!(closed_variants(&[old]).is_empty());
+    }
+
+    /// Later blocks lose the decided variants and keep everyone else in the seeded order.
+    #[test]
+    fn later_blocks_keep_only_the_open_arms() {
+        let order = |arms: &[&str]| arms.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let mut plan = Plan {
+            experiment: "e".into(),
+            seed: 1,
+            design: optgate_experiment::Design::Blocked,
+            arms: order(&["baseline", "fast", "same", AA_CONTROL]),
+            blocks: (1..=3)
+                .map(|index| PlannedBlock {
+                    index,
+                    order: order(&["same", AA_CONTROL, "fast", "baseline"]),
+                })
+                .collect(),
+        };
+        keep_only(&mut plan, 1, &["same".to_string()]);
+        assert_eq!(plan.blocks[0].order.len(), 4, "block 1 is not touched");
+        for b in &plan.blocks[1..] {
+            assert_eq!(b.order, order(&["same", AA_CONTROL, "baseline"]));
+        }
+    }
+}
