@@ -283,10 +283,17 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
     child.kill().unwrap();
     child.wait().unwrap();
     // The app (its own process group) outlives optgate; stop it like a user would.
-    let pid = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .to_string();
+    let pid = {
+        let mut text = String::new();
+        for _ in 0..40 {
+            text = std::fs::read_to_string(&pid_file).unwrap();
+            if !text.trim().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        text.trim().to_string()
+    };
     // Forget the killed app's pid file so that only a new run is found below.
     std::fs::remove_file(&pid_file).unwrap();
     signal_group_we_started(pid.parse().unwrap(), nix::sys::signal::Signal::SIGKILL);
@@ -336,8 +343,25 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
     resumed.wait().unwrap();
     for e in std::fs::read_dir(out.join("runs")).unwrap() {
         let pid = e.unwrap().path().join("pid");
-        if let Ok(p) = std::fs::read_to_string(pid) {
-            signal_group_we_started(p.trim().parse().unwrap(), nix::sys::signal::Signal::SIGKILL);
+        if !pid.exists() {
+            continue;
+        }
+        // A run started just before the kill may still be writing its pid (`echo $$ >`
+        // creates the file first): give it a moment rather than misread it as empty.
+        let mut tries = 0;
+        let parsed = loop {
+            let text = std::fs::read_to_string(&pid).unwrap_or_default();
+            match text.trim().parse::<i32>() {
+                Ok(p) => break Some(p),
+                Err(_) if tries < 40 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(_) => break None,
+            }
+        };
+        if let Some(p) = parsed {
+            signal_group_we_started(p, nix::sys::signal::Signal::SIGKILL);
         }
     }
 }
