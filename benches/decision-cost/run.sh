@@ -5,14 +5,16 @@
 # next to this script. Seeded: the same REPS give the same files.
 #
 # Usage: benches/decision-cost/run.sh
-# Env:   REPS=1000 (experiments per cell) REPS_AT_ZERO=2000 (at 0 %), CARGO_TARGET_DIR.
+# Env:   REPS=1000 (experiments in the cells the checks read) REPS_AT_ZERO=2000 (at 0 %)
+#        REPS_OTHER=300 (every other cell), CARGO_TARGET_DIR.
 # The dev profile is enough (optgate-stats, where the time goes, is optimised in it):
-# about 3 minutes on one core.
+# about 5 minutes on one core.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 REPS=${REPS:-1000}
 REPS_AT_ZERO=${REPS_AT_ZERO:-2000}
+REPS_OTHER=${REPS_OTHER:-300}
 cd "$root"
-cargo run -q -p optgate-decision-cost -- "$here" "$REPS" "$REPS_AT_ZERO"
+cargo run -q -p optgate-decision-cost -- "$here" "$REPS" "$REPS_AT_ZERO" "$REPS_OTHER"

@@ -28,6 +28,9 @@ pub const BLOCK_SD: f64 = 0.03;
 pub const REPLICATES: u32 = 5;
 pub const MAX_REPLICATES: u32 = 20;
 pub const MIN_EFFECT_PCT: f64 = 1.0;
+/// Blocks drawn per experiment: the largest budget of any design ([`DesignKind::StagedTuned`]);
+/// the budget-20 designs use the first 20 of them.
+pub const SIM_BLOCKS: u32 = 40;
 /// One-sided α (`compare.alpha` default).
 pub const ALPHA: f64 = 0.05;
 
@@ -43,16 +46,41 @@ pub enum DesignKind {
     /// The staged rule with O'Brien–Fleming spending instead of `α·t^0.3`: what futility,
     /// the budget stop and per-variant stopping give without the early looks' α.
     StagedObf,
+    /// The staged rule with another budget (`max_replicates`) and spending exponent ρ (in
+    /// hundredths, so the kind stays `Eq`): a larger budget adds looks after 20 blocks that
+    /// win back the power the early looks cost, while most experiments still stop early.
+    StagedTuned {
+        max: u32,
+        rho_pct: u32,
+    },
 }
 
 impl DesignKind {
-    pub const ALL: [DesignKind; 6] = [
+    /// The last three: the staged rule at larger budgets, for check 2 (tuning runs, 1
+    /// variant, 3 % noise, 1000 experiments at 5 %). Budget 30 with the daemon's own ρ = 0.3
+    /// (what `max_replicates: 30` gives in the daemon; its first look moves to 6 blocks);
+    /// budget 30, ρ = 0.25, the smallest node-hours among those with at least fixed n = 20's
+    /// power; budget 40, ρ = 0.2, the largest power. The last two keep the first look at 5
+    /// blocks reachable (`α·(5/max)^ρ > 2⁻⁵`).
+    pub const ALL: [DesignKind; 9] = [
         DesignKind::Fixed(5),
         DesignKind::Fixed(10),
         DesignKind::Fixed(20),
         DesignKind::Shipped,
         DesignKind::Staged,
         DesignKind::StagedObf,
+        DesignKind::StagedTuned {
+            max: 30,
+            rho_pct: 30,
+        },
+        DesignKind::StagedTuned {
+            max: 30,
+            rho_pct: 25,
+        },
+        DesignKind::StagedTuned {
+            max: 40,
+            rho_pct: 20,
+        },
     ];
 
     pub fn label(&self) -> String {
@@ -61,6 +89,9 @@ impl DesignKind {
             DesignKind::Shipped => "sequential (shipped)".into(),
             DesignKind::Staged => "staged (improved)".into(),
             DesignKind::StagedObf => "staged, O'Brien–Fleming spending".into(),
+            DesignKind::StagedTuned { max, rho_pct } => {
+                format!("staged, budget {max}, ρ = {}", *rho_pct as f64 / 100.0)
+            }
         }
     }
 }
@@ -82,7 +113,7 @@ impl Experiment {
     /// `variants` variants, each `speedup_pct` faster in every epoch than the baseline;
     /// log-normal run noise of SD `noise`, block effect [`BLOCK_SD`].
     pub fn draw(rng: &mut ChaCha8Rng, variants: usize, speedup_pct: f64, noise: f64) -> Self {
-        let blocks = (0..MAX_REPLICATES)
+        let blocks = (0..SIM_BLOCKS)
             .map(|_| {
                 let block = (BLOCK_SD * normal(rng)).exp();
                 (0..=variants)
@@ -160,6 +191,8 @@ pub struct Plans {
     pub shipped: Option<SequentialPlan>,
     pub staged: StagedPlan,
     pub staged_obf: StagedPlan,
+    /// The plans of the [`DesignKind::StagedTuned`] designs, keyed by (budget, ρ in hundredths).
+    pub tuned: BTreeMap<(u32, u32), StagedPlan>,
 }
 
 impl Plans {
@@ -179,6 +212,24 @@ impl Plans {
                 Spending::ObrienFleming,
             )
             .expect("plan"),
+            tuned: DesignKind::ALL
+                .iter()
+                .filter_map(|k| match *k {
+                    DesignKind::StagedTuned { max, rho_pct } => Some((
+                        (max, rho_pct),
+                        StagedPlan::with_spending(
+                            REPLICATES,
+                            max,
+                            ALPHA,
+                            variants,
+                            Design::Paired,
+                            Spending::Power(rho_pct as f64 / 100.0),
+                        )
+                        .expect("plan"),
+                    )),
+                    _ => None,
+                })
+                .collect(),
         }
     }
 }
@@ -189,6 +240,9 @@ pub fn run_design(kind: DesignKind, exp: &Experiment, variants: usize, plans: &P
         DesignKind::Shipped => shipped(exp, variants, plans),
         DesignKind::Staged => staged(exp, variants, &plans.staged),
         DesignKind::StagedObf => staged(exp, variants, &plans.staged_obf),
+        DesignKind::StagedTuned { max, rho_pct } => {
+            staged(exp, variants, &plans.tuned[&(max, rho_pct)])
+        }
     }
 }
 

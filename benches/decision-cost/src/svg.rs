@@ -11,14 +11,19 @@ const MARGIN_L: f64 = 52.0;
 const MARGIN_R: f64 = 12.0;
 const MARGIN_T: f64 = 28.0;
 const MARGIN_B: f64 = 40.0;
-const LEGEND_H: f64 = 50.0;
+const LEGEND_H: f64 = 68.0;
 /// Legend entries per row.
 const LEGEND_PER_ROW: usize = 3;
-/// Series colours (colour-blind safe, Okabe–Ito) and dash patterns, by series index.
-const COLOURS: [&str; 6] = [
-    "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#000000", "#D55E00",
+/// Series colours (colour-blind safe: Okabe–Ito, then Tol's wine) and dash patterns, by
+/// series index.
+const COLOURS: [&str; 9] = [
+    "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#000000", "#D55E00", "#0072B2", "#999999",
+    "#882255",
 ];
-const DASHES: [&str; 6] = ["4 3", "4 3", "4 3", "1 0", "1 0", "1 0"];
+/// Fixed designs dashed, the budget-20 sequential ones solid, the larger budgets dotted.
+const DASHES: [&str; 9] = [
+    "4 3", "4 3", "4 3", "1 0", "1 0", "1 0", "2 2", "2 2", "2 2",
+];
 
 /// One chart of the grid.
 pub struct Panel {
