@@ -443,3 +443,61 @@ fn o3_native_checksum_is_judged_by_what_the_compiler_really_does() {
         );
     }
 }
+
+/// The daemon's local runs change the governor through the same run wrapper as `optgate
+/// run` (before, the daemon accepted a governor variant and measured it under whatever
+/// governor the node had): each governor run saw `performance`, each baseline run
+/// `powersave`, and the node is left as it was.
+#[test]
+fn the_daemon_sets_a_governor_variant_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fake_cpufreq_root(dir.path(), "powersave");
+    let home = dir.path().join("home");
+    let yaml = format!(
+        "name: govd\n{}{METRIC}replicates: 5\nvariants:\n  - {{ name: perf-gov, dimension: l3_frequency_power, governor: performance }}\n",
+        governor_app(&root, "0")
+    );
+    let p = write_experiment(dir.path(), &yaml);
+    let mut daemon = optgate()
+        .args(["daemon", "--foreground"])
+        .env("OPTGATE_HOME", &home)
+        .env("OPTGATE_SYSFS_ROOT", &root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = StopOnDrop(home.clone());
+    let start = std::time::Instant::now();
+    let id = loop {
+        let o = cli(&home, &["submit", p.to_str().unwrap(), "--no-start"]);
+        if o.status.code() == Some(0) {
+            break stdout(&o).trim().to_string();
+        }
+        assert!(start.elapsed().as_secs() < 300, "{}", stderr(&o));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = status(&home, &id);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    assert_eq!(s["runs"]["completed"], 10, "{s:#}");
+    let runs = std::path::PathBuf::from(s["root"].as_str().unwrap()).join("runs");
+    for b in 1..=5 {
+        let seen = |arm: &str| {
+            std::fs::read_to_string(runs.join(format!("b{b:03}-{arm}/governor-seen")))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        assert_eq!(seen("perf-gov"), "performance", "block {b}");
+        assert_eq!(seen("baseline"), "powersave", "block {b}");
+        assert!(
+            runs.join(format!("b{b:03}-perf-gov/governor.json"))
+                .exists()
+        );
+    }
+    assert_eq!(governor_of(&root), "powersave");
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    daemon.wait().unwrap();
+}

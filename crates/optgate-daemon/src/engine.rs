@@ -617,7 +617,12 @@ impl Engine {
     ) -> Result<(), DaemonError> {
         let not_applicable = if row.scheduler == "local" {
             let node = self.node();
-            optgate_runner::preflight::not_applicable(&work.exp, &node, std::path::Path::new("/"))
+            // Where runs change the governor (the run wrapper reads the same root).
+            optgate_runner::preflight::not_applicable(
+                &work.exp,
+                &node,
+                &optgate_probe::sysfs_root(),
+            )
         } else {
             // On a cluster the compute nodes decide capabilities (from each job's probe, at
             // every look); the login node's facts do not apply. A governor variant is

@@ -173,6 +173,18 @@ impl Probe {
     }
 }
 
+/// The variable that points optgate at a copied `/proc`+`/sys` tree instead of `/` (tests:
+/// a fake writable cpufreq tree, RAPL counters).
+pub const SYSFS_ROOT_VAR: &str = "OPTGATE_SYSFS_ROOT";
+
+/// The root the node's facts, its governors and its energy counters are read under: `/`,
+/// or `$OPTGATE_SYSFS_ROOT`. Every part of optgate that touches them asks here.
+pub fn sysfs_root() -> std::path::PathBuf {
+    std::env::var_os(SYSFS_ROOT_VAR)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("/"))
+}
+
 /// Probes the running system: [`probe`] of `/`, plus host name, kernel and a memory
 /// cross-check from `sysinfo`, the scheduler allocation from the environment and
 /// `/proc/self/status`, and GPUs from vendor tools on `PATH`. Never fails: what cannot

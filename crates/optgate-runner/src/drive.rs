@@ -9,9 +9,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Experiment, Plan, PlannedRun};
-use optgate_probe::governor::{
-    CpuSelection, GovernorError, GovernorGuard, Tunability, restore_from_file, tunability,
-};
+use optgate_probe::governor::{GovernorError, Tunability, restore_from_file, tunability};
 use optgate_sched::local::{BuildRecord, LocalError, execute_build, execute_run};
 use optgate_sched::manifest::write_atomic;
 use optgate_sched::script::RunContext;
@@ -237,55 +235,23 @@ pub async fn run_all(
             run_dir: &dir,
             build_dir: build_dir.as_deref(),
             cache_dir: &cache_dir,
+            governor_restore: &restore_file,
         };
         on_event(Event::RunStarted {
             run: run.clone(),
             index,
             total,
         });
-        // The governor is changed for this arm's run only; the guard restores it when the
-        // run ends, fails or this function returns early (and the restore file covers a kill).
-        let mut guard = match &arm.governor {
-            Some(target) => {
-                let helper = exp.file.preflight.governor_helper.as_deref();
-                let via = match tunability(sysfs_root, helper) {
-                    Tunability::Tunable { via } => via,
-                    Tunability::NotTunable { reason } => {
-                        return Err(DriveError::GovernorNotTunable(reason));
-                    }
-                };
-                let g = GovernorGuard::set_via(
-                    sysfs_root,
-                    target,
-                    &CpuSelection::AllOnline,
-                    &restore_file,
-                    &via,
-                )
-                .map_err(DriveError::Governor)?;
-                std::fs::create_dir_all(&dir).map_err(|source| DriveError::Io {
-                    op: "create",
-                    path: dir.clone(),
-                    source,
-                })?;
-                let path = dir.join("governor.json");
-                write_atomic(
-                    &path,
-                    &serde_json::to_vec_pretty(g.changes()).expect("serialises"),
-                )
-                .map_err(|source| DriveError::Io {
-                    op: "write",
-                    path,
-                    source,
-                })?;
-                Some(g)
-            }
-            None => None,
-        };
-        let manifest = execute_run(&ctx, exp.run_time_limit, cancel).await;
-        if let Some(g) = guard.as_mut() {
-            g.restore().map_err(DriveError::Governor)?;
+        // The run wrapper changes the governor for this run only and restores it after
+        // (`execute_prepared`, the same code for every backend). Not tunable here: stop
+        // before running, as the pre-flight said.
+        if arm.governor.is_some()
+            && let Tunability::NotTunable { reason } =
+                tunability(sysfs_root, exp.file.preflight.governor_helper.as_deref())
+        {
+            return Err(DriveError::GovernorNotTunable(reason));
         }
-        let manifest = manifest?;
+        let manifest = execute_run(&ctx, exp.run_time_limit, cancel).await?;
         if manifest.outcome == Outcome::Interrupted {
             return Err(DriveError::Interrupted);
         }

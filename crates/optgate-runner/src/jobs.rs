@@ -88,6 +88,7 @@ pub fn prepare_run(
     let run_dir = layout.run_dir(&r.id);
     let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
     let cache_dir = layout.cache_dir(arm, &r.id);
+    let governor_restore = layout.root.join(crate::drive::GOVERNOR_RESTORE_FILE);
     let ctx = RunContext {
         experiment: exp,
         arm,
@@ -97,6 +98,7 @@ pub fn prepare_run(
         run_dir: &run_dir,
         build_dir: build_dir.as_deref(),
         cache_dir: &cache_dir,
+        governor_restore: &governor_restore,
     };
     write_run_files(&ctx, exp.run_time_limit)?;
     let res = &arm.resources;

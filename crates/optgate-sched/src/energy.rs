@@ -38,9 +38,7 @@ pub struct RaplSnapshot {
 /// The sysfs root energy is read under: `/`, or `$OPTGATE_SYSFS_ROOT` (a copied tree, for
 /// tests), as for the probe.
 pub fn sysfs_root() -> PathBuf {
-    std::env::var_os("OPTGATE_SYSFS_ROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"))
+    optgate_probe::sysfs_root()
 }
 
 /// Whether a powercap entry names a package zone: `intel-rapl:N`, N decimal.

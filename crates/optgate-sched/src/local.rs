@@ -40,6 +40,10 @@ pub enum LocalError {
     Process(#[from] ProcessError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Governor(#[from] optgate_probe::governor::GovernorError),
+    #[error("the CPU governor cannot be changed: {0}")]
+    GovernorNotTunable(String),
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
@@ -85,6 +89,17 @@ pub struct RunRecord {
     pub page_cache: PageCacheMode,
     #[serde(default)]
     pub inputs: Vec<PathBuf>,
+    /// The governor this arm's runs need (set around the run when it executes without a
+    /// launcher; under Slurm `srun --cpu-freq` sets it), and the privileged helper to set
+    /// it with, when the user has one.
+    #[serde(default)]
+    pub governor: Option<String>,
+    #[serde(default)]
+    pub governor_helper: Option<Vec<String>>,
+    /// Where a changed governor's previous state is kept while the run runs; a leftover
+    /// (the wrapper was killed) is restored before the next run of the execution starts.
+    #[serde(default)]
+    pub governor_restore_file: Option<PathBuf>,
 }
 
 pub const RUN_RECORD: &str = "run.json";
@@ -127,6 +142,9 @@ pub fn write_run_files(
         cache_dir: Some(ctx.cache_dir.to_path_buf()),
         page_cache: ctx.arm.page_cache,
         inputs: ctx.experiment.inputs.clone(),
+        governor: ctx.arm.governor.clone(),
+        governor_helper: ctx.experiment.file.preflight.governor_helper.clone(),
+        governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
     };
     let path = dir.join(RUN_RECORD);
     write_atomic(
@@ -197,6 +215,13 @@ pub async fn execute_prepared(
         &record.env_set,
         &record.env_unset,
     );
+    // A governor left changed by a killed run of this execution goes back first, then
+    // this run's own governor (local execution only) is set for the run's duration.
+    restore_leftover_governor(record.governor_restore_file.as_deref())?;
+    let mut governor = match (&record.governor, launcher.is_empty()) {
+        (Some(target), true) => Some(set_governor(run_dir, target, &record)?),
+        _ => None,
+    };
     // Isolation first, untimed: the arm's warm-up (once per arm), then the inputs' page
     // cache, so that the timed run starts right after.
     let cache_dir = record
@@ -250,6 +275,9 @@ pub async fn execute_prepared(
         .await?
     };
     let elapsed_s = t0.elapsed().as_secs_f64();
+    if let Some(g) = governor.as_mut() {
+        g.restore()?;
+    }
     let energy_j = energy_before
         .zip(crate::energy::take(&energy_root))
         .and_then(|(b, a)| crate::energy::joules_between(&b, &a));
@@ -307,6 +335,51 @@ pub async fn execute_prepared(
     };
     manifest.write(run_dir)?;
     Ok(manifest)
+}
+
+/// The governor file the run writes: which CPUs' governors it changed, from what to what.
+pub const GOVERNOR_CHANGES_FILE: &str = "governor.json";
+
+/// Restores the governors a killed run of this execution left changed (its restore file
+/// is still there).
+fn restore_leftover_governor(restore_file: Option<&Path>) -> Result<(), LocalError> {
+    let Some(file) = restore_file.filter(|f| f.exists()) else {
+        return Ok(());
+    };
+    let undone = optgate_probe::governor::restore_from_file(file)?;
+    tracing::warn!(
+        "restored {} cpufreq policies left changed by a killed run",
+        undone.len()
+    );
+    Ok(())
+}
+
+/// Sets the run's governor on every online CPU of this node (`$OPTGATE_SYSFS_ROOT` in
+/// tests), directly or through the user's helper, and records the changes in the run's
+/// `governor.json`. The guard restores them when the run ends (or when it is dropped).
+fn set_governor(
+    run_dir: &Path,
+    target: &str,
+    record: &RunRecord,
+) -> Result<optgate_probe::governor::GovernorGuard, LocalError> {
+    use optgate_probe::governor::{CpuSelection, GovernorGuard, Tunability, tunability};
+    let root = crate::energy::sysfs_root();
+    let via = match tunability(&root, record.governor_helper.as_deref()) {
+        Tunability::Tunable { via } => via,
+        Tunability::NotTunable { reason } => return Err(LocalError::GovernorNotTunable(reason)),
+    };
+    let restore = record
+        .governor_restore_file
+        .clone()
+        .unwrap_or_else(|| run_dir.join("governor-restore.json"));
+    let guard = GovernorGuard::set_via(&root, target, &CpuSelection::AllOnline, &restore, &via)?;
+    let path = run_dir.join(GOVERNOR_CHANGES_FILE);
+    write_atomic(
+        &path,
+        &serde_json::to_vec_pretty(guard.changes()).expect("serialises"),
+    )
+    .map_err(io("write", &path))?;
+    Ok(guard)
 }
 
 /// The `step-governor.<host>` files of a run directory, with their host names.
@@ -410,6 +483,9 @@ mod tests {
             cache_dir: None,
             page_cache: PageCacheMode::Leave,
             inputs: vec![],
+            governor: None,
+            governor_helper: None,
+            governor_restore_file: None,
         };
         std::fs::write(dir.join(RUN_RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
         std::fs::write(dir.join(RUN_SCRIPT), "echo ran\n").unwrap();

@@ -24,6 +24,9 @@ pub struct RunContext<'a> {
     /// Where the run's compile caches go: inside its own directory (`caches: cold`) or the
     /// arm's shared one (`caches: warm`).
     pub cache_dir: &'a Path,
+    /// The execution's governor restore file: written while a run's governor is changed,
+    /// so that whatever runs next on that root puts it back after a kill.
+    pub governor_restore: &'a Path,
 }
 
 /// The variables optgate itself gives every run, so the app and its scripts can find

@@ -47,6 +47,7 @@ fn ctx<'a>(
         run_dir,
         build_dir,
         cache_dir: Path::new("/runs/b002-v/caches"),
+        governor_restore: Path::new("/runs/governor-restore.json"),
     }
 }
 

@@ -17,9 +17,7 @@ pub fn probe(json: bool) -> Result<i32> {
 /// The root the probe and the governor control read: `/`, or `$OPTGATE_SYSFS_ROOT` — a
 /// captured `/proc` + `/sys` tree — so tests can exercise other machines' files.
 pub fn sysfs_root() -> std::path::PathBuf {
-    std::env::var_os("OPTGATE_SYSFS_ROOT")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from("/"))
+    optgate_probe::sysfs_root()
 }
 
 /// This node's probe (or the probe of `$OPTGATE_SYSFS_ROOT`). A Flux job id is written in
