@@ -38,8 +38,79 @@ use crate::protocol::VariantDecision;
 use crate::reconcile::reconcile;
 use crate::work::Work;
 
-/// Poll intervals while local jobs are active: their state is a few files away.
-const LOCAL_POLL: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(2));
+/// How often each backend's jobs are polled. Each kind keeps its own clock, so an active
+/// local experiment (whose job states are a few files away) never makes the daemon ask
+/// `squeue` or `flux jobs` more often than their own schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineSettings {
+    /// Local jobs: 100 ms while they change, growing to 2 s.
+    pub local: PollSchedule,
+    /// Slurm and Flux: 10 s while jobs change, growing to 3 minutes (±20 % jitter), so a
+    /// shared controller sees at most one query per daemon every 10 s.
+    pub cluster: PollSchedule,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            local: PollSchedule::new(Duration::from_millis(100), Duration::from_secs(2)),
+            cluster: PollSchedule::default(),
+        }
+    }
+}
+
+impl EngineSettings {
+    /// The schedule of scheduler kind `kind` (as stored: `local`, `slurm`, `flux`).
+    pub fn schedule_for(&self, kind: &str) -> PollSchedule {
+        match kind {
+            "local" => self.local.clone(),
+            _ => self.cluster.clone(),
+        }
+    }
+}
+
+/// Each scheduler kind's poll schedule and when it is next due.
+#[derive(Debug, Default)]
+pub(crate) struct PollClocks {
+    clocks: BTreeMap<String, (PollSchedule, tokio::time::Instant)>,
+}
+
+impl PollClocks {
+    /// Keeps a clock for each kind in use (a new one is due at once), drops the others.
+    fn track(&mut self, kinds: &BTreeSet<String>, settings: &EngineSettings) {
+        self.clocks.retain(|k, _| kinds.contains(k));
+        for k in kinds {
+            self.clocks
+                .entry(k.clone())
+                .or_insert_with(|| (settings.schedule_for(k), tokio::time::Instant::now()));
+        }
+    }
+
+    /// Whether kind `kind`'s jobs are due for a poll (an unknown kind is).
+    fn is_due(&self, kind: &str, now: tokio::time::Instant) -> bool {
+        self.clocks.get(kind).is_none_or(|(_, due)| *due <= now)
+    }
+
+    /// After a pass: every kind polled in it gets its next due time from what the pass
+    /// found; a pass that changed something brings every clock back to its shortest wait.
+    fn advance(&mut self, polled: &BTreeSet<String>, activity: Activity) {
+        let now = tokio::time::Instant::now();
+        for (kind, (schedule, due)) in &mut self.clocks {
+            if polled.contains(kind) || activity == Activity::Changed {
+                *due = now + schedule.next(activity, rand::random::<f64>());
+            }
+        }
+    }
+
+    /// How long until the next kind is due (None: no kind in use).
+    fn next_due_in(&self) -> Option<Duration> {
+        let now = tokio::time::Instant::now();
+        self.clocks
+            .values()
+            .map(|(_, due)| due.saturating_duration_since(now))
+            .min()
+    }
+}
 
 /// A build running on the login node for one experiment.
 struct BuildTask {
@@ -66,6 +137,10 @@ pub struct Engine {
     /// cannot be taken, a stored file that no longer loads): how many in a row, and the
     /// last. Past [`MAX_EXPERIMENT_ERRORS`] the experiment ends `failed` with it.
     errors_in_a_row: HashMap<String, u32>,
+    /// Each scheduler kind's poll clock.
+    clocks: PollClocks,
+    /// The kinds polled in the current pass (their clocks advance after it).
+    polled: BTreeSet<String>,
 }
 
 /// How many passes in a row may end in an error of one experiment's own before it ends
@@ -118,8 +193,9 @@ pub(crate) fn gave_up_reason(reason: &str, limit: Duration) -> String {
 /// Runs the engine until `shutdown` is cancelled: reconcile, then passes.
 pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
     let mut engine = Engine::new(ctx.clone());
-    let mut kinds: BTreeSet<String> = BTreeSet::new();
-    let mut schedule = PollSchedule::default();
+    let settings = EngineSettings::default();
+    // The longest wait when no experiment is active (a submission wakes the engine).
+    let idle = settings.cluster.max;
     match reconcile(&mut engine).await {
         Ok(r) => tracing::info!("reconciled after start: {r}"),
         Err(e) => {
@@ -133,14 +209,7 @@ pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
         }
         let activity = match engine.pass(&shutdown).await {
             Ok((activity, active_kinds)) => {
-                if active_kinds != kinds {
-                    schedule = if active_kinds.contains("local") {
-                        PollSchedule::new(LOCAL_POLL.0, LOCAL_POLL.1)
-                    } else {
-                        PollSchedule::default()
-                    };
-                    kinds = active_kinds;
-                }
+                engine.clocks.track(&active_kinds, &settings);
                 activity
             }
             Err(e) => {
@@ -148,7 +217,9 @@ pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
                 Activity::Throttled
             }
         };
-        let wait = schedule.next(activity, rand::random::<f64>());
+        let polled = std::mem::take(&mut engine.polled);
+        engine.clocks.advance(&polled, activity);
+        let wait = engine.clocks.next_due_in().unwrap_or(idle);
         // An experiment waiting for an unreachable scheduler is looked at again when its
         // give-up limit passes, not only at the next (longest) interval.
         let wait = engine
@@ -175,6 +246,8 @@ impl Engine {
             unreachable: false,
             unreachable_since: HashMap::new(),
             errors_in_a_row: HashMap::new(),
+            clocks: PollClocks::default(),
+            polled: BTreeSet::new(),
         }
     }
 
@@ -340,6 +413,11 @@ impl Engine {
         }
         let mut out = HashMap::new();
         let mut throttled = false;
+        let now = tokio::time::Instant::now();
+        // Each backend on its own clock: a kind not yet due is not asked this pass (its
+        // jobs keep their last known state until it is).
+        by_kind.retain(|kind, _| self.clocks.is_due(kind, now));
+        self.polled.extend(by_kind.keys().cloned());
         for (kind, jobs) in by_kind {
             let backend = self
                 .ctx
@@ -1566,5 +1644,67 @@ mod error_count_tests {
             "gave up after 5 attempts in a row that failed the same way; the last error: \
              cannot write /x/samples.csv"
         );
+    }
+}
+
+#[cfg(test)]
+mod poll_clock_tests {
+    use super::*;
+
+    fn kinds(k: &[&str]) -> BTreeSet<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// With a local and a Slurm experiment active, the engine wakes on the local clock but
+    /// asks Slurm only on its own: quiet passes keep Slurm's next poll ≥ its 10 s minimum
+    /// (less jitter) away while local polls come every ≤ 2 s.
+    #[tokio::test(start_paused = true)]
+    async fn a_local_experiment_does_not_make_slurm_polled_faster() {
+        let settings = EngineSettings::default();
+        let mut clocks = PollClocks::default();
+        clocks.track(&kinds(&["local", "slurm"]), &settings);
+        let now = tokio::time::Instant::now();
+        assert!(clocks.is_due("local", now) && clocks.is_due("slurm", now));
+        // The first pass polls both; nothing changed.
+        clocks.advance(&kinds(&["local", "slurm"]), Activity::Quiet);
+        let mut slurm_polls = 0;
+        let mut local_polls = 0;
+        // Two minutes of quiet passes, each at the next due time.
+        let end = tokio::time::Instant::now() + Duration::from_secs(120);
+        while tokio::time::Instant::now() < end {
+            let wait = clocks.next_due_in().unwrap();
+            assert!(wait <= Duration::from_millis(2400), "{wait:?}");
+            tokio::time::advance(wait).await;
+            let now = tokio::time::Instant::now();
+            let mut polled = BTreeSet::new();
+            for k in ["local", "slurm"] {
+                if clocks.is_due(k, now) {
+                    polled.insert(k.to_string());
+                }
+            }
+            slurm_polls += usize::from(polled.contains("slurm"));
+            local_polls += usize::from(polled.contains("local"));
+            clocks.advance(&polled, Activity::Quiet);
+        }
+        // Slurm: 10 s growing by 1.5× (±20 %) → at most a handful in two minutes.
+        assert!(slurm_polls <= 6, "slurm polled {slurm_polls} times");
+        assert!(local_polls >= 50, "local polled {local_polls} times");
+    }
+
+    /// A pass that changed something brings every clock back to its shortest wait; a
+    /// kind no longer in use loses its clock.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_resets_every_clock_and_unused_kinds_are_dropped() {
+        let settings = EngineSettings::default();
+        let mut clocks = PollClocks::default();
+        clocks.track(&kinds(&["slurm"]), &settings);
+        for _ in 0..10 {
+            clocks.advance(&kinds(&["slurm"]), Activity::Quiet);
+        }
+        assert!(clocks.next_due_in().unwrap() > Duration::from_secs(100));
+        clocks.advance(&BTreeSet::new(), Activity::Changed);
+        assert!(clocks.next_due_in().unwrap() <= Duration::from_secs(12));
+        clocks.track(&BTreeSet::new(), &settings);
+        assert_eq!(clocks.next_due_in(), None);
     }
 }
