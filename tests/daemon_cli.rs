@@ -633,3 +633,38 @@ fn a_look_that_keeps_failing_ends_failed_with_its_error() {
     );
     assert_eq!(s["runs"]["completed"], 12, "{s:#}");
 }
+
+/// One failed run in a paired experiment under the daemon: its block is left out, the
+/// experiment ends `decided` (before: `analysing` for ever, "block 3 has no partner").
+#[test]
+fn one_failed_run_under_the_daemon_ends_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let yaml = experiment("onefaild", "0").replace(
+        "command: [bash, -c, '",
+        "command: [bash, -c, '[ \"$OPTGATE_RUN_ID\" = b003-v1 ] && exit 9; ",
+    );
+    assert!(yaml.contains("b003-v1"), "{yaml}");
+    let exp = write_experiment(dir.path(), &yaml);
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = status(&home, &id);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    assert_eq!(s["runs"]["failed"], 1, "{s:#}");
+    assert_eq!(s["decisions"][0]["decision"], "accept", "{s:#}");
+    let o = cli(&home, &["report", &id, "--json"]);
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = &report["variants"][0];
+    assert_eq!(v["n_variant"], 5, "{v:#}");
+    assert!(
+        v["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("block 3 (no complete run of 'v1')")),
+        "{v:#}"
+    );
+}
