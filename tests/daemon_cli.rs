@@ -668,3 +668,56 @@ fn one_failed_run_under_the_daemon_ends_decided() {
         "{v:#}"
     );
 }
+
+/// `optgate run` and `optgate submit` of the same experiment give reports of the same
+/// shape: the same top-level fields, the same provenance fields, the same per-variant
+/// fields (the daemon records its looks and jobs; `optgate run` records its one look and
+/// no jobs, under the same names).
+#[test]
+fn run_and_submit_give_reports_of_the_same_shape() {
+    fn keys(v: &Value) -> Vec<String> {
+        v.as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), &experiment("parity", "0"));
+    let o = optgate()
+        .args([
+            "run",
+            exp.to_str().unwrap(),
+            "--out",
+            dir.path().join("exec").to_str().unwrap(),
+            "--quiet",
+            "--json",
+        ])
+        .env("OPTGATE_HOME", &home)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ran: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli(&home, &["report", &id, "--json"]);
+    let submitted: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(keys(&ran), keys(&submitted));
+    assert_eq!(keys(&ran["provenance"]), keys(&submitted["provenance"]));
+    assert_eq!(
+        keys(&ran["provenance"]["sequential"]),
+        keys(&submitted["provenance"]["sequential"])
+    );
+    assert_eq!(keys(&ran["variants"][0]), keys(&submitted["variants"][0]));
+    assert_eq!(ran["provenance"]["sequential"]["planned_looks"], 1);
+    assert_eq!(ran["provenance"]["jobs"], serde_json::json!([]));
+    assert_eq!(ran["provenance"]["experiment_id"], "exec");
+    // The same data, the same decision.
+    assert_eq!(
+        ran["variants"][0]["decision"],
+        submitted["variants"][0]["decision"]
+    );
+}

@@ -103,7 +103,8 @@ fn quickstart_runs_end_to_end_and_reports_every_arm() {
 }
 
 /// The decision rules of docs/STATISTICS.md (4: improvement, 5: cannot reach the worthwhile
-/// effect, 6: otherwise inconclusive), checked against the figures the report gives.
+/// effect, 5′: acceptance impossible even at the intervals' favourable ends, 6: otherwise
+/// inconclusive), checked against the figures the report gives.
 fn check_decision_follows_from_numbers(v: &serde_json::Value, alpha: f64) {
     let d = v["decision"].as_str().unwrap();
     let p_imp = v["p_improvement_adjusted"].as_f64().unwrap();
@@ -119,9 +120,13 @@ fn check_decision_follows_from_numbers(v: &serde_json::Value, alpha: f64) {
             );
             assert!(v["speedup"]["estimate"].as_f64().unwrap() > 1.0, "{ctx}");
         }
+        // Rule 5 (cannot reach the worthwhile effect), rule 4's sign check, or rule 5′:
+        // even the favourable ends of the intervals leave App Impact ≤ 0.
         "reject" => assert!(
-            p_nw < alpha || (p_imp < alpha && app.is_some_and(|a| a <= 0.0)),
-            "rejected without either reason: {ctx}"
+            p_nw < alpha
+                || (p_imp < alpha && app.is_some_and(|a| a <= 0.0))
+                || v["app_impact_best"].as_f64().is_some_and(|b| b <= 0.0),
+            "rejected without any of the three reasons: {ctx}"
         ),
         "inconclusive" => assert!(
             p_imp >= alpha && p_nw >= alpha,
