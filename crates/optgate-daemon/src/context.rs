@@ -45,27 +45,38 @@ impl Db {
     }
 }
 
-/// One backend per scheduler kind, made on first use by the factory.
+/// Makes the backend of one scheduler kind: the real factory, or a test's in-process fake.
+pub type BackendFactory =
+    Arc<dyn Fn(SchedulerKind, &std::path::Path) -> Arc<dyn Scheduler> + Send + Sync>;
+
+/// One backend per scheduler kind, made on first use by the factory. This is the engine's
+/// seam: the daemon gets the real backends ([`Backends::new`]); the control-loop tests give
+/// it an in-process fake ([`Backends::with_factory`]).
 pub struct Backends {
     made: Mutex<BTreeMap<String, Arc<dyn Scheduler>>>,
-    /// The daemon's shutdown: stops scheduler commands in flight.
-    stop: CancellationToken,
+    factory: BackendFactory,
 }
 
 impl Backends {
+    /// The real backends; cancelling `stop` ends their scheduler commands in flight.
     pub fn new(stop: CancellationToken) -> Backends {
+        Backends::with_factory(Arc::new(move |kind, state_dir| {
+            optgate_sched::factory::backend_for(kind, state_dir, stop.clone())
+        }))
+    }
+
+    /// Backends made by `factory`.
+    pub fn with_factory(factory: BackendFactory) -> Backends {
         Backends {
             made: Mutex::default(),
-            stop,
+            factory,
         }
     }
 
     pub fn get(&self, kind: SchedulerKind, state_dir: &std::path::Path) -> Arc<dyn Scheduler> {
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         made.entry(kind.to_string())
-            .or_insert_with(|| {
-                optgate_sched::factory::backend_for(kind, state_dir, self.stop.clone())
-            })
+            .or_insert_with(|| (self.factory)(kind, state_dir))
             .clone()
     }
 }

@@ -192,8 +192,12 @@ pub(crate) fn gave_up_reason(reason: &str, limit: Duration) -> String {
 
 /// Runs the engine until `shutdown` is cancelled: reconcile, then passes.
 pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
+    run_with(ctx, shutdown, EngineSettings::default()).await
+}
+
+/// [`run`] with the given poll settings (tests poll an in-process fake every few ms).
+pub async fn run_with(ctx: Arc<Daemon>, shutdown: CancellationToken, settings: EngineSettings) {
     let mut engine = Engine::new(ctx.clone());
-    let settings = EngineSettings::default();
     // The longest wait when no experiment is active (a submission wakes the engine).
     let idle = settings.cluster.max;
     match reconcile(&mut engine).await {

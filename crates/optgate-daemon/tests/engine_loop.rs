@@ -1,0 +1,350 @@
+//! The engine's control loop against an in-process fake scheduler, through the seam the
+//! daemon receives its backends by (`Backends::with_factory`): submission, polling, the
+//! outcomes of runs, looks and decisions, a refused submission, a lost job resubmitted.
+//! Runs in seconds; the real-scheduler tests (`tests/daemon_slurm.rs`, `flux_real.rs`)
+//! stay as they are.
+//!
+//! Test double: `FakeScheduler` stands in for Slurm. It "runs" a job by writing what
+//! `optgate exec-run` would write on a compute node (each run's stdout and manifest), so
+//! the engine sees exactly the files of a real job; what it cannot produce on one node is
+//! a scheduler that refuses a job or loses one to a node failure, which it scripts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use optgate_daemon::context::{Backends, Daemon, Db};
+use optgate_daemon::engine::{EngineSettings, run_with};
+use optgate_daemon::protocol::{Request, Response, SubmitRequest};
+use optgate_daemon::{StatePaths, handlers};
+use optgate_sched::manifest::{MANIFEST_SCHEMA, Outcome, RunManifest};
+use optgate_sched::poll::PollSchedule;
+use optgate_sched::{JobId, JobSpec, JobState, SchedError, Scheduler};
+use optgate_store::{ExperimentState, Store};
+
+/// What the fake does with submissions.
+#[derive(Clone, Copy, PartialEq)]
+enum Script {
+    /// Every job runs and completes.
+    Normal,
+    /// Every submission is refused, as `sbatch` refuses an unknown partition.
+    Refuse,
+    /// The first attempt of block 2's job is lost (node failure) before it runs anything.
+    LoseBlock2Once,
+    /// The first submission goes through but does not return until released: the window
+    /// in which a daemon dies after the scheduler took the job and before it was recorded.
+    HoldFirstSubmit,
+}
+
+#[derive(Default)]
+struct FakeState {
+    jobs: BTreeMap<String, (JobSpec, JobState, u32)>,
+    submitted: Vec<String>,
+    lost_once: bool,
+}
+
+struct FakeScheduler {
+    script: Script,
+    state: Mutex<FakeState>,
+    released: std::sync::atomic::AtomicBool,
+}
+
+impl FakeScheduler {
+    fn new(script: Script) -> Arc<FakeScheduler> {
+        Arc::new(FakeScheduler {
+            script,
+            state: Mutex::default(),
+            released: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn submitted(&self) -> Vec<String> {
+        self.state.lock().unwrap().submitted.clone()
+    }
+}
+
+/// What `exec-run` leaves in a run directory for a completed run: the app's output (the
+/// variant twice as fast) and the manifest.
+fn run_the_job(spec: &JobSpec, id: &str) {
+    for run in &spec.runs {
+        let secs = if run.arm == "baseline" { 1.0 } else { 0.5 };
+        let stdout: String = (1..=3)
+            .map(|e| format!("epoch {e} took {} s\n", secs + 0.01 * f64::from(run.block)))
+            .collect();
+        std::fs::create_dir_all(&run.run_dir).unwrap();
+        std::fs::write(run.run_dir.join("stdout"), stdout).unwrap();
+        RunManifest {
+            schema: MANIFEST_SCHEMA,
+            experiment: "loop".into(),
+            run_id: run.run_id.clone(),
+            arm: run.arm.clone(),
+            block: run.block,
+            replicate: run.replicate,
+            host: "fake-node".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            ended_at: "2026-01-01T00:00:01Z".into(),
+            elapsed_s: 1.0,
+            outcome: Outcome::Completed,
+            exit_code: Some(0),
+            signal: None,
+            env_set: Default::default(),
+            env_unset: vec![],
+            environment: Default::default(),
+            environment_withheld: vec![],
+            conditions: None,
+            script: run.run_dir.join("run.sh"),
+            scheduler_job_id: Some(id.to_string()),
+            optgate_version: "test".into(),
+            step_governors: Default::default(),
+            resources: None,
+            isolation: None,
+        }
+        .write(&run.run_dir)
+        .unwrap();
+    }
+}
+
+impl Scheduler for FakeScheduler {
+    fn kind(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
+        if self.script == Script::Refuse {
+            return Err(SchedError::Command {
+                command: "sbatch job.sh".into(),
+                status: "1".into(),
+                stdout: String::new(),
+                stderr: "sbatch: error: invalid partition specified: nope".into(),
+            });
+        }
+        let (id, first) = {
+            let mut s = self.state.lock().unwrap();
+            let id = format!("{}", 1000 + s.submitted.len());
+            s.submitted.push(job.name.clone());
+            s.jobs
+                .insert(id.clone(), (job.clone(), JobState::Pending, 0));
+            (id, s.submitted.len() == 1)
+        };
+        if first && self.script == Script::HoldFirstSubmit {
+            while !self.released.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(JobId(id))
+    }
+
+    /// Each poll moves a job on: pending → running → (its runs written) completed, or
+    /// lost when the script says so.
+    fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
+        let mut s = self.state.lock().unwrap();
+        let mut out = BTreeMap::new();
+        let lose = self.script == Script::LoseBlock2Once && !s.lost_once;
+        let mut lost_now = false;
+        for id in ids {
+            let Some((spec, state, polls)) = s.jobs.get_mut(&id.0) else {
+                out.insert(id.clone(), JobState::Unknown);
+                continue;
+            };
+            *polls += 1;
+            let block2 = spec.runs.iter().any(|r| r.block == 2);
+            *state = match (state.clone(), *polls) {
+                (JobState::Pending, _) if lose && block2 => {
+                    lost_now = true;
+                    JobState::Lost("node fake-node failed".into())
+                }
+                (JobState::Pending, _) => JobState::Running,
+                (JobState::Running, _) => {
+                    run_the_job(spec, &id.0);
+                    JobState::Completed
+                }
+                (other, _) => other,
+            };
+            out.insert(id.clone(), state.clone());
+        }
+        s.lost_once |= lost_now;
+        Ok(out)
+    }
+
+    fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
+        let s = self.state.lock().unwrap();
+        Ok(s.jobs
+            .iter()
+            .filter(|(_, (spec, _, _))| names.contains(&spec.name))
+            .map(|(id, (spec, _, _))| (spec.name.clone(), JobId(id.clone())))
+            .collect())
+    }
+
+    fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
+        let mut s = self.state.lock().unwrap();
+        for id in ids {
+            if let Some((_, state, _)) = s.jobs.get_mut(&id.0) {
+                *state = JobState::Cancelled;
+            }
+        }
+        Ok(())
+    }
+}
+
+const EXPERIMENT: &str = r#"name: loop
+app:
+  command: [./app]
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+scheduler: { kind: slurm, time_limit: 10m }
+replicates: 5
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: { X: "1" }
+"#;
+
+/// A daemon context whose every backend is `fake`, polled every few milliseconds.
+fn daemon(state: &Path, fake: Arc<FakeScheduler>) -> Arc<Daemon> {
+    let paths = StatePaths::new(state);
+    paths.prepare().unwrap();
+    Arc::new(Daemon {
+        db: Db::new(Store::open(&paths.db()).unwrap()),
+        paths,
+        wake: tokio::sync::Notify::new(),
+        backends: Backends::with_factory(Arc::new(move |_, _| fake.clone())),
+        optgate_bin: "/nonexistent/optgate".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        shutdown: CancellationToken::new(),
+        unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
+    })
+}
+
+fn fast() -> EngineSettings {
+    let quick = PollSchedule::new(Duration::from_millis(5), Duration::from_millis(20));
+    EngineSettings {
+        local: quick.clone(),
+        cluster: quick,
+    }
+}
+
+/// Submits the experiment, runs the engine until it ends (at most a minute), and returns
+/// its final row.
+async fn run_to_the_end(dir: &Path, fake: Arc<FakeScheduler>) -> optgate_store::ExperimentRow {
+    let ctx = daemon(&dir.join("state"), fake);
+    let id = submit(dir, &ctx).await;
+    run_engine_until_ended(&ctx, &id).await
+}
+
+async fn submit(dir: &Path, ctx: &Daemon) -> String {
+    let source_path: PathBuf = dir.join("exp.yaml");
+    std::fs::write(&source_path, EXPERIMENT).unwrap();
+    let reply = handlers::dispatch(
+        ctx,
+        Request::Submit(SubmitRequest {
+            source_path,
+            source_text: EXPERIMENT.into(),
+        }),
+    )
+    .await;
+    let Response::Submitted(r) = reply else {
+        panic!("{reply:?}")
+    };
+    r.id
+}
+
+async fn run_engine_until_ended(ctx: &Arc<Daemon>, id: &str) -> optgate_store::ExperimentRow {
+    let shutdown = CancellationToken::new();
+    let engine = tokio::spawn(run_with(ctx.clone(), shutdown.clone(), fast()));
+    let start = std::time::Instant::now();
+    let row = loop {
+        let id = id.to_string();
+        let row = ctx
+            .db
+            .call(move |s| s.experiment(&id))
+            .await
+            .unwrap()
+            .unwrap();
+        if row.state.is_terminal() {
+            break row;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{row:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    shutdown.cancel();
+    engine.await.unwrap();
+    row
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_experiment_is_submitted_polled_looked_at_and_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeScheduler::new(Script::Normal);
+    let row = run_to_the_end(dir.path(), fake.clone()).await;
+    assert_eq!(row.state, ExperimentState::Decided, "{row:?}");
+    // One job per block, each submitted once.
+    let submitted = fake.submitted();
+    assert_eq!(submitted.len(), 5, "{submitted:?}");
+    let unique: std::collections::BTreeSet<_> = submitted.iter().collect();
+    assert_eq!(unique.len(), 5, "{submitted:?}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&row.root).join("report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["variants"][0]["decision"], "accept");
+    assert_eq!(report["variants"][0]["n_variant"], 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_submission_fails_the_experiment_with_the_scheduler_s_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = run_to_the_end(dir.path(), FakeScheduler::new(Script::Refuse)).await;
+    assert_eq!(row.state, ExperimentState::Failed);
+    let reason = row.state_reason.unwrap_or_default();
+    assert!(
+        reason.contains("refused") && reason.contains("invalid partition specified: nope"),
+        "{reason}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_job_is_resubmitted_and_its_runs_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeScheduler::new(Script::LoseBlock2Once);
+    let row = run_to_the_end(dir.path(), fake.clone()).await;
+    assert_eq!(row.state, ExperimentState::Decided, "{row:?}");
+    let submitted = fake.submitted();
+    // Five blocks and one resubmission of block 2 under its retry name.
+    assert_eq!(submitted.len(), 6, "{submitted:?}");
+    let csv = std::fs::read_to_string(Path::new(&row.root).join("samples.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 10 * 3, "{csv}");
+}
+
+/// The daemon dies after the scheduler took a job and before the job's id was recorded
+/// (the engine task is dropped mid-`submit`). The next engine reconciles: it finds the job
+/// by name instead of submitting it again, and every block is submitted exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_submit_and_record_never_submits_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeScheduler::new(Script::HoldFirstSubmit);
+    let ctx = daemon(&dir.path().join("state"), fake.clone());
+    let id = submit(dir.path(), &ctx).await;
+    let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
+    let start = std::time::Instant::now();
+    while fake.submitted().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "nothing submitted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The "crash": the engine is gone while the scheduler holds the job.
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    fake.released
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let row = run_engine_until_ended(&ctx, &id).await;
+    assert_eq!(row.state, ExperimentState::Decided, "{row:?}");
+    let submitted = fake.submitted();
+    let unique: std::collections::BTreeSet<_> = submitted.iter().collect();
+    assert_eq!(unique.len(), 5, "{submitted:?}");
+    assert_eq!(submitted.len(), 5, "submitted twice: {submitted:?}");
+}
