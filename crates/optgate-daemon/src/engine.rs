@@ -137,11 +137,20 @@ pub struct Engine {
     /// cannot be taken, a stored file that no longer loads): how many in a row, and the
     /// last. Past [`MAX_EXPERIMENT_ERRORS`] the experiment ends `failed` with it.
     errors_in_a_row: HashMap<String, u32>,
+    /// Submissions of a job that failed transiently so far (its outcome unknown, so it was
+    /// looked for and submitted again); past [`MAX_SUBMIT_ATTEMPTS`] the experiment fails.
+    submit_failures: HashMap<i64, u32>,
     /// Each scheduler kind's poll clock.
     clocks: PollClocks,
     /// The kinds polled in the current pass (their clocks advance after it).
     polled: BTreeSet<String>,
 }
+
+/// How many times one job's submission may fail transiently (a timed-out `sbatch`, a busy
+/// controller; each already retried with back-off by the backend) before the experiment
+/// ends `failed` with the last error: 5. Each failure is followed by a lookup by name, so
+/// a submission that did go through is found, never repeated.
+pub const MAX_SUBMIT_ATTEMPTS: u32 = 5;
 
 /// How many passes in a row may end in an error of one experiment's own before it ends
 /// `failed` with that error quoted: 5. Such an error (a look whose data cannot be read or
@@ -250,6 +259,7 @@ impl Engine {
             unreachable: false,
             unreachable_since: HashMap::new(),
             errors_in_a_row: HashMap::new(),
+            submit_failures: HashMap::new(),
             clocks: PollClocks::default(),
             polled: BTreeSet::new(),
         }
@@ -948,6 +958,7 @@ impl Engine {
         match submitted {
             Ok(sid) => {
                 crate::failpoint::hit("after-submit");
+                self.submit_failures.remove(&job.id);
                 tracing::info!(
                     "experiment {}: submitted {} as {sid}",
                     job.experiment_id,
@@ -972,11 +983,20 @@ impl Engine {
                 self.ctx.db.call(move |s| s.job_note(jid, &msg)).await?;
                 self.show_unreachable(&job.experiment_id, &reason).await
             }
-            Err(e) if e.is_transient() => {
+            Err(e) if e.is_transient() && !self.submit_attempts_spent(job, &e) => {
                 tracing::warn!("submitting {} failed, will check and retry: {e}", job.name);
                 let (jid, msg) = (job.id, e.to_string());
                 self.in_doubt = true;
                 self.ctx.db.call(move |s| s.job_note(jid, &msg)).await
+            }
+            Err(e) if e.is_transient() => {
+                let msg = format!(
+                    "gave up on job {} after {MAX_SUBMIT_ATTEMPTS} submissions to the {} scheduler \
+                     failed; the last error: {e}",
+                    job.name,
+                    work.backend.kind()
+                );
+                self.fail_job(job, msg).await
             }
             Err(e) => {
                 let msg = format!(
@@ -984,26 +1004,44 @@ impl Engine {
                     work.backend.kind(),
                     job.name
                 );
-                tracing::error!("experiment {}: {msg}", job.experiment_id);
-                let job = job.clone();
-                let updates: Vec<RunUpdate> = job
-                    .run_ids
-                    .iter()
-                    .map(|r| RunUpdate {
-                        run_id: r.clone(),
-                        state: RunState::Failed,
-                        detail: Some(msg.clone()),
-                    })
-                    .collect();
-                self.ctx
-                    .db
-                    .call(move |s| {
-                        s.finish_job(&job, JobRecordState::Finished, Some(&msg), &updates)?;
-                        s.set_state(&job.experiment_id, ExperimentState::Failed, Some(&msg))
-                    })
-                    .await
+                self.fail_job(job, msg).await
             }
         }
+    }
+
+    /// Counts a failed submission of `job` (not one stopped at shutdown); whether the
+    /// attempts are spent ([`MAX_SUBMIT_ATTEMPTS`]).
+    fn submit_attempts_spent(&mut self, job: &JobRow, e: &optgate_sched::SchedError) -> bool {
+        if e.is_stopped() {
+            return false;
+        }
+        let n = self.submit_failures.entry(job.id).or_insert(0);
+        *n += 1;
+        *n >= MAX_SUBMIT_ATTEMPTS
+    }
+
+    /// A job that cannot be submitted: its runs fail and the experiment ends `failed` with
+    /// `msg` (the scheduler's words).
+    async fn fail_job(&mut self, job: &JobRow, msg: String) -> Result<(), DaemonError> {
+        tracing::error!("experiment {}: {msg}", job.experiment_id);
+        self.submit_failures.remove(&job.id);
+        let job = job.clone();
+        let updates: Vec<RunUpdate> = job
+            .run_ids
+            .iter()
+            .map(|r| RunUpdate {
+                run_id: r.clone(),
+                state: RunState::Failed,
+                detail: Some(msg.clone()),
+            })
+            .collect();
+        self.ctx
+            .db
+            .call(move |s| {
+                s.finish_job(&job, JobRecordState::Finished, Some(&msg), &updates)?;
+                s.set_state(&job.experiment_id, ExperimentState::Failed, Some(&msg))
+            })
+            .await
     }
 
     /// analysing: a look at the complete blocks, then more blocks or the end.

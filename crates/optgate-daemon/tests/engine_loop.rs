@@ -34,6 +34,8 @@ enum Script {
     Refuse,
     /// The first attempt of block 2's job is lost (node failure) before it runs anything.
     LoseBlock2Once,
+    /// Every submission fails the way a busy controller fails it (transient).
+    Busy,
     /// The first submission goes through but does not return until released: the window
     /// in which a daemon dies after the scheduler took the job and before it was recorded.
     HoldFirstSubmit,
@@ -44,6 +46,8 @@ struct FakeState {
     jobs: BTreeMap<String, (JobSpec, JobState, u32)>,
     submitted: Vec<String>,
     lost_once: bool,
+    /// Submissions that failed (`Script::Busy`).
+    attempts: u32,
 }
 
 struct FakeScheduler {
@@ -113,6 +117,17 @@ impl Scheduler for FakeScheduler {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
+        if self.script == Script::Busy {
+            let mut st = self.state.lock().unwrap();
+            st.attempts += 1;
+            st.submitted.push(job.name.clone());
+            return Err(SchedError::Command {
+                command: "sbatch job.sh".into(),
+                status: "1".into(),
+                stdout: String::new(),
+                stderr: "sbatch: error: Socket timed out on send/recv operation".into(),
+            });
+        }
         if self.script == Script::Refuse {
             return Err(SchedError::Command {
                 command: "sbatch job.sh".into(),
@@ -347,4 +362,31 @@ async fn a_crash_between_submit_and_record_never_submits_twice() {
     let unique: std::collections::BTreeSet<_> = submitted.iter().collect();
     assert_eq!(unique.len(), 5, "{submitted:?}");
     assert_eq!(submitted.len(), 5, "submitted twice: {submitted:?}");
+}
+
+/// A submission that keeps failing transiently is tried a bounded number of times (each
+/// after looking the job up by name), then the experiment ends `failed` with the last
+/// error quoted — never retried at every pass for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_that_keeps_failing_ends_failed_after_bounded_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeScheduler::new(Script::Busy);
+    let row = run_to_the_end(dir.path(), fake.clone()).await;
+    assert_eq!(row.state, ExperimentState::Failed, "{row:?}");
+    let reason = row.state_reason.unwrap_or_default();
+    assert!(
+        reason.contains("after 5 submissions") && reason.contains("Socket timed out"),
+        "{reason}"
+    );
+    // Each block's job was tried exactly 5 times (every pass tries every pending job).
+    let mut per_job = BTreeMap::<String, u32>::new();
+    for name in fake.submitted() {
+        *per_job.entry(name).or_default() += 1;
+    }
+    assert!(!per_job.is_empty());
+    assert!(per_job.values().all(|n| *n == 5), "{per_job:?}");
+    assert_eq!(
+        fake.state.lock().unwrap().attempts as usize,
+        5 * per_job.len()
+    );
 }
