@@ -351,9 +351,14 @@ pub fn analyze_csv(
         origin: origin.to_string(),
         error,
     };
-    let analysis =
-        analyze(&samples.baseline, &samples.variants, &opts.config()).map_err(stats_err)?;
+    let mut cfg = opts.config();
+    if samples.system_resource.is_some() {
+        // Resources used: lower is better.
+        cfg.system_better = optgate_stats::Better::Lower;
+    }
+    let analysis = analyze(&samples.baseline, &samples.variants, &cfg).map_err(stats_err)?;
     let mut report = Report::new(analysis, &samples.baseline, &samples.variants);
+    report.system_resource = samples.system_resource;
     report.provenance = Some(serde_json::json!({
         "samples_file": origin,
         "optgate_version": env!("CARGO_PKG_VERSION"),

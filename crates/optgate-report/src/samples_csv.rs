@@ -133,6 +133,12 @@ pub enum Problem {
         line: usize,
         value: String,
     },
+    /// A `cpu_s` or `energy_j` that is not a number ≥ 0 (empty means not measured).
+    BadResource {
+        line: usize,
+        column: &'static str,
+        value: String,
+    },
     Duplicate {
         line: usize,
         first_line: usize,
@@ -255,6 +261,15 @@ impl fmt::Display for Problem {
                     quote_prefix(value)
                 )
             }
+            Problem::BadResource {
+                line,
+                column,
+                value,
+            } => write!(
+                f,
+                "line {line}: {column} '{}' is not a number ≥ 0 (leave it empty when not measured)",
+                quote_prefix(value)
+            ),
             Problem::BadSeconds { line, value } => write!(
                 f,
                 "line {line}: seconds '{}' is not a positive number",
@@ -531,6 +546,9 @@ struct RunRows {
     epochs: BTreeMap<u32, (f64, usize)>,
     blocks: BTreeMap<Option<u32>, Vec<usize>>,
     lines: Vec<usize>,
+    /// The run's resources, from its first row (optgate repeats them on every row).
+    cpu_s: Option<f64>,
+    energy_j: Option<f64>,
 }
 
 /// A parsed and validated samples file.
@@ -539,6 +557,9 @@ pub struct Samples {
     pub baseline: ArmData,
     /// In the order of their first row.
     pub variants: Vec<ArmData>,
+    /// What the arms' `system_metric` holds: energy when every run has `energy_j`, else
+    /// core-seconds when every run has `cpu_s`, else nothing (no System Impact).
+    pub system_resource: Option<crate::SystemResource>,
     /// Whether the file has a block column.
     pub has_blocks: bool,
 }
@@ -722,8 +743,30 @@ pub fn parse_samples(
                 None
             }
         };
-        let (Some(replicate), Some(epoch), Some(block), Some(seconds)) =
-            (replicate, epoch, block, seconds)
+        // The per-run resource columns: optional, empty when not measured.
+        let resource = |column: &'static str, problems: &mut Problems| -> Option<Option<f64>> {
+            let Some(text) = col.get(column).map(|&i| &fields[i]) else {
+                return Some(None);
+            };
+            if text.is_empty() {
+                return Some(None);
+            }
+            match text.parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => Some(Some(v)),
+                _ => {
+                    problems.push(Problem::BadResource {
+                        line,
+                        column,
+                        value: text.clone(),
+                    });
+                    None
+                }
+            }
+        };
+        let cpu_s = resource("cpu_s", &mut problems);
+        let energy_j = resource("energy_j", &mut problems);
+        let (Some(replicate), Some(epoch), Some(block), Some(seconds), Some(cpu_s), Some(energy_j)) =
+            (replicate, epoch, block, seconds, cpu_s, energy_j)
         else {
             continue;
         };
@@ -751,6 +794,10 @@ pub fn parse_samples(
             continue;
         }
         let run = runs.entry(replicate).or_default();
+        if run.lines.is_empty() {
+            run.cpu_s = cpu_s;
+            run.energy_j = energy_j;
+        }
         if let Some(&(_, first_line)) = run.epochs.get(&epoch) {
             problems.push(Problem::Duplicate {
                 line,
@@ -907,6 +954,21 @@ pub fn parse_samples(
         return Err(invalid(problems));
     }
 
+    // System Impact's resource: energy where every run has it, else core-seconds.
+    let every_run =
+        |has: &dyn Fn(&RunRows) -> bool| arms.values().flat_map(|r| r.values()).all(has);
+    let system_resource = if every_run(&|r| r.energy_j.is_some_and(|e| e > 0.0)) {
+        Some(crate::SystemResource::Energy)
+    } else if every_run(&|r| r.cpu_s.is_some_and(|c| c > 0.0)) {
+        Some(crate::SystemResource::CoreSeconds)
+    } else {
+        None
+    };
+    let system_value = |run: &RunRows| match system_resource {
+        Some(crate::SystemResource::Energy) => run.energy_j,
+        Some(crate::SystemResource::CoreSeconds) => run.cpu_s,
+        _ => None,
+    };
     let to_arm = |name: &str| -> ArmData {
         let runs = arms[name]
             .iter()
@@ -923,10 +985,17 @@ pub fn parse_samples(
         ArmData {
             name: name.to_string(),
             runs,
+            // One value per run, in the runs' order, or none.
+            system_metric: arms[name]
+                .values()
+                .map(system_value)
+                .collect::<Option<Vec<f64>>>()
+                .unwrap_or_default(),
             ..ArmData::default()
         }
     };
     Ok(Samples {
+        system_resource,
         baseline: to_arm(baseline),
         variants: order
             .iter()
