@@ -18,8 +18,9 @@ use thiserror::Error;
 
 /// The columns a samples file may have. The last three are what optgate records per run
 /// beside the samples (CPU seconds, peak RSS in KiB, joules; repeated on each of the run's
-/// rows, empty where not measured); `optgate analyze` accepts and ignores them, so a run
-/// root's `samples.csv` re-analyses as it is.
+/// rows, empty where not measured). `optgate analyze` compares `energy_j` (when every run
+/// has it) or else `cpu_s` as System Impact, so a run root's `samples.csv` re-analyses to
+/// the same report; `max_rss_kib` is carried but not compared.
 pub const COLUMNS: [&str; 8] = [
     "variant",
     "replicate",
