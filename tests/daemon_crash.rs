@@ -368,7 +368,18 @@ fn a_daemon_killed_at_random_moments_loses_and_repeats_nothing() {
         ref_report["provenance"]["sequential"]["looks"]
     );
     assert_eq!(status["blocks"], ref_status["blocks"]);
-    assert_eq!(shape(&report), shape(&ref_report));
+    // The shape of everything but the interference flags: which runs shared the node with
+    // other work depends on the machine's load at the time, not on the data.
+    let without_interference = |r: &Value| {
+        let mut r = r.clone();
+        let flags = r.as_object_mut().unwrap().remove("interference");
+        assert!(flags.is_some_and(|f| f.is_array()), "{r:#}");
+        shape(&r)
+    };
+    assert_eq!(
+        without_interference(&report),
+        without_interference(&ref_report)
+    );
     let log = std::fs::read_to_string(home.join("test-daemon.log")).unwrap();
     assert!(log.contains("reconciled after start"), "{log}");
     if std::env::var_os("OPTGATE_TEST_SHOW_LOG").is_some() {
