@@ -281,7 +281,11 @@ pub async fn execute_prepared(
     let energy_j = energy_before
         .zip(crate::energy::take(&energy_root))
         .and_then(|(b, a)| crate::energy::joules_between(&b, &a));
-    let resources = finished.usage.map(|u| Resources {
+    // Under a launcher (`srun`, `flux run`) the app runs in the scheduler's step, not as a
+    // descendant of this process: `wait4` would count the launcher alone. Those runs record
+    // no resources (System Impact then says "not measured") rather than a wrong figure.
+    let usage = finished.usage.filter(|_| launcher.is_empty());
+    let resources = usage.map(|u| Resources {
         cpu_user_s: u.user_s,
         cpu_system_s: u.system_s,
         max_rss_kib: u.max_rss_kib,
@@ -513,6 +517,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(m.outcome, Outcome::Completed);
+        // Under a launcher the app runs outside this process's tree: no resources rather
+        // than the launcher's own CPU time.
+        assert_eq!(m.resources, None);
         assert_eq!(
             std::fs::read_to_string(dir.join(STDOUT_FILE)).unwrap(),
             "ran\n"
@@ -539,5 +546,7 @@ mod tests {
         assert!(m.step_governors.is_empty());
         let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
         assert!(!text.contains("step_governors"), "{text}");
+        // Without a launcher the run is this process's child: its resources are measured.
+        assert!(m.resources.is_some_and(|r| r.cpu_s() >= 0.0));
     }
 }
