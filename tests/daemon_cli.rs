@@ -12,6 +12,13 @@ use support::*;
 
 const DEADLINE: Duration = Duration::from_secs(300);
 
+/// `optgate submit EXP` (starting the daemon when none runs): the experiment's id.
+fn submit(home: &std::path::Path, exp: &std::path::Path) -> String {
+    let o = cli(home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
 fn experiment(name: &str, sleep: &str) -> String {
     format!(
         r#"name: {name}
@@ -323,9 +330,7 @@ variants:
     env: { X: "1" }
 "#;
     let exp = write_experiment(dir.path(), yaml);
-    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let id = stdout(&o).trim().to_string();
+    let id = submit(&home, &exp);
     let o = cli(&home, &["status", &id, "--watch"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = status(&home, &id);
@@ -347,9 +352,7 @@ fn a_cancel_keeps_the_end_of_jobs_that_already_finished() {
     let home = dir.path().join("home");
     let _guard = StopOnDrop(home.clone());
     let exp = write_experiment(dir.path(), &experiment("finished", "0.05"));
-    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let id = stdout(&o).trim().to_string();
+    let id = submit(&home, &exp);
     // Once every block's job is submitted, stop the daemon; the local jobs go on alone.
     let t0 = Instant::now();
     let root = loop {
@@ -616,9 +619,7 @@ fn a_look_that_keeps_failing_ends_failed_with_its_error() {
     let home = dir.path().join("home");
     let _guard = StopOnDrop(home.clone());
     let exp = write_experiment(dir.path(), &experiment("lookfails", "0.3"));
-    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let id = stdout(&o).trim().to_string();
+    let id = submit(&home, &exp);
     let root = std::path::PathBuf::from(status(&home, &id)["root"].as_str().unwrap());
     // In the way of the look's samples.csv, for as long as the test runs.
     std::fs::create_dir_all(root.join("samples.csv/in-the-way")).unwrap();
@@ -647,9 +648,7 @@ fn one_failed_run_under_the_daemon_ends_decided() {
     );
     assert!(yaml.contains("b003-v1"), "{yaml}");
     let exp = write_experiment(dir.path(), &yaml);
-    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let id = stdout(&o).trim().to_string();
+    let id = submit(&home, &exp);
     let o = cli(&home, &["status", &id, "--watch"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = status(&home, &id);
@@ -698,9 +697,7 @@ fn run_and_submit_give_reports_of_the_same_shape() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let ran: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let id = stdout(&o).trim().to_string();
+    let id = submit(&home, &exp);
     let o = cli(&home, &["status", &id, "--watch"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = cli(&home, &["report", &id, "--json"]);
