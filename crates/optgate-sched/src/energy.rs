@@ -9,7 +9,7 @@
 //! there is no energy figure and the manifest says nothing about energy.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where the powercap zones are, below the sysfs root.
 pub const POWERCAP_DIR: &str = "sys/class/powercap";
@@ -33,12 +33,6 @@ pub struct ZoneReading {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RaplSnapshot {
     pub zones: BTreeMap<String, ZoneReading>,
-}
-
-/// The sysfs root energy is read under: `/`, or `$OPTGATE_SYSFS_ROOT` (a copied tree, for
-/// tests), as for the probe.
-pub fn sysfs_root() -> PathBuf {
-    optgate_probe::sysfs_root()
 }
 
 /// Whether a powercap entry names a package zone: `intel-rapl:N`, N decimal.

@@ -253,7 +253,7 @@ pub async fn execute_prepared(
         page_cache,
     };
     let before = crate::manifest::NodeSnapshot::take();
-    let energy_root = crate::energy::sysfs_root();
+    let energy_root = optgate_probe::sysfs_root();
     let energy_before = crate::energy::take(&energy_root);
     let started_at = now_rfc3339();
     let t0 = std::time::Instant::now();
@@ -367,7 +367,7 @@ fn set_governor(
     record: &RunRecord,
 ) -> Result<optgate_probe::governor::GovernorGuard, LocalError> {
     use optgate_probe::governor::{CpuSelection, GovernorGuard, Tunability, tunability};
-    let root = crate::energy::sysfs_root();
+    let root = optgate_probe::sysfs_root();
     let via = match tunability(&root, record.governor_helper.as_deref()) {
         Tunability::Tunable { via } => via,
         Tunability::NotTunable { reason } => return Err(LocalError::GovernorNotTunable(reason)),

@@ -268,6 +268,19 @@ fn exit_of(status: std::process::ExitStatus) -> ProcessEnd {
 mod tests {
     use super::*;
 
+    /// `argv` run in `dir`, its output in `dir/out` and `dir/err`.
+    async fn run_in(
+        dir: &tempfile::TempDir,
+        argv: &[String],
+        time_limit: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Finished {
+        let p = dir.path();
+        run_command(argv, p, &p.join("out"), &p.join("err"), time_limit, cancel)
+            .await
+            .unwrap()
+    }
+
     /// The child fails because the job is being stopped, and the stop reaches us a moment
     /// after the child ended: the run is interrupted (re-planned), not failed (counted).
     #[tokio::test]
@@ -288,16 +301,7 @@ mod tests {
             "-c".to_string(),
             format!("touch '{}'; exit 143", flag.display()),
         ];
-        let end = run_command(
-            &argv,
-            dir.path(),
-            &dir.path().join("out"),
-            &dir.path().join("err"),
-            None,
-            &cancel,
-        )
-        .await
-        .unwrap();
+        let end = run_in(&dir, &argv, None, &cancel).await;
         assert_eq!(end.end, ProcessEnd::Cancelled);
     }
 
@@ -305,16 +309,7 @@ mod tests {
     async fn a_plain_failure_stays_a_failure() {
         let dir = tempfile::tempdir().unwrap();
         let argv = vec!["sh".to_string(), "-c".to_string(), "exit 3".to_string()];
-        let end = run_command(
-            &argv,
-            dir.path(),
-            &dir.path().join("out"),
-            &dir.path().join("err"),
-            None,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+        let end = run_in(&dir, &argv, None, &CancellationToken::new()).await;
         assert_eq!(end.end, ProcessEnd::Exited(3));
     }
 
@@ -329,16 +324,7 @@ mod tests {
             "-c".to_string(),
             format!("( {burn} ) & ( {burn} ) & wait"),
         ];
-        let f = run_command(
-            &argv,
-            dir.path(),
-            &dir.path().join("out"),
-            &dir.path().join("err"),
-            None,
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+        let f = run_in(&dir, &argv, None, &CancellationToken::new()).await;
         assert_eq!(f.end, ProcessEnd::Exited(0));
         let u = f.usage.unwrap();
         // Each loop is a few hundred ms of shell arithmetic; both are counted, and bash's
@@ -362,16 +348,13 @@ mod tests {
                 pidfile.display()
             ),
         ];
-        let f = run_command(
+        let f = run_in(
+            &dir,
             &argv,
-            dir.path(),
-            &dir.path().join("out"),
-            &dir.path().join("err"),
             Some(Duration::from_millis(500)),
             &CancellationToken::new(),
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(f.end, ProcessEnd::TimedOut);
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()

@@ -88,7 +88,7 @@ pub fn step_governor(run_dir: &Path, command: &[String]) -> Result<i32> {
 }
 
 fn record_step_governor(run_dir: &Path) -> Result<()> {
-    let root = super::probe::sysfs_root();
+    let root = optgate_probe::sysfs_root();
     let cpus = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|t| {

@@ -14,12 +14,6 @@ pub fn probe(json: bool) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// The root the probe and the governor control read: `/`, or `$OPTGATE_SYSFS_ROOT` — a
-/// captured `/proc` + `/sys` tree — so tests can exercise other machines' files.
-pub fn sysfs_root() -> std::path::PathBuf {
-    optgate_probe::sysfs_root()
-}
-
 /// This node's probe (or the probe of `$OPTGATE_SYSFS_ROOT`). A Flux job id is written in
 /// decimal, as the backend records it at submission.
 pub fn node_probe() -> optgate_probe::Probe {
@@ -35,7 +29,7 @@ pub fn node_probe() -> optgate_probe::Probe {
 }
 
 fn raw_node_probe() -> optgate_probe::Probe {
-    let root = sysfs_root();
+    let root = optgate_probe::sysfs_root();
     if root == std::path::Path::new("/") {
         optgate_probe::probe_live()
     } else {

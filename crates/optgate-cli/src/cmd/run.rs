@@ -64,7 +64,7 @@ pub fn run(
             anyhow::anyhow!("pre-flight errors: nothing was run"),
         ));
     }
-    let sysfs_root = super::probe::sysfs_root();
+    let sysfs_root = optgate_probe::sysfs_root();
     let probe = super::probe::node_probe();
     let not_applicable: BTreeMap<String, String> =
         preflight::not_applicable(&exp, &probe, &sysfs_root);

@@ -47,7 +47,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
     );
     if exp.file.scheduler.kind == SchedulerKind::Local {
         let probe = super::probe::node_probe();
-        for (arm, reason) in preflight::not_applicable(exp, &probe, &super::probe::sysfs_root()) {
+        for (arm, reason) in preflight::not_applicable(exp, &probe, &optgate_probe::sysfs_root()) {
             println!("  {arm}: will be not applicable here: {reason}");
         }
     } else {
