@@ -670,8 +670,8 @@ fn one_failed_run_under_the_daemon_ends_decided() {
 
 /// `optgate run` and `optgate submit` of the same experiment give reports of the same
 /// shape: the same top-level fields, the same provenance fields, the same per-variant
-/// fields (the daemon records its looks and jobs; `optgate run` records its one look and
-/// no jobs, under the same names).
+/// fields — both are the engine's (`optgate run` runs it in its own process), with their
+/// looks and their local jobs.
 #[test]
 fn run_and_submit_give_reports_of_the_same_shape() {
     fn keys(v: &Value) -> Vec<String> {
@@ -709,9 +709,26 @@ fn run_and_submit_give_reports_of_the_same_shape() {
         keys(&submitted["provenance"]["sequential"])
     );
     assert_eq!(keys(&ran["variants"][0]), keys(&submitted["variants"][0]));
-    assert_eq!(ran["provenance"]["sequential"]["planned_looks"], 1);
-    assert_eq!(ran["provenance"]["jobs"], serde_json::json!([]));
-    assert_eq!(ran["provenance"]["experiment_id"], "exec");
+    assert_eq!(
+        ran["provenance"]["sequential"], submitted["provenance"]["sequential"],
+        "the same looks, the same decisions at each"
+    );
+    // One local job per block, under the same names but for the experiment id.
+    let names = |r: &Value| -> Vec<String> {
+        let id = r["provenance"]["experiment_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(!id.is_empty());
+        r["provenance"]["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().replace(&id, "ID"))
+            .collect()
+    };
+    assert_eq!(names(&ran), names(&submitted));
+    assert_eq!(names(&ran).len(), 6, "{:#}", ran["provenance"]["jobs"]);
     // The same data, the same decision.
     assert_eq!(
         ran["variants"][0]["decision"],

@@ -392,18 +392,18 @@ fn a_daemon_killed_at_random_moments_loses_and_repeats_nothing() {
 #[test]
 fn each_crash_window_is_repaired_at_restart() {
     for (failpoint, repaired) in [
-        // The five first blocks' jobs are recorded together, then submitted one by one.
-        // Crash before the first submission: all five submitted at restart, each under
-        // its own record.
+        // A local experiment's jobs are recorded and submitted a block at a time (each
+        // once the previous one ended). Crash before the first submission: it is
+        // submitted at restart, under its own record.
         (
             "before-submit",
-            "0 in-doubt job(s) found at the scheduler, 5 submitted again",
+            "0 in-doubt job(s) found at the scheduler, 1 submitted again",
         ),
-        // Crash after the third submission, before its id is recorded: that one is found
-        // by name (not submitted twice), the two never submitted are submitted.
+        // Crash after the third submission, before its id is recorded: that job is found
+        // by name, not submitted twice.
         (
             "after-submit:3",
-            "1 in-doubt job(s) found at the scheduler, 2 submitted again",
+            "1 in-doubt job(s) found at the scheduler, 0 submitted again",
         ),
         // A look computed but not recorded: taken again, once.
         ("before-look-commit", "reconciled after start"),

@@ -103,7 +103,7 @@ fn setup(tag: &str, yaml: &str) -> Setup {
         .experiment;
     let plan = Plan::for_experiment(&exp);
     let layout = Layout::new(tmp.path().join("exec"));
-    optgate_runner::drive::prepare(&exp, &plan, &layout).unwrap();
+    optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
     let id = format!("{tag}{}", std::process::id());
     let jobs = jobs_for_block(
         &exp,

@@ -282,7 +282,10 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
     };
     child.kill().unwrap();
     child.wait().unwrap();
-    // The app (its own process group) outlives optgate; stop it like a user would.
+    // The run wrapper runs in the execution's local job (its own session), which outlives
+    // optgate: kill it too, as a node crash would, so that nothing restores the governor.
+    kill_local_jobs(&out);
+    // The app (its own process group) outlives them; stop it like a user would.
     let pid = {
         let mut text = String::new();
         for _ in 0..40 {
@@ -341,6 +344,7 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
     );
     resumed.kill().unwrap();
     resumed.wait().unwrap();
+    kill_local_jobs(&out);
     for e in std::fs::read_dir(out.join("runs")).unwrap() {
         let pid = e.unwrap().path().join("pid");
         if !pid.exists() {
@@ -362,6 +366,20 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
         };
         if let Some(p) = parsed {
             signal_group_we_started(p, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// SIGKILL to the process group of every local job of the execution in `out` (each job
+/// script leads its own group; `job.pid` holds its pid and start time).
+fn kill_local_jobs(out: &Path) {
+    let Ok(jobs) = std::fs::read_dir(out.join("jobs")) else {
+        return;
+    };
+    for job in jobs {
+        let text = std::fs::read_to_string(job.unwrap().path().join("job.pid")).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            signal_group_we_started(pid, nix::sys::signal::Signal::SIGKILL);
         }
     }
 }

@@ -64,22 +64,46 @@ fn piped_run_prints_one_progress_line_per_run_and_quiet_none() {
 #[test]
 fn resuming_says_how_many_runs_were_already_done() {
     let dir = tempfile::tempdir().unwrap();
-    write_experiment(dir.path(), &fake_app_experiment("resume", ""));
-    let first = run_loud(dir.path(), &["--quiet"]);
-    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
-    // What an interruption during block 5 leaves: that block's runs have no manifest.
-    for entry in std::fs::read_dir(dir.path().join("exec/runs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with("b005-")
-        {
-            std::fs::remove_dir_all(&path).unwrap();
-        }
+    // Block 5's first run waits until the file `go` exists: interrupted there, the
+    // execution has 8 runs done and 2 to go.
+    let go = dir.path().join("go");
+    let yaml = fake_app_experiment("resume", "").replace(
+        "command: [bash, -c, 'for e",
+        &format!(
+            "command: [bash, -c, 'if [ \"$OPTGATE_BLOCK\" = 5 ]; then touch {0}.waiting; while [ ! -e {0} ]; do sleep 0.05; done; fi; for e",
+            go.display()
+        ),
+    );
+    assert!(yaml.contains("waiting"), "{yaml}");
+    write_experiment(dir.path(), &yaml);
+    let exp = dir.path().join("exp.yaml");
+    let root = dir.path().join("exec");
+    let child = optgate()
+        .args([
+            "run",
+            exp.to_str().unwrap(),
+            "--out",
+            root.to_str().unwrap(),
+        ])
+        .arg("--quiet")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = dir.path().join("go.waiting");
+    let mut waited = 0;
+    while !waiting.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 3000, "block 5 never started");
     }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let first = child.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(130), "{}", stderr(&first));
+    std::fs::write(&go, "").unwrap();
     let again = run_loud(dir.path(), &[]);
     let err = stderr(&again);
     assert_eq!(again.status.code(), Some(0), "{err}");

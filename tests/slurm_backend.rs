@@ -94,7 +94,7 @@ fn setup_from(tmp: tempfile::TempDir, path: &Path, tag: &str) -> Setup {
         .experiment;
     let plan = Plan::for_experiment(&exp);
     let layout = Layout::new(tmp.path().join("exec"));
-    optgate_runner::drive::prepare(&exp, &plan, &layout).unwrap();
+    optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
     let id = format!("{tag}{}", std::process::id());
     let jobs = jobs_for_block(
         &exp,
@@ -447,14 +447,17 @@ fn the_slurm_quickstart_runs_a_block_on_this_cluster() {
         .enable_all()
         .build()
         .unwrap();
-    runtime
-        .block_on(optgate_runner::drive::build_all(
-            &s.exp,
-            &s.layout,
-            &mut |_| {},
-            &tokio_util::sync::CancellationToken::new(),
-        ))
-        .unwrap();
+    for build in &s.exp.builds {
+        let record = runtime
+            .block_on(optgate_sched::local::execute_build(
+                &s.exp,
+                build,
+                &s.layout.build_dir(&build.id),
+                &tokio_util::sync::CancellationToken::new(),
+            ))
+            .unwrap();
+        assert!(record.succeeded, "build {} failed", build.id);
+    }
     let job = &s.jobs[0];
     assert_eq!(job.runs.len(), 4);
     let b = backend();

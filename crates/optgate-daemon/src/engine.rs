@@ -807,16 +807,18 @@ impl Engine {
         // pattern matches nothing (or the baseline fails every run), stop the experiment
         // now, with the reason, instead of running every block first. Its live jobs are
         // then cancelled like a cancelled experiment's.
-        if let Some(block) = finished_block
-            && let Some(reason) = self.fail_fast(row, &work, block).await?
-        {
-            tracing::warn!("experiment {}: {reason}", row.id);
-            let id = row.id.clone();
-            self.ctx
-                .db
-                .call(move |s| s.set_state(&id, ExperimentState::Failed, Some(&reason)))
-                .await?;
-            return Ok(true);
+        if let Some(block) = finished_block {
+            let verdict = self.fail_fast(row, &work, block).await?;
+            if let Some(reason) = verdict.stop_experiment {
+                tracing::warn!("experiment {}: {reason}", row.id);
+                let id = row.id.clone();
+                self.ctx
+                    .db
+                    .call(move |s| s.set_state(&id, ExperimentState::Failed, Some(&reason)))
+                    .await?;
+                return Ok(true);
+            }
+            changed |= self.stop_arms(row, verdict.stop_arms).await?;
         }
         changed |= self.submit_pending(row, &work).await?;
         let id = row.id.clone();
@@ -852,14 +854,50 @@ impl Engine {
         Ok(changed)
     }
 
+    /// Arms every run of which failed so far (fail fast): their runs not yet submitted are
+    /// not run (recorded `cancelled` with the reason); the look decides them `failed` with
+    /// the first failure quoted. Returns whether a run changed.
+    async fn stop_arms(
+        &mut self,
+        row: &ExperimentRow,
+        arms: BTreeMap<String, String>,
+    ) -> Result<bool, DaemonError> {
+        if arms.is_empty() {
+            return Ok(false);
+        }
+        let id = row.id.clone();
+        self.ctx
+            .db
+            .call(move |s| {
+                let updates: Vec<RunUpdate> = s
+                    .runs(&id)?
+                    .into_iter()
+                    .filter(|r| r.state == RunState::Pending)
+                    .filter_map(|r| {
+                        let why = arms.get(&r.arm)?;
+                        tracing::warn!("experiment {id}: run {} not run: {why}", r.run_id);
+                        Some(RunUpdate {
+                            run_id: r.run_id,
+                            state: RunState::Cancelled,
+                            detail: Some(why.clone()),
+                        })
+                    })
+                    .collect();
+                let any = !updates.is_empty();
+                s.update_runs(&id, &updates)?;
+                Ok(any)
+            })
+            .await
+    }
+
     /// The fail-fast verdict on every finished run of the experiment after block `block`'s
-    /// job ended: the reason to stop the whole experiment, if any.
+    /// job ended: whether to stop the whole experiment or some arms.
     async fn fail_fast(
         &mut self,
         row: &ExperimentRow,
         work: &Arc<Work>,
         block: u32,
-    ) -> Result<Option<String>, DaemonError> {
+    ) -> Result<optgate_runner::failfast::FailFast, DaemonError> {
         let id = row.id.clone();
         let (blocks, na) = self
             .ctx
@@ -880,7 +918,7 @@ impl Engine {
         })
         .await
         .map_err(crate::error::join_error)?;
-        Ok(verdict.stop_experiment)
+        Ok(verdict)
     }
 
     /// Records jobs for pending runs (intent first), then submits them.
@@ -904,11 +942,31 @@ impl Engine {
         let Some((runs, blocks, jobs)) = found else {
             return Ok(false);
         };
-        let pending: BTreeSet<String> = runs
+        let mut pending: BTreeSet<String> = runs
             .iter()
             .filter(|r| r.state == RunState::Pending)
             .map(|r| r.run_id.clone())
             .collect();
+        if work.backend.kind() == "local" {
+            // Local jobs run one at a time anyway (the machine-wide lock): submit the next
+            // block's only when the last one ended, so fail fast can still leave out the
+            // runs of an arm that keeps failing, and a cancel has one job to stop.
+            if jobs.iter().any(|j| j.state.is_live()) {
+                return Ok(false);
+            }
+            let first = runs
+                .iter()
+                .filter(|r| r.state == RunState::Pending)
+                .map(|r| r.block)
+                .min();
+            let first_block = |r: &RunRow| Some(r.block) == first;
+            let of_first: BTreeSet<&str> = runs
+                .iter()
+                .filter(|r| first_block(r))
+                .map(|r| r.run_id.as_str())
+                .collect();
+            pending.retain(|r| of_first.contains(r.as_str()));
+        }
         if pending.is_empty() {
             return Ok(false);
         }
@@ -952,9 +1010,20 @@ impl Engine {
     ) -> Result<(), DaemonError> {
         let backend = work.backend.clone();
         crate::failpoint::hit("before-submit");
-        let submitted = tokio::task::spawn_blocking(move || backend.submit(&spec))
-            .await
-            .map_err(crate::error::join_error)?;
+        let w = work.clone();
+        // The runs' files, written once (atomically) just before the job that runs them.
+        let submitted = tokio::task::spawn_blocking(move || {
+            optgate_runner::jobs::write_job_files(&w.exp, &w.layout, &spec).map_err(|e| {
+                optgate_sched::SchedError::Io {
+                    op: "write the run files of",
+                    path: spec.dir.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                }
+            })?;
+            backend.submit(&spec)
+        })
+        .await
+        .map_err(crate::error::join_error)?;
         match submitted {
             Ok(sid) => {
                 crate::failpoint::hit("after-submit");
@@ -1274,7 +1343,7 @@ fn plan_jobs(
         if !pending.iter().any(|r| r.starts_with(&prefix)) {
             continue;
         }
-        for mut spec in work.block_jobs(block, optgate_bin)? {
+        for mut spec in work.block_jobs(block, optgate_bin) {
             let all: BTreeSet<String> = spec.runs.iter().map(|r| r.run_id.clone()).collect();
             let mut to_run = Vec::new();
             for r in spec.runs.iter().filter(|r| pending.contains(&r.run_id)) {

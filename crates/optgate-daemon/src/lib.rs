@@ -5,7 +5,8 @@
 //! Code map: [`paths`] (state directory), [`protocol`] (the socket's messages), [`server`]
 //! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
 //! machine and polling), [`reconcile`] (all crash repair), [`decide`] (the pure sequential
-//! decision rule), [`work`] (an experiment as the engine sees it), [`lifecycle`] (lock,
+//! decision rule), [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
+//! `optgate run`'s own process), [`lifecycle`] (lock,
 //! socket, signals), [`client`] (the CLI's side).
 //!
 //! Invariants: backends never touch the database; the database is written only through
@@ -18,6 +19,7 @@ pub mod decide;
 pub mod engine;
 pub mod error;
 pub mod failpoint;
+pub mod foreground;
 pub mod handlers;
 pub mod lifecycle;
 pub mod orphans;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use optgate_experiment::{Experiment, Plan, PlannedBlock};
 use optgate_runner::Layout;
-use optgate_runner::jobs::jobs_for_block;
+use optgate_runner::jobs::block_jobs;
 use optgate_sched::{JobSpec, Scheduler, replan};
 use optgate_stats::{SequentialPlan, StagedPlan};
 use optgate_store::{BlockRow, ExperimentRow, JobRow};
@@ -82,15 +82,14 @@ impl Work {
         }
     }
 
-    /// The jobs of `block` as first planned (all its runs), with every run's files
-    /// rendered.
-    pub fn block_jobs(&self, block: &BlockRow, optgate_bin: &Path) -> Result<Vec<JobSpec>, String> {
+    /// The jobs of `block` as first planned (all its runs). Pure: the files of the runs a
+    /// job holds are written when it is submitted.
+    pub fn block_jobs(&self, block: &BlockRow, optgate_bin: &Path) -> Vec<JobSpec> {
         let planned = PlannedBlock {
             index: block.index,
             order: block.order.clone(),
         };
-        jobs_for_block(&self.exp, &planned, &self.layout, &self.id, optgate_bin)
-            .map_err(|e| e.to_string())
+        block_jobs(&self.exp, &planned, &self.layout, &self.id, optgate_bin)
     }
 
     /// The spec of a recorded job: the block's original job holding its runs, reduced to
@@ -103,7 +102,7 @@ impl Work {
     ) -> Result<JobSpec, String> {
         let wanted: BTreeSet<&str> = job.run_ids.iter().map(String::as_str).collect();
         let original = self
-            .block_jobs(block, optgate_bin)?
+            .block_jobs(block, optgate_bin)
             .into_iter()
             .find(|s| s.runs.iter().any(|r| wanted.contains(r.run_id.as_str())))
             .ok_or_else(|| format!("block {} has no job holding {:?}", block.index, job.run_ids))?;

@@ -1,6 +1,6 @@
 //! Turning planned work into scheduler jobs: one job per block (blocked design) or per run
-//! (independent design), with every run's `run.sh`/`run.json` rendered into its directory
-//! and the allocation sized for the largest run.
+//! (independent design), the allocation sized for the largest run (pure), and the runs'
+//! `run.sh`/`run.json` written when a job is about to be submitted.
 
 use std::path::Path;
 use std::time::Duration;
@@ -38,8 +38,9 @@ pub fn job_name(experiment_id: &str, work_id: &str) -> String {
     format!("og-{experiment_id}-{work_id}")
 }
 
-/// The jobs of one block: one job holding every run (blocked) or one job per run
-/// (independent). Renders each run's files.
+/// The jobs of one block, with every run's files written (see [`block_jobs`] and
+/// [`write_job_files`]): for `optgate plan` and the backend tests, which submit them as they
+/// are. The engine plans with [`block_jobs`] and writes only the runs it submits.
 pub fn jobs_for_block(
     exp: &Experiment,
     block: &PlannedBlock,
@@ -47,6 +48,23 @@ pub fn jobs_for_block(
     experiment_id: &str,
     optgate_bin: &Path,
 ) -> Result<Vec<JobSpec>, LocalError> {
+    let jobs = block_jobs(exp, block, layout, experiment_id, optgate_bin);
+    for job in &jobs {
+        write_job_files(exp, layout, job)?;
+    }
+    Ok(jobs)
+}
+
+/// The jobs of one block: one job holding every run (blocked) or one job per run
+/// (independent). Pure: nothing is written (a job is often reduced to some of its runs
+/// before it is submitted; [`write_job_files`] then writes those).
+pub fn block_jobs(
+    exp: &Experiment,
+    block: &PlannedBlock,
+    layout: &Layout,
+    experiment_id: &str,
+    optgate_bin: &Path,
+) -> Vec<JobSpec> {
     let runs: Vec<PlannedRun> = block
         .order
         .iter()
@@ -59,11 +77,8 @@ pub fn jobs_for_block(
             position: pos as u32,
         })
         .collect();
-    let mut job_runs = Vec::new();
-    for r in &runs {
-        job_runs.push(prepare_run(exp, r, layout)?);
-    }
-    Ok(match exp.file.design {
+    let job_runs: Vec<JobRun> = runs.iter().map(|r| job_run(exp, r, layout)).collect();
+    match exp.file.design {
         Design::Blocked => {
             let name = job_name(experiment_id, &format!("b{:03}", block.index));
             vec![job_spec(exp, name, layout, job_runs, optgate_bin)]
@@ -75,7 +90,23 @@ pub fn jobs_for_block(
                 job_spec(exp, name, layout, vec![jr], optgate_bin)
             })
             .collect(),
-    })
+    }
+}
+
+/// Writes the files of every run of `job` (`run.sh`, `run.json`, each written atomically):
+/// once, just before the job is submitted.
+pub fn write_job_files(exp: &Experiment, layout: &Layout, job: &JobSpec) -> Result<(), LocalError> {
+    for r in &job.runs {
+        let planned = PlannedRun {
+            id: r.run_id.clone(),
+            block: r.block,
+            replicate: r.replicate,
+            arm: r.arm.clone(),
+            position: 0,
+        };
+        write_run(exp, &planned, layout)?;
+    }
+    Ok(())
 }
 
 /// Renders one run's files and describes it for a job.
@@ -84,11 +115,17 @@ pub fn prepare_run(
     r: &PlannedRun,
     layout: &Layout,
 ) -> Result<JobRun, LocalError> {
+    write_run(exp, r, layout)?;
+    Ok(job_run(exp, r, layout))
+}
+
+/// Writes one run's files into its directory.
+fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), LocalError> {
     let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
     let run_dir = layout.run_dir(&r.id);
     let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
     let cache_dir = layout.cache_dir(arm, &r.id);
-    let governor_restore = layout.root.join(crate::drive::GOVERNOR_RESTORE_FILE);
+    let governor_restore = layout.root.join(crate::root::GOVERNOR_RESTORE_FILE);
     let ctx = RunContext {
         experiment: exp,
         arm,
@@ -101,8 +138,15 @@ pub fn prepare_run(
         governor_restore: &governor_restore,
     };
     write_run_files(&ctx, exp.run_time_limit)?;
+    Ok(())
+}
+
+/// How one run is described in a job (its directory, its launch shape). Pure.
+fn job_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> JobRun {
+    let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
+    let run_dir = layout.run_dir(&r.id);
     let res = &arm.resources;
-    Ok(JobRun {
+    JobRun {
         run_id: r.id.clone(),
         arm: r.arm.clone(),
         block: r.block,
@@ -115,7 +159,7 @@ pub fn prepare_run(
         launcher_args: res.extra_args.clone(),
         time_limit: exp.run_time_limit,
         governor: arm.governor.clone(),
-    })
+    }
 }
 
 fn job_spec(

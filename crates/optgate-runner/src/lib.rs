@@ -1,16 +1,15 @@
-//! Drives an experiment: the run-directory layout, builds, runs through the local backend,
-//! and the collection of samples, failures and correctness evidence from what runs left on
-//! disk. `optgate run` and the daemon share this code.
+//! What the engine needs to work on an experiment's files: the run-directory layout and
+//! its root, job specs per block, the collection of samples, failures and correctness
+//! evidence from what runs left on disk, fail fast, pre-flight checks and the report.
 
 pub mod analysis;
 pub mod collect;
-pub mod drive;
 pub mod failfast;
 pub mod jobs;
 pub mod layout;
 pub mod preflight;
 pub mod report;
+pub mod root;
 
 pub use collect::{Collected, RunResult, RunStatus, collect};
-pub use drive::{DriveError, Event};
 pub use layout::Layout;

@@ -155,16 +155,6 @@ pub fn write_run_files(
     Ok(record)
 }
 
-/// Renders the run into `ctx.run_dir`, runs it here, and writes the manifest.
-pub async fn execute_run(
-    ctx: &RunContext<'_>,
-    time_limit: Option<Duration>,
-    cancel: &CancellationToken,
-) -> Result<RunManifest, LocalError> {
-    write_run_files(ctx, time_limit)?;
-    execute_prepared(ctx.run_dir, &[], &[], None, cancel).await
-}
-
 /// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
 /// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code
 /// path that writes manifests, for every backend. With a launcher, `step_probe` (e.g.

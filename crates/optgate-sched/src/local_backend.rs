@@ -65,6 +65,16 @@ impl LocalBackend {
         }
     }
 
+    /// A backend keeping its registry in `state_dir` and taking the machine-wide lock
+    /// `lock_file` (another state directory's): `optgate run` keeps its jobs with its run
+    /// root but shares the user's lock, so its runs never overlap the daemon's.
+    pub fn with_lock(state_dir: &Path, lock_file: &Path) -> LocalBackend {
+        LocalBackend {
+            registry: state_dir.join("local-jobs"),
+            lock_file: lock_file.to_path_buf(),
+        }
+    }
+
     pub fn lock_file(&self) -> &Path {
         &self.lock_file
     }

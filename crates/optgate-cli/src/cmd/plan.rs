@@ -33,7 +33,7 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     let out = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
     let layout = Layout::new(&out);
     let plan = Plan::for_experiment(exp);
-    optgate_runner::drive::prepare(exp, &plan, &layout)?;
+    optgate_runner::root::prepare(exp, &plan, &layout)?;
     let write = |p: &Path, text: String| -> Result<()> {
         std::fs::create_dir_all(p.parent().expect("has a parent"))
             .with_context(|| format!("cannot create {}", p.display()))?;

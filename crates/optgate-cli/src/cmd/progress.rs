@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use optgate_runner::RunStatus;
-use optgate_runner::drive::Event;
+use optgate_daemon::foreground::Event;
 
 enum View {
     Off,
@@ -30,7 +29,9 @@ pub struct Progress {
     /// Runs finished by this execution, and their time.
     ran: u32,
     ran_time: Duration,
-    started: Option<Instant>,
+    /// When the last run finished (or the execution started): the next run's time is
+    /// counted from there, since runs go one after another.
+    since: Instant,
 }
 
 impl Progress {
@@ -58,7 +59,15 @@ impl Progress {
             done: already_done,
             ran: 0,
             ran_time: Duration::ZERO,
-            started: None,
+            since: Instant::now(),
+        }
+    }
+
+    /// A look added blocks: more runs to do.
+    pub fn set_total(&mut self, total: usize) {
+        self.total = total;
+        if let View::Bar(bar) = &self.view {
+            bar.set_length(total as u64);
         }
     }
 
@@ -78,59 +87,45 @@ impl Progress {
 
     pub fn on_event(&mut self, ev: Event) {
         match ev {
-            Event::BuildStarted { id } => match &self.view {
-                View::Bar(bar) => bar.set_message(format!("building {id}")),
-                View::Lines => eprintln!("optgate: building {id}…"),
+            Event::Building => match &self.view {
+                View::Bar(bar) => bar.set_message("building"),
+                View::Lines => eprintln!("optgate: building…"),
                 View::Off => {}
             },
-            Event::BuildFinished { id } => tracing::info!("build {id} finished"),
-            Event::RunStarted { run, .. } => {
-                self.started = Some(Instant::now());
-                if let View::Bar(bar) = &self.view {
-                    // The estimate first: a long arm name is what a narrow terminal cuts.
-                    let eta = self
-                        .eta()
-                        .map(|d| format!("ETA {} · ", fmt_duration(d)))
-                        .unwrap_or_default();
-                    bar.set_message(format!("{eta}block {} · {}", run.block, run.arm));
-                }
-            }
-            Event::RunFinished { run, status } => {
-                let took = self.started.take().map(|t| t.elapsed()).unwrap_or_default();
+            Event::RunFinished {
+                run_id,
+                block,
+                arm,
+                failed,
+            } => {
+                let took = self.since.elapsed();
+                self.since = Instant::now();
                 self.done += 1;
                 self.ran += 1;
                 self.ran_time += took;
-                if let RunStatus::Failed { reason } = &status {
-                    self.say(&format!("optgate: run {} failed: {reason}", run.id));
+                if let Some(reason) = &failed {
+                    self.say(&format!("optgate: run {run_id} failed: {reason}"));
                 }
+                let what = if failed.is_some() { "failed" } else { "done" };
                 match &self.view {
-                    View::Bar(bar) => bar.set_position(self.done as u64),
-                    View::Lines => {
-                        let what = match status {
-                            RunStatus::Failed { .. } => "failed",
-                            _ => "done",
-                        };
-                        eprintln!(
-                            "{}",
-                            run_line(
-                                self.done,
-                                self.total,
-                                what,
-                                run.block,
-                                &run.arm,
-                                took,
-                                self.eta()
-                            )
-                        );
+                    View::Bar(bar) => {
+                        bar.set_position(self.done as u64);
+                        // The estimate first: a long arm name is what a narrow terminal cuts.
+                        let eta = self
+                            .eta()
+                            .map(|d| format!("ETA {} · ", fmt_duration(d)))
+                            .unwrap_or_default();
+                        bar.set_message(format!("{eta}last: block {block} · {arm}"));
                     }
+                    View::Lines => eprintln!(
+                        "{}",
+                        run_line(self.done, self.total, what, block, &arm, took, self.eta())
+                    ),
                     View::Off => {}
                 }
             }
-            // Not-applicable runs are not in the total; finished ones were counted at the
-            // start.
-            Event::RunSkipped { run, reason } => {
-                tracing::info!("run {} skipped: {reason}", run.id)
-            }
+            // Shown by the caller (not-applicable arms, the totals it was made with).
+            Event::NotApplicable { .. } | Event::Total { .. } => {}
         }
     }
 
@@ -210,7 +205,7 @@ mod tests {
             done: 4,
             ran: 0,
             ran_time: Duration::ZERO,
-            started: None,
+            since: Instant::now(),
         };
         assert_eq!(p.eta(), None, "no run of this execution has finished yet");
         p.done = 6;

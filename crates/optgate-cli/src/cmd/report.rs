@@ -1,72 +1,13 @@
-//! The report of an execution, built by `optgate_runner::report` (shared with the daemon)
-//! and rendered by `optgate-report`.
+//! Rendering a report (built by the engine's look, `optgate_runner::report`) in the format
+//! asked for, and its plots.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use optgate_experiment::{Experiment, Plan};
 use optgate_report::Report;
-use optgate_runner::{Collected, Layout};
 
 use crate::cli::Format;
-
-pub fn build_run_report(
-    exp: &Experiment,
-    plan: &Plan,
-    layout: &Layout,
-    collected: &Collected,
-    not_applicable: &BTreeMap<String, String>,
-) -> Result<Report> {
-    let mut report = optgate_runner::report::build_report(
-        exp,
-        plan,
-        layout,
-        collected,
-        not_applicable,
-        None,
-        &super::probe::node_probe(),
-    )
-    .context("analysis failed")?;
-    add_single_look_provenance(&mut report, exp, plan, layout);
-    Ok(report)
-}
-
-/// The provenance fields the daemon records with every look, filled in for `optgate run`'s
-/// one look, so that a report has the same fields whichever way it was made: the
-/// execution's id (its directory's name), the look plan (one look, nothing added) and the
-/// scheduler jobs (none: the runs ran in this process).
-fn add_single_look_provenance(report: &mut Report, exp: &Experiment, plan: &Plan, layout: &Layout) {
-    let blocks = plan.blocks.len();
-    let decisions: Vec<serde_json::Value> = report
-        .analysis
-        .variants
-        .iter()
-        .map(|v| serde_json::json!({"variant": v.name, "decision": v.decision, "reason": v.reason}))
-        .collect();
-    let alpha = exp.file.compare.alpha;
-    if let Some(serde_json::Value::Object(p)) = report.provenance.as_mut() {
-        let id = layout
-            .root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        p.insert("experiment_id".into(), id.into());
-        p.insert(
-            "sequential".into(),
-            serde_json::json!({
-                "rule": "a single look at the experiment's alpha (optgate run adds no blocks)",
-                "overall_alpha": alpha,
-                "first_look_blocks": blocks,
-                "max_blocks": blocks,
-                "planned_looks": 1,
-                "looks": [{"look": 1, "blocks": blocks, "nominal_alpha": alpha, "decisions": decisions}],
-            }),
-        );
-        p.insert("jobs".into(), serde_json::json!([]));
-    }
-}
 
 pub fn render(report: &Report, format: Format) -> Result<String> {
     Ok(match format {

@@ -1,21 +1,22 @@
-//! `optgate run`: the whole loop in the foreground on this machine — build, run every
-//! replicate in its recorded order showing progress (`progress.rs`), collect, analyse,
-//! report. Given the `--out` of an interrupted execution it resumes: finished runs are
-//! kept and counted, the rest run.
+//! `optgate run`: the daemon's engine in this process, on this machine
+//! (`optgate_daemon::foreground`): builds, a local job per block, looks that add blocks
+//! while a variant is inconclusive, the report — showing progress (`progress.rs`). Given
+//! the `--out` of an interrupted execution it resumes: finished runs are kept and counted,
+//! the rest run.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
+use optgate_daemon::engine::EngineSettings;
+use optgate_daemon::foreground;
 use optgate_experiment::{Experiment, Plan};
-use optgate_runner::drive::{self, DriveError, Event};
+use optgate_runner::Layout;
+use optgate_runner::preflight::Level;
+use optgate_store::ExperimentState;
 
 use super::progress::Progress;
-use optgate_runner::preflight::{self, Level};
-use optgate_runner::{Layout, RunStatus};
-use optgate_sched::manifest::write_atomic;
 
 use crate::cli::Format;
 use crate::exit;
@@ -53,7 +54,8 @@ pub fn run(
     };
     let layout = Layout::new(&root);
     let resuming = layout.experiment_copy().exists();
-    let plan = existing_or_new_plan(&exp, &layout)?;
+    // Refuses a root holding something else before anything is written.
+    existing_or_new_plan(&exp, &layout)?;
     let findings = super::validate::preflight_findings(&exp);
     for f in &findings {
         eprintln!("{}", super::validate::show_finding(path, f));
@@ -64,73 +66,58 @@ pub fn run(
             anyhow::anyhow!("pre-flight errors: nothing was run"),
         ));
     }
-    let sysfs_root = optgate_probe::sysfs_root();
-    let probe = super::probe::node_probe();
-    let not_applicable: BTreeMap<String, String> =
-        preflight::not_applicable(&exp, &probe, &sysfs_root);
-    for (arm, reason) in &not_applicable {
-        eprintln!("optgate: variant `{arm}` is not applicable here: {reason}");
-    }
-
-    // Local runs must not compete for the cores with the daemon's local jobs: both take the
-    // same machine-wide lock, held here for the whole execution.
-    let _machine = lock_local_runs()?;
-
+    // Local runs must not compete for the cores with the daemon's local jobs: each job of
+    // this execution takes the same machine-wide lock; say so now if it is taken.
+    let machine_lock = wait_for_local_runs()?;
+    let optgate_bin = optgate_sched::batch::optgate_for_jobs(
+        std::env::var_os(optgate_sched::batch::OPTGATE_BIN_VAR),
+        std::env::current_exe().context("cannot find the optgate binary")?,
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let cancel = CancellationToken::new();
-    let outcome = runtime.block_on(async {
-        let c = cancel.clone();
+    let interrupt = CancellationToken::new();
+    eprintln!("optgate: experiment `{}` → {}", exp.name(), root.display());
+    let mut progress: Option<Progress> = None;
+    let end = runtime.block_on(async {
+        let c = interrupt.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 eprintln!("\noptgate: interrupted; stopping the current run…");
                 c.cancel();
             }
         });
-        drive::prepare(&exp, &plan, &layout)?;
-        eprintln!("optgate: experiment `{}` → {}", exp.name(), root.display());
-        let runs: Vec<_> = plan
-            .runs()
-            .into_iter()
-            .filter(|r| !not_applicable.contains_key(&r.arm))
-            .collect();
-        let done = runs
-            .iter()
-            .filter(|r| drive::already_finished(&layout, r))
-            .count();
-        if resuming {
-            eprintln!(
-                "optgate: resuming: {done} of {} runs already done",
-                runs.len()
-            );
-        }
-        let mut progress = Progress::new(quiet, runs.len(), done);
-        let mut on_event = |ev: Event| progress.on_event(ev);
-        drive::build_all(&exp, &layout, &mut on_event, &cancel).await?;
-        let r = drive::run_all(
-            &exp,
-            &plan,
-            &layout,
-            &not_applicable,
-            &sysfs_root,
-            &mut on_event,
-            &cancel,
-        )
-        .await;
-        progress.finish();
-        r
+        let opts = foreground::Options {
+            root: root.clone(),
+            machine_lock,
+            optgate_bin,
+            settings: EngineSettings::default(),
+        };
+        let on_event = |ev: foreground::Event| match (&mut progress, ev) {
+            (p, foreground::Event::Total { runs, done }) => match p {
+                Some(p) => p.set_total(runs),
+                None => {
+                    if resuming {
+                        eprintln!("optgate: resuming: {done} of {runs} runs already done");
+                    }
+                    *p = Some(Progress::new(quiet, runs, done));
+                }
+            },
+            (_, foreground::Event::NotApplicable { arm, reason }) => {
+                eprintln!("optgate: variant `{arm}` is not applicable here: {reason}")
+            }
+            (Some(p), ev) => p.on_event(ev),
+            (None, _) => {}
+        };
+        foreground::run(&exp, opts, on_event, interrupt.clone()).await
     });
-    match outcome {
-        Ok(()) => {}
-        Err(DriveError::Interrupted) => {
-            let kept = optgate_runner::collect(&exp, &plan, &layout, &not_applicable)
-                .runs
-                .iter()
-                .filter(|r| r.status == RunStatus::Complete)
-                .count();
+    if let Some(p) = &progress {
+        p.finish();
+    }
+    let row = match end.map_err(|e| exit::with_code(exit::FAILED, e))? {
+        foreground::End::Interrupted { kept } => {
             eprintln!(
                 "optgate: interrupted. Kept {kept} finished run(s) in {}; the interrupted run was discarded.\n\
                  Resume with: optgate run {} --out {}",
@@ -140,25 +127,34 @@ pub fn run(
             );
             return Ok(exit::INTERRUPTED);
         }
-        Err(e @ DriveError::BuildFailed { .. }) => return Err(exit::with_code(exit::FAILED, e)),
-        Err(e) => return Err(e.into()),
-    }
-    let collected = optgate_runner::collect(&exp, &plan, &layout, &not_applicable);
-    let samples = optgate_runner::analysis::samples_csv(&collected);
-    write_atomic(&layout.samples(), samples.as_bytes())
-        .with_context(|| format!("cannot write {}", layout.samples().display()))?;
-    let failures = optgate_runner::analysis::failures(&collected);
-    let report =
-        super::report::build_run_report(&exp, &plan, &layout, &collected, &not_applicable)?;
-    write_atomic(
-        &layout.report_json(),
-        super::report::render(&report, Format::Json)?.as_bytes(),
-    )
-    .with_context(|| format!("cannot write {}", layout.report_json().display()))?;
+        foreground::End::Finished {
+            row,
+            not_applicable,
+        } => (*row, not_applicable),
+    };
+    let (row, not_applicable) = row;
+    // The engine wrote the report of its last look (and the samples) into the root.
+    let report = match std::fs::read_to_string(layout.report_json()) {
+        Ok(text) if row.state != ExperimentState::Failed || row.state_reason.is_none() => {
+            serde_json::from_str::<optgate_report::Report>(&text)
+                .with_context(|| format!("{} is not a report", layout.report_json().display()))?
+        }
+        _ => {
+            let reason = row.state_reason.unwrap_or_else(|| row.state.to_string());
+            return Err(exit::with_code(
+                exit::FAILED,
+                anyhow::anyhow!("experiment `{}` failed: {reason}", exp.name()),
+            ));
+        }
+    };
     if let Some(dir) = plot {
         super::report::plots(&report, &dir)?;
     }
     print!("{}", super::report::render(&report, format)?);
+    // The plan as the engine left it (a look may have added blocks).
+    let plan = existing_or_new_plan(&exp, &layout)?;
+    let collected = optgate_runner::collect(&exp, &plan, &layout, &not_applicable);
+    let failures = optgate_runner::analysis::failures(&collected);
     if !failures.is_empty() {
         eprintln!(
             "\noptgate: {} run(s) failed and are not counted:",
@@ -211,9 +207,10 @@ fn existing_or_new_plan(exp: &Experiment, layout: &Layout) -> Result<Plan> {
         .with_context(|| format!("{} is not a valid plan", plan_path.display()))
 }
 
-/// Takes the machine-wide lock of local runs (the one the daemon's local jobs take), waiting
-/// with a message if a daemon job holds it.
-fn lock_local_runs() -> Result<nix::fcntl::Flock<std::fs::File>> {
+/// The machine-wide lock of local runs (the one the daemon's local jobs take). When a daemon
+/// job holds it, says so and waits until it is free, so the user knows why nothing runs;
+/// it is not kept: each job of this execution takes it for its own runs.
+fn wait_for_local_runs() -> Result<PathBuf> {
     use nix::fcntl::{Flock, FlockArg};
     let state = optgate_daemon::paths::StatePaths::from_env()?;
     state.prepare_dir()?;
@@ -225,15 +222,16 @@ fn lock_local_runs() -> Result<nix::fcntl::Flock<std::fs::File>> {
             .with_context(|| format!("cannot open {}", path.display()))
     };
     match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(lock),
+        Ok(_free) => {}
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
             eprintln!(
                 "optgate: waiting for the daemon's local runs to finish (lock {})…",
                 path.display()
             );
             Flock::lock(open()?, FlockArg::LockExclusive)
-                .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))
+                .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))?;
         }
-        Err((_, e)) => Err(anyhow::anyhow!("cannot lock {}: {e}", path.display())),
+        Err((_, e)) => return Err(anyhow::anyhow!("cannot lock {}: {e}", path.display())),
     }
+    Ok(path)
 }

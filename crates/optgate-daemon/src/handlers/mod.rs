@@ -4,7 +4,7 @@ mod cancel;
 pub mod report;
 mod shutdown;
 pub mod status;
-mod submit;
+pub mod submit;
 
 use crate::context::Daemon;
 use crate::error::DaemonError;

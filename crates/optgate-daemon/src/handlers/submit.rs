@@ -2,7 +2,9 @@
 //! its own), give the experiment an id and a run-directory root, write the experiment copy
 //! and the plan there, record everything in one transaction, and wake the engine.
 
-use optgate_experiment::Plan;
+use std::path::Path;
+
+use optgate_experiment::{Experiment, Plan, SchedulerKind};
 use optgate_runner::Layout;
 use optgate_store::{BlockRow, NewExperiment, NewRun};
 
@@ -34,14 +36,6 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         }
     };
     let exp = loaded.experiment;
-    let mut plan = Plan::for_experiment(&exp);
-    // The staged rule plans no look the exact test cannot reach: start with the blocks of
-    // its first look (7 for three variants at `replicates: 5`).
-    if let Ok(Some(staged)) = crate::decide::staged_plan(&exp)
-        && let Some(first) = staged.next_look_after(0)
-    {
-        plan.extend(first.saturating_sub(plan.blocks.len() as u32));
-    }
     let (id, root) = loop {
         let id = new_id();
         let root = exp.workdir.join("optgate-runs").join(exp.name()).join(&id);
@@ -49,14 +43,50 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
             break (id, root);
         }
     };
-    let layout = Layout::new(&root);
+    let kind = exp.file.scheduler.kind;
+    record_new(ctx, &exp, &id, &root, kind).await?;
+    tracing::info!(
+        "experiment {id} (`{}`) submitted; runs under {}",
+        exp.name(),
+        root.display()
+    );
+    ctx.wake.notify_one();
+    Ok(Response::Submitted(SubmitReply { id, root }))
+}
+
+/// The blocks an experiment starts with: `replicates` of them, or under the staged rule
+/// (which plans no look the exact test cannot reach) those of its first look (7 for three
+/// variants at `replicates: 5`).
+pub fn first_plan(exp: &Experiment) -> Plan {
+    let mut plan = Plan::for_experiment(exp);
+    if let Ok(Some(staged)) = crate::decide::staged_plan(exp)
+        && let Some(first) = staged.next_look_after(0)
+    {
+        plan.extend(first.saturating_sub(plan.blocks.len() as u32));
+    }
+    plan
+}
+
+/// Records a new experiment under `id` with its runs under `root`, run by `kind`'s
+/// backend: writes the experiment copy and the first plan into `root` (created 0700), then
+/// records the experiment, its blocks and runs in one transaction. The daemon's `submit`
+/// and `optgate run` (which runs the engine in its own process) both come here.
+pub async fn record_new(
+    ctx: &Daemon,
+    exp: &Experiment,
+    id: &str,
+    root: &Path,
+    kind: SchedulerKind,
+) -> Result<(), DaemonError> {
+    let plan = first_plan(exp);
+    let layout = Layout::new(root);
     {
         let (exp, plan, layout) = (exp.clone(), plan.clone(), layout.clone());
-        tokio::task::spawn_blocking(move || optgate_runner::drive::prepare(&exp, &plan, &layout))
+        tokio::task::spawn_blocking(move || optgate_runner::root::prepare(&exp, &plan, &layout))
             .await
             .map_err(crate::error::join_error)?
             .map_err(|e| DaemonError::Experiment {
-                id: id.clone(),
+                id: id.to_string(),
                 message: e.to_string(),
             })?;
     }
@@ -79,13 +109,13 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         })
         .collect();
     let new = NewExperiment {
-        id: id.clone(),
+        id: id.to_string(),
         name: exp.name().to_string(),
         source_path: exp.source.display().to_string(),
         source_text: exp.source_text.clone(),
         source_sha256: exp.source_sha256.clone(),
         root: root.display().to_string(),
-        scheduler: exp.file.scheduler.kind.to_string(),
+        scheduler: kind.to_string(),
         replicates: exp.file.replicates,
         max_replicates: exp
             .file
@@ -95,19 +125,12 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
     };
     ctx.db
         .call(move |s| s.insert_experiment(&new, &blocks, &runs))
-        .await?;
-    tracing::info!(
-        "experiment {id} (`{}`) submitted; runs under {}",
-        exp.name(),
-        root.display()
-    );
-    ctx.wake.notify_one();
-    Ok(Response::Submitted(SubmitReply { id, root }))
+        .await
 }
 
 /// `YYYYMMDD-HHMMSS-xxxx`: sortable by submission time, unique with the random suffix,
 /// and only characters that are safe in directory and scheduler job names.
-fn new_id() -> String {
+pub fn new_id() -> String {
     format!(
         "{}-{:04x}",
         chrono::Local::now().format("%Y%m%d-%H%M%S"),
