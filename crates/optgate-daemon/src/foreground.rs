@@ -286,28 +286,13 @@ async fn stop_jobs(ctx: &Daemon, id: &str, root: &Path) -> Result<usize, DaemonE
         .iter()
         .filter_map(|j| j.scheduler_job_id.clone().map(JobId))
         .collect();
-    let b = backend.clone();
-    tokio::task::spawn_blocking(move || -> Result<(), optgate_sched::SchedError> {
-        b.cancel(&ids)?;
-        let deadline = std::time::Instant::now() + CANCEL_WAIT;
-        while std::time::Instant::now() < deadline {
-            let states = b.poll(&ids)?;
-            if ids
-                .iter()
-                .all(|j| states.get(j).is_none_or(|s| s.is_finished()))
-            {
-                break;
-            }
-            std::thread::sleep(WATCH_INTERVAL);
-        }
-        Ok(())
-    })
-    .await
-    .map_err(crate::error::join_error)?
-    .map_err(|e| DaemonError::Experiment {
-        id: id.to_string(),
-        message: format!("cannot stop its local jobs: {e}"),
-    })?;
+    tokio::task::spawn_blocking(move || cancel_and_wait(backend.as_ref(), &ids))
+        .await
+        .map_err(crate::error::join_error)?
+        .map_err(|e| DaemonError::Experiment {
+            id: id.to_string(),
+            message: format!("cannot stop its local jobs: {e}"),
+        })?;
     // Every run of a stopped job goes back to pending: on resume the engine records the
     // ones whose manifest says they finished (and counts them as it counts any run), and
     // runs the others. An interruption is not one of the job's attempts failing.
@@ -356,4 +341,24 @@ async fn stop_jobs(ctx: &Daemon, id: &str, root: &Path) -> Result<usize, DaemonE
                 .is_some_and(|m| m.outcome == Outcome::Completed)
         })
         .count())
+}
+
+/// Cancels the jobs `ids` and waits (at most [`CANCEL_WAIT`]) until each has ended.
+fn cancel_and_wait(
+    backend: &dyn Scheduler,
+    ids: &[JobId],
+) -> Result<(), optgate_sched::SchedError> {
+    backend.cancel(ids)?;
+    let deadline = std::time::Instant::now() + CANCEL_WAIT;
+    while std::time::Instant::now() < deadline {
+        let states = backend.poll(ids)?;
+        if ids
+            .iter()
+            .all(|j| states.get(j).is_none_or(|s| s.is_finished()))
+        {
+            break;
+        }
+        std::thread::sleep(WATCH_INTERVAL);
+    }
+    Ok(())
 }

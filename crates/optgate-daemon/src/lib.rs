@@ -4,7 +4,8 @@
 //!
 //! Code map: [`paths`] (state directory), [`protocol`] (the socket's messages), [`server`]
 //! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
-//! machine and polling), [`reconcile`] (all crash repair), [`decide`] (the pure sequential
+//! machine and polling), [`reconcile`] (what crash repair does, decided purely), [`look`] (a look: data in,
+//! decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), [`decide`] (the pure sequential
 //! decision rule), [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
 //! `optgate run`'s own process), [`lifecycle`] (lock,
 //! socket, signals), [`client`] (the CLI's side).
@@ -21,7 +22,9 @@ pub mod error;
 pub mod failpoint;
 pub mod foreground;
 pub mod handlers;
+pub mod jobplan;
 pub mod lifecycle;
+pub mod look;
 pub mod orphans;
 pub mod paths;
 pub mod protocol;

@@ -1,6 +1,7 @@
-//! All repair of in-flight work lives here, in [`reconcile`]. It runs before the engine's
-//! first pass after a start (and after a pass that left a submission in doubt) and makes
-//! the database agree with the backends and the run manifests again:
+//! All repair of in-flight work is decided here, by pure functions ([`restart_builds`],
+//! [`repairs_for`]); the engine applies what they return (`engine/repair.rs`) before its
+//! first pass after a start (and after a pass that left a submission in doubt), so that
+//! the database agrees with the backends and the run manifests again:
 //!
 //! * An experiment `building` with no build running in this process was interrupted: the
 //!   processes of its builds that outlived the daemon are stopped ([`crate::orphans`]),
@@ -24,12 +25,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use optgate_experiment::SchedulerKind;
-use optgate_store::{ExperimentState, JobRecordState};
-
-use crate::context::kind_of;
-use crate::engine::{Engine, unreachable_reason};
-use crate::error::DaemonError;
+use optgate_sched::JobId;
+use optgate_store::{ExperimentRow, ExperimentState, JobRow};
 
 /// What one reconciliation did, for the log.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -50,143 +47,46 @@ impl fmt::Display for Repairs {
     }
 }
 
-/// See the module docs.
-pub async fn reconcile(engine: &mut Engine) -> Result<Repairs, DaemonError> {
-    let ctx = engine.ctx.clone();
-    let mut repairs = Repairs::default();
+/// What to do with one job left `submitting`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repair {
+    /// The scheduler has it: record it `submitted` with this id (never submit it again).
+    Record { job: JobRow, scheduler_id: JobId },
+    /// Not at the scheduler, and its experiment ended: close it, its runs cancelled.
+    Close { job: JobRow, row: ExperimentRow },
+    /// Not at the scheduler, its experiment still running: submit it now, under the same
+    /// record and name.
+    Submit { job: JobRow, row: ExperimentRow },
+}
 
-    let building: Vec<optgate_store::ExperimentRow> = ctx
-        .db
-        .call(|s| {
-            Ok(s.active_experiments()?
-                .into_iter()
-                .filter(|e| e.state == ExperimentState::Building)
-                .collect())
-        })
-        .await?;
-    for row in building {
-        let id = row.id.clone();
-        if engine.build_in_flight(&id) {
-            continue;
-        }
-        if let Ok(work) = engine.work(&row).await {
-            let dirs: Vec<_> = work
-                .exp
-                .builds
-                .iter()
-                .map(|b| work.layout.build_dir(&b.id))
-                .collect();
-            tokio::task::spawn_blocking(move || {
-                for d in dirs {
-                    crate::orphans::stop_orphan_builds(&d);
-                }
-            })
-            .await
-            .map_err(crate::error::join_error)?;
-        }
-        let i = id.clone();
-        let moved = ctx
-            .db
-            .call(move |s| {
-                s.transition(
-                    &i,
-                    ExperimentState::Building,
-                    ExperimentState::Planned,
-                    None,
-                )
-            })
-            .await?;
-        if moved {
-            tracing::info!("experiment {id}: its build phase was interrupted; building again");
-            repairs.builds_restarted += 1;
-        }
-    }
+/// The experiments `building` whose build phase was interrupted (no build of theirs runs
+/// in this process): their leftover build processes are stopped and they go back to
+/// `planned`.
+pub fn restart_builds(
+    active: &[ExperimentRow],
+    build_in_flight: impl Fn(&str) -> bool,
+) -> Vec<ExperimentRow> {
+    active
+        .iter()
+        .filter(|e| e.state == ExperimentState::Building && !build_in_flight(&e.id))
+        .cloned()
+        .collect()
+}
 
-    let in_doubt: Vec<_> = ctx
-        .db
-        .call(|s| {
-            Ok(s.live_jobs()?
-                .into_iter()
-                .filter(|j| j.state == JobRecordState::Submitting)
-                .collect::<Vec<_>>())
+/// What to do with each job in doubt, given the jobs of those names the scheduler has.
+pub fn repairs_for(
+    in_doubt: Vec<(JobRow, ExperimentRow)>,
+    found: &BTreeMap<String, JobId>,
+) -> Vec<Repair> {
+    in_doubt
+        .into_iter()
+        .map(|(job, row)| match found.get(&job.name) {
+            Some(id) => Repair::Record {
+                scheduler_id: id.clone(),
+                job,
+            },
+            None if row.state.is_terminal() => Repair::Close { job, row },
+            None => Repair::Submit { job, row },
         })
-        .await?;
-    if in_doubt.is_empty() {
-        return Ok(repairs);
-    }
-    // Each job with its experiment, grouped by backend for one lookup per backend.
-    let mut by_kind: BTreeMap<String, Vec<(optgate_store::JobRow, optgate_store::ExperimentRow)>> =
-        BTreeMap::new();
-    for job in in_doubt {
-        let id = job.experiment_id.clone();
-        if let Some(row) = ctx.db.call(move |s| s.experiment(&id)).await? {
-            by_kind
-                .entry(row.scheduler.clone())
-                .or_default()
-                .push((job, row));
-        }
-    }
-    for (kind, jobs) in by_kind {
-        let backend = ctx.backend(kind_of(&kind).unwrap_or(SchedulerKind::Local));
-        let names: Vec<String> = jobs.iter().map(|(j, _)| j.name.clone()).collect();
-        let found = tokio::task::spawn_blocking(move || backend.find_by_name(&names))
-            .await
-            .map_err(crate::error::join_error)?;
-        let found = match found {
-            // Nothing can be looked up or submitted now: the jobs stay in doubt, with the
-            // reason shown, and the next pass (at the longest interval) asks again.
-            Err(e) if e.is_unreachable() => {
-                let reason = unreachable_reason(&kind, &e);
-                tracing::warn!("reconciliation: {reason}");
-                engine.in_doubt = true;
-                engine.unreachable = true;
-                for (job, row) in &jobs {
-                    let (jid, msg) = (job.id, reason.clone());
-                    ctx.db.call(move |s| s.job_note(jid, &msg)).await?;
-                    engine.show_unreachable(&row.id, &reason).await?;
-                }
-                continue;
-            }
-            found => found?,
-        };
-        for (job, row) in jobs {
-            if let Some(sid) = found.get(&job.name) {
-                tracing::info!(
-                    "job {} was submitted before the crash as {sid}; recorded",
-                    job.name
-                );
-                let (jid, sid) = (job.id, sid.0.clone());
-                ctx.db.call(move |s| s.job_submitted(jid, &sid)).await?;
-                repairs.jobs_found += 1;
-            } else if row.state.is_terminal() {
-                engine.cancel_job_runs(&job, &row, None).await?;
-                repairs.jobs_closed += 1;
-            } else {
-                let work = engine.work(&row).await?;
-                let id = row.id.clone();
-                let block = ctx
-                    .db
-                    .call(move |s| s.blocks(&id))
-                    .await?
-                    .into_iter()
-                    .find(|b| b.index == job.block);
-                let Some(block) = block else {
-                    continue;
-                };
-                let spec = work
-                    .spec_for(&job, &block, &ctx.optgate_bin)
-                    .map_err(|message| DaemonError::Experiment {
-                        id: row.id.clone(),
-                        message,
-                    })?;
-                tracing::info!(
-                    "job {} never reached the scheduler; submitting it now",
-                    job.name
-                );
-                engine.submit_one(&work, &job, spec).await?;
-                repairs.jobs_resubmitted += 1;
-            }
-        }
-    }
-    Ok(repairs)
+        .collect()
 }

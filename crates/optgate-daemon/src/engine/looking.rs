@@ -1,0 +1,86 @@
+//! analysing: a look at the complete blocks (`crate::look::take_look`, blocking, off the
+//! async workers), its files written, then the look and its consequence recorded in one
+//! transaction.
+
+use std::sync::Arc;
+
+use optgate_store::{AfterLook, ExperimentRow};
+
+use crate::error::DaemonError;
+use crate::work::Work;
+
+use optgate_sched::manifest::write_atomic;
+
+use super::Engine;
+use crate::look::take_look;
+
+impl Engine {
+    /// analysing: a look at the complete blocks, then more blocks or the end.
+    pub(crate) async fn analyse(
+        &mut self,
+        row: &ExperimentRow,
+        work: Arc<Work>,
+    ) -> Result<(), DaemonError> {
+        let id = row.id.clone();
+        let (blocks, not_applicable, looks, jobs) = self
+            .ctx
+            .db
+            .call(move |s| {
+                Ok((
+                    s.blocks(&id)?,
+                    s.not_applicable(&id)?,
+                    s.looks(&id)?,
+                    s.jobs(&id)?,
+                ))
+            })
+            .await?;
+        let node = self.node();
+        let w = work.clone();
+        let look = tokio::task::spawn_blocking(move || {
+            take_look(&w, &blocks, &not_applicable, &looks, &jobs, &node)
+        })
+        .await
+        .map_err(crate::error::join_error)?
+        .map_err(|e| DaemonError::Experiment {
+            id: row.id.clone(),
+            message: e.to_string(),
+        })?;
+        let crate::look::Look {
+            row: look_row,
+            report_json,
+            after,
+            files,
+        } = look;
+        // The report and samples of this look, then the look itself: a crash in between
+        // leaves files that the look taken again at restart rewrites.
+        let id = row.id.clone();
+        tokio::task::spawn_blocking(move || {
+            for (path, bytes) in files {
+                write_atomic(&path, &bytes).map_err(|e| DaemonError::Experiment {
+                    id: id.clone(),
+                    message: format!("cannot write {}: {e}", path.display()),
+                })?;
+            }
+            Ok::<(), DaemonError>(())
+        })
+        .await
+        .map_err(crate::error::join_error)??;
+        tracing::info!(
+            "experiment {}: look {} at {} blocks: {} → {}",
+            row.id,
+            look_row.look,
+            look_row.blocks,
+            look_row.decisions,
+            match &after {
+                AfterLook::Extend { blocks, .. } => format!("adding {} block(s)", blocks.len()),
+                AfterLook::Finish { state, .. } => state.to_string(),
+            }
+        );
+        crate::failpoint::hit("before-look-commit");
+        let id = row.id.clone();
+        self.ctx
+            .db
+            .call(move |s| s.record_look(&id, &look_row, &report_json, &after))
+            .await
+    }
+}
