@@ -96,6 +96,8 @@ pub struct Daemon {
     /// How long a running experiment may wait for a scheduler that cannot be reached
     /// before it ends `failed` ([`UNREACHABLE_GIVE_UP`], or `$OPTGATE_UNREACHABLE_GIVE_UP`).
     pub unreachable_give_up: std::time::Duration,
+    /// Crash points armed in this process (tests; empty otherwise).
+    pub failpoints: crate::failpoint::Failpoints,
 }
 
 /// How long a running experiment waits for its scheduler to answer again (`cannot reach

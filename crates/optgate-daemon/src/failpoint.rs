@@ -1,15 +1,27 @@
-//! Crash injection for the crash tests: `OPTGATE_FAILPOINT=NAME[:N]` makes the daemon kill
-//! itself with SIGKILL the N-th time (default: first) it reaches the point NAME, exactly
-//! as `kill -9` would at that moment. Points sit in the windows a crash leaves in doubt:
+//! Crash injection for the crash tests. Two ways to arm a point:
+//!
+//! * `OPTGATE_FAILPOINT=NAME[:N]` makes the daemon kill itself with SIGKILL the N-th time
+//!   (default: first) it reaches the point NAME, exactly as `kill -9` would at that moment
+//!   (`tests/daemon_crash.rs`, through the real binary);
+//! * [`Failpoints::arm`] on a daemon context makes the N-th hit panic instead, which ends
+//!   that engine's task (or build task) there, leaving the database as it was committed —
+//!   the control-loop tests (`tests/engine_loop.rs`) then start a new engine on the same
+//!   database, in milliseconds.
+//!
+//! Points sit in the windows a crash leaves in doubt:
 //!
 //! * `before-submit`: a job is recorded `submitting`, `submit` not called yet;
 //! * `after-submit`: the scheduler has the job, its id is not recorded yet;
+//! * `after-job-end`: a job's end and its runs' outcomes are recorded, nothing done with
+//!   them yet (fail fast, the look);
+//! * `building`: an experiment is `building`, its build task started;
 //! * `before-look-commit`: a look's report files are written, the look is not recorded.
 //!
-//! Unset (always, outside tests), a point costs one relaxed atomic load.
+//! Unarmed (always, outside tests), a point costs one relaxed atomic load and one
+//! uncontended lock.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 struct Armed {
     name: String,
@@ -35,8 +47,48 @@ fn armed() -> Option<&'static Armed> {
         .as_ref()
 }
 
-/// Dies here if this point is armed and due.
-pub fn hit(name: &str) {
+/// Points armed in this process, for one daemon context.
+#[derive(Debug, Default)]
+pub struct Failpoints {
+    /// (name, the hit that fires, hits so far)
+    armed: Mutex<Vec<(String, u32, u32)>>,
+}
+
+impl Failpoints {
+    /// The `at`-th hit of point `name` panics (1: the first).
+    pub fn arm(&self, name: &str, at: u32) {
+        self.lock().push((name.to_string(), at, 0));
+    }
+
+    /// Whether an armed point has fired.
+    pub fn fired(&self) -> bool {
+        self.lock().iter().any(|(_, at, hits)| hits >= at)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, u32, u32)>> {
+        self.armed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether point `name` fires now (counts the hit).
+    fn due(&self, name: &str) -> bool {
+        let mut armed = self.lock();
+        armed.iter_mut().any(|(n, at, hits)| {
+            if n != name {
+                return false;
+            }
+            *hits += 1;
+            *hits == *at
+        })
+    }
+}
+
+/// Dies here if this point is armed and due: the process (`OPTGATE_FAILPOINT`) or, armed
+/// in `points`, the task that reached it.
+pub fn hit(points: &Failpoints, name: &str) {
+    if points.due(name) {
+        tracing::warn!("failpoint {name}: ending this task here (panic), as a crash would");
+        panic!("failpoint {name}");
+    }
     if let Some(a) = armed()
         && a.name == name
         && a.hits.fetch_add(1, Ordering::Relaxed) + 1 == a.at

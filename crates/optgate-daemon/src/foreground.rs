@@ -129,6 +129,7 @@ pub async fn run(
         started_at: optgate_sched::local::now_rfc3339(),
         shutdown: shutdown.clone(),
         unreachable_give_up: UNREACHABLE_GIVE_UP,
+        failpoints: Default::default(),
     });
     let id = match the_experiment(&ctx).await? {
         Some(row) => row.id,

@@ -146,6 +146,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
             started_at: optgate_sched::local::now_rfc3339(),
             shutdown: shutdown.clone(),
             unreachable_give_up,
+            failpoints: Default::default(),
         });
         let listener = UnixListener::from_std(listener)
             .map_err(DaemonError::io("listen on", &paths.socket()))?;

@@ -1,6 +1,8 @@
 //! The engine's control loop against an in-process fake scheduler, through the seam the
 //! daemon receives its backends by (`Backends::with_factory`): submission, polling, the
-//! outcomes of runs, looks and decisions, a refused submission, a lost job resubmitted.
+//! outcomes of runs, looks and decisions, a refused submission, a lost job resubmitted,
+//! and each crash window (an armed failpoint ends the engine's task there; a new engine on
+//! the same database repairs what it left).
 //! Runs in seconds; the real-scheduler tests (`tests/daemon_slurm.rs`, `flux_real.rs`)
 //! stay as they are.
 //!
@@ -230,6 +232,7 @@ fn daemon(state: &Path, fake: Arc<FakeScheduler>) -> Arc<Daemon> {
         started_at: "2026-01-01T00:00:00Z".into(),
         shutdown: CancellationToken::new(),
         unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
+        failpoints: Default::default(),
     })
 }
 
@@ -389,4 +392,55 @@ async fn a_submission_that_keeps_failing_ends_failed_after_bounded_attempts() {
         fake.state.lock().unwrap().attempts as usize,
         5 * per_job.len()
     );
+}
+
+/// Each window a crash leaves in doubt, hit exactly: the failpoint armed on the context
+/// panics there, ending that engine's task (or build task) as a crash would end the
+/// daemon, with the database as it was committed. A new engine on the same database
+/// repairs what it left, and the experiment ends as if nothing had happened: every block's
+/// job at the scheduler once, every run counted once, one look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_crash_window_is_repaired_by_the_next_engine() {
+    for (point, at) in [
+        ("building", 1),
+        ("before-submit", 1),
+        ("before-submit", 3),
+        ("after-submit", 2),
+        ("after-job-end", 1),
+        ("after-job-end", 5),
+        ("before-look-commit", 1),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = FakeScheduler::new(Script::Normal);
+        let ctx = daemon(&dir.path().join("state"), fake.clone());
+        ctx.failpoints.arm(point, at);
+        let id = submit(dir.path(), &ctx).await;
+        let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
+        let start = std::time::Instant::now();
+        while !ctx.failpoints.fired() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{point}:{at} never reached"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // The crash: whatever the first engine was doing, it is gone.
+        first.abort();
+        let _ = first.await;
+        let row = run_engine_until_ended(&ctx, &id).await;
+        assert_eq!(row.state, ExperimentState::Decided, "{point}:{at}: {row:?}");
+        let submitted = fake.submitted();
+        let unique: std::collections::BTreeSet<_> = submitted.iter().collect();
+        assert_eq!(unique.len(), 5, "{point}:{at}: {submitted:?}");
+        assert_eq!(
+            submitted.len(),
+            5,
+            "{point}:{at}: a job submitted twice: {submitted:?}"
+        );
+        let csv = std::fs::read_to_string(Path::new(&row.root).join("samples.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + 10 * 3, "{point}:{at}: {csv}");
+        let i = id.clone();
+        let looks = ctx.db.call(move |s| s.looks(&i)).await.unwrap();
+        assert_eq!(looks.len(), 1, "{point}:{at}: {looks:?}");
+    }
 }

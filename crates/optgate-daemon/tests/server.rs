@@ -35,6 +35,7 @@ fn daemon(dir: &std::path::Path) -> Arc<Daemon> {
         started_at: "2026-01-01T00:00:00Z".into(),
         shutdown: CancellationToken::new(),
         unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
+        failpoints: Default::default(),
     })
 }
 

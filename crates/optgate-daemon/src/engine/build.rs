@@ -85,6 +85,7 @@ async fn build_task(ctx: Arc<Daemon>, work: Arc<Work>, cancel: CancellationToken
             ctx.wake.notify_one();
         }
     };
+    crate::failpoint::hit(&ctx.failpoints, "building");
     for build in &work.exp.builds {
         let dir = work.layout.build_dir(&build.id);
         let done = std::fs::read(dir.join(BUILD_RECORD))

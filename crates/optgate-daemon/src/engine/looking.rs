@@ -76,7 +76,7 @@ impl Engine {
                 AfterLook::Finish { state, .. } => state.to_string(),
             }
         );
-        crate::failpoint::hit("before-look-commit");
+        crate::failpoint::hit(&self.ctx.failpoints, "before-look-commit");
         let id = row.id.clone();
         self.ctx
             .db

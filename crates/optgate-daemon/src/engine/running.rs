@@ -62,6 +62,7 @@ impl Engine {
                         s.finish_job(&job, JobRecordState::Finished, Some(&detail), &updates)
                     })
                     .await?;
+                crate::failpoint::hit(&self.ctx.failpoints, "after-job-end");
                 changed = true;
             } else if !updates.is_empty() {
                 let id = row.id.clone();
@@ -291,7 +292,7 @@ impl Engine {
         spec: JobSpec,
     ) -> Result<(), DaemonError> {
         let backend = work.backend.clone();
-        crate::failpoint::hit("before-submit");
+        crate::failpoint::hit(&self.ctx.failpoints, "before-submit");
         let w = work.clone();
         // The runs' files, written once (atomically) just before the job that runs them.
         let submitted = tokio::task::spawn_blocking(move || {
@@ -308,7 +309,7 @@ impl Engine {
         .map_err(crate::error::join_error)?;
         match submitted {
             Ok(sid) => {
-                crate::failpoint::hit("after-submit");
+                crate::failpoint::hit(&self.ctx.failpoints, "after-submit");
                 self.submit_failures.remove(&job.id);
                 tracing::info!(
                     "experiment {}: submitted {} as {sid}",
