@@ -162,57 +162,103 @@ pub enum SchedError {
     },
 }
 
+/// What a failed scheduler command means for whoever called it: decided by
+/// [`SchedError::class`] from how the command failed (a spawn error's kind, the status of a
+/// command optgate stopped at its deadline) and from whole messages the Slurm and Flux
+/// clients print, never from single words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// Worth retrying with back-off: a busy or restarting controller, a timed-out RPC, a
+    /// command optgate itself stopped at its deadline.
+    Transient,
+    /// Every command fails the same way until someone starts the scheduler or fixes the
+    /// environment (the client is not installed; Flux has no broker at `FLUX_URI`): shown,
+    /// and asked again at the longest interval, never retried in a loop.
+    Unreachable,
+    /// The scheduler refused the request (an unknown partition, a limit, a bad account)
+    /// or optgate could not make it (an unwritable job directory, a value a job script
+    /// cannot carry): asking again would be refused the same way.
+    Rejected,
+    /// optgate is shutting down: whether the command took effect is unknown, as after a
+    /// transient failure; the next start reconciles.
+    Stopped,
+}
+
+/// Messages (compared case-insensitively, as whole phrases) of a scheduler that is busy,
+/// restarting or briefly unreachable: the Slurm 22.05 client library's own strings
+/// (`libslurmfull`: `slurm_errno.c` and the submission retry loop), and the POSIX errno
+/// texts both clients print for a socket that failed.
+pub const TRANSIENT_MESSAGES: &[&str] = &[
+    // Slurm.
+    "socket timed out on send/recv operation",
+    "unable to contact slurm controller",
+    "zero bytes were transmitted or received",
+    "communication connection failure",
+    "slurm temporarily unable to accept job",
+    "slurm job queue full",
+    "job creation temporarily disabled",
+    "unable to create job record, try again",
+    // errno texts (EAGAIN, ECONNREFUSED, ECONNRESET, ETIMEDOUT, ENOTCONN).
+    "resource temporarily unavailable",
+    "connection refused",
+    "connection reset by peer",
+    "connection timed out",
+    "transport endpoint is not connected",
+];
+
+/// Messages of a scheduler that cannot be reached at all: Flux's client with no broker
+/// at `FLUX_URI` (`Unable to connect to Flux: broker socket … was not found`).
+pub const UNREACHABLE_MESSAGES: &[&str] = &["unable to connect to flux"];
+
+/// How [`crate::command`] fills `status` for a command it stopped at its deadline.
+pub const TIMED_OUT_STATUS: &str = "timed out";
+
 impl SchedError {
-    /// The scheduler cannot be reached at all: its command is missing (`flux`/`sbatch` not
-    /// on PATH), or Flux has no broker at `FLUX_URI` (`Unable to connect to Flux: broker
-    /// socket … was not found`). Every command fails the same way until someone starts the
-    /// scheduler or fixes the environment, so such an error is never retried in a loop
-    /// (not [`is_transient`](Self::is_transient)); the daemon shows it and asks again at
-    /// its next pass.
-    pub fn is_unreachable(&self) -> bool {
+    /// See [`FailureClass`].
+    pub fn class(&self) -> FailureClass {
+        let says = |stderr: &str, table: &[&str]| {
+            let s = stderr.to_ascii_lowercase();
+            table.iter().any(|m| s.contains(m))
+        };
         match self {
-            SchedError::Spawn { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
-            SchedError::Command { stderr, .. } => stderr
-                .to_ascii_lowercase()
-                .contains("unable to connect to flux"),
-            _ => false,
-        }
-    }
-
-    /// Stopped because optgate is shutting down.
-    pub fn is_stopped(&self) -> bool {
-        matches!(self, SchedError::Stopped { .. })
-    }
-
-    /// Worth retrying with back-off (a busy controller, a timed-out RPC), as opposed to a
-    /// rejected submission or an unreachable scheduler. A command stopped at shutdown
-    /// counts as transient (its effect is unknown, never a refusal), but is not retried.
-    pub fn is_transient(&self) -> bool {
-        if self.is_unreachable() {
-            return false;
-        }
-        match self {
-            SchedError::Stopped { .. } => true,
-            SchedError::Command { stderr, status, .. } => {
-                let s = stderr.to_ascii_lowercase();
-                // A command optgate itself stopped after its deadline (see `command.rs`).
-                status.contains("timed out")
-                    || s.contains("timed out")
-                    || s.contains("timeout")
-                    || s.contains("try again")
-                    || s.contains("temporarily")
-                    || s.contains("connection refused")
-                    || s.contains("rate limit")
-                    || s.contains("resource temporarily unavailable")
-                    || s.contains("socket")
-                    // Slurm clients when slurmctld is restarting or unreachable.
-                    || s.contains("unable to contact slurm controller")
-                    || s.contains("connect failure")
-                    || s.contains("connection reset")
+            SchedError::Stopped { .. } => FailureClass::Stopped,
+            SchedError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                FailureClass::Unreachable
             }
-            SchedError::Spawn { .. } | SchedError::Io { .. } => false,
-            SchedError::Parse { .. } | SchedError::Unrepresentable { .. } => false,
+            SchedError::Command { stderr, .. } if says(stderr, UNREACHABLE_MESSAGES) => {
+                FailureClass::Unreachable
+            }
+            SchedError::Command { status, .. } if status.starts_with(TIMED_OUT_STATUS) => {
+                FailureClass::Transient
+            }
+            SchedError::Command { stderr, .. } if says(stderr, TRANSIENT_MESSAGES) => {
+                FailureClass::Transient
+            }
+            SchedError::Command { .. }
+            | SchedError::Spawn { .. }
+            | SchedError::Io { .. }
+            | SchedError::Parse { .. }
+            | SchedError::Unrepresentable { .. } => FailureClass::Rejected,
         }
+    }
+
+    /// [`FailureClass::Unreachable`].
+    pub fn is_unreachable(&self) -> bool {
+        self.class() == FailureClass::Unreachable
+    }
+
+    /// [`FailureClass::Stopped`].
+    pub fn is_stopped(&self) -> bool {
+        self.class() == FailureClass::Stopped
+    }
+
+    /// Worth retrying with back-off ([`FailureClass::Transient`]); a command stopped at
+    /// shutdown counts too (its effect is unknown, never a refusal), but is not retried.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.class(),
+            FailureClass::Transient | FailureClass::Stopped
+        )
     }
 }
 
@@ -235,4 +281,87 @@ pub trait Scheduler: Send + Sync {
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError>;
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError>;
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+
+    fn failed(status: &str, stderr: &str) -> SchedError {
+        SchedError::Command {
+            command: "sbatch job.sh".into(),
+            status: status.into(),
+            stdout: String::new(),
+            stderr: stderr.into(),
+        }
+    }
+
+    #[test]
+    fn each_failure_has_its_class_from_known_messages_not_loose_words() {
+        use FailureClass::*;
+        let cases = [
+            // Slurm clients' own words, as printed.
+            (
+                "1",
+                "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+                Transient,
+            ),
+            (
+                "1",
+                "squeue: error: Unable to contact slurm controller (connect failure)",
+                Transient,
+            ),
+            (
+                "1",
+                "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+                Transient,
+            ),
+            (
+                "1",
+                "flux-job: ERROR: Resource temporarily unavailable",
+                Transient,
+            ),
+            ("timed out after 30s, killed", "", Transient),
+            (
+                "1",
+                "flux-job: ERROR: Unable to connect to Flux: broker socket /run/flux/local was not found",
+                Unreachable,
+            ),
+            (
+                "1",
+                "sbatch: error: Batch job submission failed: Invalid partition name specified",
+                Rejected,
+            ),
+            // A refusal that merely mentions a socket or a timeout is still a refusal: the
+            // words that once made it "transient" are not the scheduler saying it is busy.
+            (
+                "1",
+                "sbatch: error: --time: invalid timeout value for partition socket_test",
+                Rejected,
+            ),
+            (
+                "1",
+                "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
+                Rejected,
+            ),
+        ];
+        for (status, stderr, class) in cases {
+            assert_eq!(failed(status, stderr).class(), class, "{stderr}");
+        }
+        let missing = SchedError::Spawn {
+            command: "sbatch".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert_eq!(missing.class(), Unreachable);
+        let denied = SchedError::Spawn {
+            command: "sbatch".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert_eq!(denied.class(), Rejected);
+        let stopped = SchedError::Stopped {
+            command: "sbatch".into(),
+        };
+        assert_eq!(stopped.class(), Stopped);
+        assert!(stopped.is_transient() && !stopped.is_unreachable());
+    }
 }

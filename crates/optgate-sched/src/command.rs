@@ -241,7 +241,11 @@ impl CommandRunner for SystemRunner {
             }),
             None => Err(SchedError::Command {
                 command: inv.display(),
-                status: format!("timed out after {:?}, killed", self.deadline),
+                status: format!(
+                    "{} after {:?}, killed",
+                    crate::backend::TIMED_OUT_STATUS,
+                    self.deadline
+                ),
                 stdout: stdout.trim().to_string(),
                 stderr: stderr.trim().to_string(),
             }),
@@ -528,7 +532,7 @@ mod tests {
         let r = Scripted(
             Mutex::new(
                 (0..5)
-                    .map(|_| failed("squeue: error: Socket timed out"))
+                    .map(|_| failed("squeue: error: Socket timed out on send/recv operation"))
                     .collect(),
             ),
             Mutex::new(0),

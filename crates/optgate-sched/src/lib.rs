@@ -23,5 +23,5 @@ pub mod shell;
 pub mod signal;
 pub mod slurm;
 
-pub use backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
+pub use backend::{FailureClass, JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 pub use manifest::{Outcome, RunManifest};

@@ -323,7 +323,23 @@ impl Engine {
                     .await?;
                 self.clear_unreachable(&job.experiment_id).await
             }
-            Err(e) if e.is_unreachable() => {
+            Err(e) => self.submit_failed(work, job, e).await,
+        }
+    }
+
+    /// A submission that failed, by its class: unreachable (shown, looked for and
+    /// submitted again once the scheduler answers), transient (looked for by name and
+    /// retried, at most [`MAX_SUBMIT_ATTEMPTS`] times), or rejected (the experiment fails
+    /// with the scheduler's words).
+    async fn submit_failed(
+        &mut self,
+        work: &Arc<Work>,
+        job: &JobRow,
+        e: optgate_sched::SchedError,
+    ) -> Result<(), DaemonError> {
+        use optgate_sched::FailureClass;
+        match e.class() {
+            FailureClass::Unreachable => {
                 // Nothing reached the scheduler. The job stays `submitting`, so the next
                 // pass's reconciliation looks for it and submits it when the scheduler
                 // answers again; until then the reason is on the job and the experiment.
@@ -335,13 +351,15 @@ impl Engine {
                 self.ctx.db.call(move |s| s.job_note(jid, &msg)).await?;
                 self.show_unreachable(&job.experiment_id, &reason).await
             }
-            Err(e) if e.is_transient() && !self.submit_attempts_spent(job, &e) => {
+            FailureClass::Transient | FailureClass::Stopped
+                if !self.submit_attempts_spent(job, &e) =>
+            {
                 tracing::warn!("submitting {} failed, will check and retry: {e}", job.name);
                 let (jid, msg) = (job.id, e.to_string());
                 self.in_doubt = true;
                 self.ctx.db.call(move |s| s.job_note(jid, &msg)).await
             }
-            Err(e) if e.is_transient() => {
+            FailureClass::Transient | FailureClass::Stopped => {
                 let msg = format!(
                     "gave up on job {} after {MAX_SUBMIT_ATTEMPTS} submissions to the {} scheduler \
                      failed; the last error: {e}",
@@ -350,7 +368,7 @@ impl Engine {
                 );
                 self.fail_job(job, msg).await
             }
-            Err(e) => {
+            FailureClass::Rejected => {
                 let msg = format!(
                     "the {} scheduler refused job {}: {e}",
                     work.backend.kind(),
