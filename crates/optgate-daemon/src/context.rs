@@ -111,19 +111,35 @@ pub const UNREACHABLE_GIVE_UP: std::time::Duration = std::time::Duration::from_s
 /// `2h` (the experiment file's syntax).
 pub const UNREACHABLE_GIVE_UP_VAR: &str = "OPTGATE_UNREACHABLE_GIVE_UP";
 
+/// A setting of the daemon's environment that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingError {
+    #[error("{var} is not UTF-8")]
+    NotUtf8 { var: &'static str },
+    #[error("{var}={value:?}: {source}")]
+    NotADuration {
+        var: &'static str,
+        value: String,
+        #[source]
+        source: optgate_experiment::DurationError,
+    },
+}
+
 /// The give-up limit from `value` (`$OPTGATE_UNREACHABLE_GIVE_UP`): the default when unset
 /// or empty, an error naming the variable when it is not a duration.
 pub fn unreachable_give_up(
     value: Option<std::ffi::OsString>,
-) -> Result<std::time::Duration, String> {
+) -> Result<std::time::Duration, SettingError> {
+    let var = UNREACHABLE_GIVE_UP_VAR;
     let Some(v) = value.filter(|v| !v.is_empty()) else {
         return Ok(UNREACHABLE_GIVE_UP);
     };
-    let text = v
-        .to_str()
-        .ok_or_else(|| format!("{UNREACHABLE_GIVE_UP_VAR} is not UTF-8"))?;
-    optgate_experiment::parse_duration(text)
-        .map_err(|e| format!("{UNREACHABLE_GIVE_UP_VAR}={text:?}: {e}"))
+    let text = v.to_str().ok_or(SettingError::NotUtf8 { var })?;
+    optgate_experiment::parse_duration(text).map_err(|source| SettingError::NotADuration {
+        var,
+        value: text.to_string(),
+        source,
+    })
 }
 
 impl Daemon {
@@ -173,7 +189,9 @@ mod tests {
             unreachable_give_up(Some("2h".into())),
             Ok(Duration::from_secs(7200))
         );
-        let e = unreachable_give_up(Some("soon".into())).unwrap_err();
+        let e = unreachable_give_up(Some("soon".into()))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("OPTGATE_UNREACHABLE_GIVE_UP=\"soon\": "),
             "{e}"

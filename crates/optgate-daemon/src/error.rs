@@ -11,6 +11,8 @@ pub enum DaemonError {
         "no state directory: set OPTGATE_HOME (or XDG_STATE_HOME or HOME) to where the daemon may keep its state"
     )]
     NoStateDir,
+    #[error(transparent)]
+    Setting(#[from] crate::context::SettingError),
     #[error("cannot {op} {path}: {source}")]
     Io {
         op: &'static str,

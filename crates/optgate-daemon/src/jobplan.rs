@@ -119,7 +119,7 @@ pub(crate) fn plan_jobs(
     jobs: &[JobRow],
     pending: &BTreeSet<String>,
     optgate_bin: &std::path::Path,
-) -> Result<PlannedJobs, String> {
+) -> PlannedJobs {
     let mut new_jobs = Vec::new();
     let mut specs = Vec::new();
     let mut already = Vec::new();
@@ -171,5 +171,5 @@ pub(crate) fn plan_jobs(
             specs.push(spec);
         }
     }
-    Ok((new_jobs, specs, already))
+    (new_jobs, specs, already)
 }

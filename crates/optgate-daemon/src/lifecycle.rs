@@ -122,13 +122,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
     );
     let unreachable_give_up = crate::context::unreachable_give_up(std::env::var_os(
         crate::context::UNREACHABLE_GIVE_UP_VAR,
-    ))
-    .map_err(|message| {
-        DaemonError::io("read the settings for", &paths.dir)(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            message,
-        ))
-    })?;
+    ))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("optgate-daemon")

@@ -15,6 +15,20 @@ use optgate_store::{BlockRow, ExperimentRow, JobRow};
 
 use crate::decide::LookSchedule;
 
+/// Why the engine cannot work on an experiment (its own error: the experiment ends
+/// `failed` with it).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkError {
+    #[error("the stored experiment file no longer validates: {0}")]
+    NoLongerValid(#[source] optgate_experiment::LoadError),
+    #[error("no sequential plan for its looks: {0}")]
+    NoSequentialPlan(String),
+    #[error("no staged plan for its looks: {0}")]
+    NoStagedPlan(String),
+    #[error("block {block} has no job holding {runs:?}")]
+    NoSuchJob { block: u32, runs: Vec<String> },
+}
+
 /// A loaded experiment. Cached by the engine for as long as the experiment is active.
 pub struct Work {
     pub id: String,
@@ -36,16 +50,16 @@ impl Work {
         row: &ExperimentRow,
         source_text: &str,
         backend: Arc<dyn Scheduler>,
-    ) -> Result<Work, String> {
+    ) -> Result<Work, WorkError> {
         let loaded = optgate_experiment::load_str(source_text, Path::new(&row.source_path))
-            .map_err(|e| format!("the stored experiment file no longer validates: {e}"))?;
+            .map_err(WorkError::NoLongerValid)?;
         let exp = loaded.experiment;
         let schedule = LookSchedule::new(exp.file.replicates, exp.file.max_replicates);
         let sequential = schedule
             .sequential_plan(exp.file.compare.alpha)
-            .map_err(|e| format!("no sequential plan for its looks: {e}"))?;
-        let staged = crate::decide::staged_plan(&exp)
-            .map_err(|e| format!("no staged plan for its looks: {e}"))?;
+            .map_err(|e| WorkError::NoSequentialPlan(e.to_string()))?;
+        let staged =
+            crate::decide::staged_plan(&exp).map_err(|e| WorkError::NoStagedPlan(e.to_string()))?;
         Ok(Work {
             sequential,
             staged,
@@ -99,13 +113,16 @@ impl Work {
         job: &JobRow,
         block: &BlockRow,
         optgate_bin: &Path,
-    ) -> Result<JobSpec, String> {
+    ) -> Result<JobSpec, WorkError> {
         let wanted: BTreeSet<&str> = job.run_ids.iter().map(String::as_str).collect();
         let original = self
             .block_jobs(block, optgate_bin)
             .into_iter()
             .find(|s| s.runs.iter().any(|r| wanted.contains(r.run_id.as_str())))
-            .ok_or_else(|| format!("block {} has no job holding {:?}", block.index, job.run_ids))?;
+            .ok_or_else(|| WorkError::NoSuchJob {
+                block: block.index,
+                runs: job.run_ids.clone(),
+            })?;
         let mut spec = original;
         spec.runs.retain(|r| wanted.contains(r.run_id.as_str()));
         if spec.name != job.name {

@@ -16,7 +16,7 @@ pub mod yaml;
 pub use diagnostic::{Diagnostic, Severity};
 pub use limits::{MAX_REPLICATES, MAX_RUNS, MAX_TIME_LIMIT, MAX_VARIANTS};
 pub use load::{
-    LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration,
+    DurationError, LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration,
     smallest_deciding_replicates, smallest_reachable_p,
 };
 pub use model::*;

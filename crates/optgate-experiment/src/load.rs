@@ -163,17 +163,28 @@ fn is_plain_word(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
 }
 
+/// Why a time limit was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DurationError {
+    #[error(
+        "`{quoted}` is longer than {} days, the longest time limit optgate accepts (no queue grants more)",
+        MAX_TIME_LIMIT.as_secs() / 86_400
+    )]
+    TooLong { quoted: String },
+    #[error("`{quoted}` is not a duration like `90s`, `30m` or `2h` ({why})")]
+    NotADuration {
+        quoted: String,
+        why: humantime::DurationError,
+    },
+}
+
 /// A time limit: `90s`, `10m`, `2h`, `1d 12h`, or a bare number of minutes; never zero-checked
 /// here, but never longer than [`MAX_TIME_LIMIT`] (checked without overflow, so a huge
 /// number is refused rather than wrapped to a short limit).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
-    let too_long = || {
-        format!(
-            "`{}` is longer than {} days, the longest time limit optgate accepts (no queue grants more)",
-            quote_prefix(t),
-            MAX_TIME_LIMIT.as_secs() / 86_400
-        )
+    let too_long = || DurationError::TooLong {
+        quoted: quote_prefix(t),
     };
     let d = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
         // A bare number is minutes, as in Slurm's and Flux's time limits.
@@ -184,10 +195,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     } else {
         humantime::parse_duration(t).map_err(|e| match e {
             humantime::DurationError::NumberOverflow => too_long(),
-            e => format!(
-                "`{}` is not a duration like `90s`, `30m` or `2h` ({e})",
-                quote_prefix(t)
-            ),
+            e => DurationError::NotADuration {
+                quoted: quote_prefix(t),
+                why: e,
+            },
         })?
     };
     if d > MAX_TIME_LIMIT {
@@ -403,7 +414,7 @@ impl Checker {
             }
             Ok(d) => Some(d),
             Err(e) => {
-                self.error(path, e);
+                self.error(path, e.to_string());
                 None
             }
         }

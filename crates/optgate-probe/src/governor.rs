@@ -378,11 +378,9 @@ fn apply(via: &TuneVia, change_path: &Path, cpu: u32, governor: &str) -> Result<
             let mut args: Vec<&str> = cmd[1..].iter().map(String::as_str).collect();
             args.push(&cpu_arg);
             args.push(governor);
-            run_with_limit(&program, &args, HELPER_LIMIT).map_err(|detail| {
-                GovernorError::Helper {
-                    command: format!("{} {cpu} {governor}", cmd.join(" ")),
-                    detail,
-                }
+            run_with_limit(&program, &args, HELPER_LIMIT).map_err(|e| GovernorError::Helper {
+                command: format!("{} {cpu} {governor}", cmd.join(" ")),
+                detail: e.to_string(),
             })?;
         }
     }

@@ -209,10 +209,36 @@ pub fn find_on_path(name: &str, path_var: &str) -> Option<PathBuf> {
         .find(|p| p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok())
 }
 
-/// Runs a tool and returns its standard output, or a description of what went wrong.
-/// A hung driver can make `nvidia-smi` block for minutes, so the tool is killed after
-/// `limit`.
-pub fn run_with_limit(program: &Path, args: &[&str], limit: Duration) -> Result<String, String> {
+/// Why a tool run by [`run_with_limit`] gave no output.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("cannot run {}: {source}", program.display())]
+    Spawn {
+        program: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} did not finish within {} s and was killed", program.display(), limit.as_secs())]
+    TimedOut {
+        program: std::path::PathBuf,
+        limit: Duration,
+    },
+    #[error("cannot wait for {}: {source}", program.display())]
+    Wait {
+        program: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} failed ({status})", program.display())]
+    Failed {
+        program: std::path::PathBuf,
+        status: std::process::ExitStatus,
+    },
+}
+
+/// Runs a tool and returns its standard output. A hung driver can make `nvidia-smi` block
+/// for minutes, so the tool is killed after `limit`.
+pub fn run_with_limit(program: &Path, args: &[&str], limit: Duration) -> Result<String, ToolError> {
     let spawn = || {
         Command::new(program)
             .args(args)
@@ -231,7 +257,12 @@ pub fn run_with_limit(program: &Path, args: &[&str], limit: Duration) -> Result<
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(10));
             }
-            Err(e) => return Err(format!("cannot run {}: {e}", program.display())),
+            Err(source) => {
+                return Err(ToolError::Spawn {
+                    program: program.to_path_buf(),
+                    source,
+                });
+            }
         }
     };
     // Read on a thread: a tool that fills the pipe would otherwise never exit.
@@ -250,21 +281,28 @@ pub fn run_with_limit(program: &Path, args: &[&str], limit: Duration) -> Result<
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "{} did not finish within {} s and was killed",
-                    program.display(),
-                    limit.as_secs()
-                ));
+                return Err(ToolError::TimedOut {
+                    program: program.to_path_buf(),
+                    limit,
+                });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("cannot wait for {}: {e}", program.display())),
+            Err(source) => {
+                return Err(ToolError::Wait {
+                    program: program.to_path_buf(),
+                    source,
+                });
+            }
         }
     };
     let out = reader.join().unwrap_or_default();
     if status.success() {
         Ok(out)
     } else {
-        Err(format!("{} failed ({status})", program.display()))
+        Err(ToolError::Failed {
+            program: program.to_path_buf(),
+            status,
+        })
     }
 }
 
@@ -298,7 +336,7 @@ pub fn scan(path_var: &str, limit: Duration) -> GpuScan {
                 Ok(gpus) => scan.gpus.extend(gpus),
                 Err(e) => scan.notes.push(e.to_string()),
             },
-            Err(e) => scan.notes.push(e),
+            Err(e) => scan.notes.push(e.to_string()),
         }
     }
     scan

@@ -166,17 +166,43 @@ pub fn stderr_tail(run_dir: &Path) -> Option<String> {
     (!tail.is_empty()).then_some(tail)
 }
 
+/// Why a finished run yields no metric (its `failed` reason in the report).
+#[derive(Debug, thiserror::Error)]
+pub enum RunMetricError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Metric(#[from] optgate_metrics::MetricError),
+    #[error(transparent)]
+    Trace(#[from] optgate_dftracer::TraceError),
+    #[error(
+        "{}: the traces hold no per-epoch {what} events (events need `args.epoch` — run with DFTRACER_INC_METADATA=1 — or set `metric.epoch_marker`)",
+        dir.display()
+    )]
+    NoEpochEvents {
+        dir: std::path::PathBuf,
+        what: String,
+    },
+}
+
 fn read_source(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), RunMetricError> {
     let rel = match source {
         MetricSource::File => file.unwrap_or(STDOUT_FILE),
         _ => STDOUT_FILE,
     };
     let path = run_dir.join(rel);
-    let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read(&path).map_err(|source| RunMetricError::Read {
+        path: path.clone(),
+        source,
+    })?;
     Ok((
         String::from_utf8_lossy(&text).into_owned(),
         path.display().to_string(),
@@ -226,20 +252,24 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             result.epochs = m.epochs;
             result.trace_categories = m.trace_categories;
         }
-        Err(reason) => {
-            result.status = RunStatus::Failed { reason };
+        Err(e) => {
+            result.status = RunStatus::Failed {
+                reason: e.to_string(),
+            };
             return result;
         }
     }
     if let Some(sm) = &exp.file.system_metric {
         let re = Regex::new(&sm.pattern).expect("validated");
         match read_source(run_dir, sm.source, sm.file.as_deref())
-            .and_then(|(text, name)| extract_values(&re, &text, &name).map_err(|e| e.to_string()))
+            .and_then(|(text, name)| Ok(extract_values(&re, &text, &name)?))
         {
             // The last report wins: apps print running figures and a final one.
             Ok(v) => result.system_value = v.last().copied(),
-            Err(reason) => {
-                result.status = RunStatus::Failed { reason };
+            Err(e) => {
+                result.status = RunStatus::Failed {
+                    reason: e.to_string(),
+                };
                 return result;
             }
         }
@@ -257,9 +287,11 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
         }
         if let Some(v) = &c.values {
             let re = Regex::new(&v.pattern).expect("validated");
-            ev.values = Some(read_source(run_dir, v.source, v.file.as_deref()).and_then(
-                |(text, name)| extract_values(&re, &text, &name).map_err(|e| e.to_string()),
-            ));
+            ev.values = Some(
+                read_source(run_dir, v.source, v.file.as_deref())
+                    .and_then(|(text, name)| Ok(extract_values(&re, &text, &name)?))
+                    .map_err(|e| e.to_string()),
+            );
         }
         result.evidence = Some(ev);
     }
@@ -275,13 +307,13 @@ pub struct RunMetric {
 }
 
 /// The per-epoch metric of one finished run (and, from traces, the time per category).
-pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, String> {
+pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetricError> {
     let m = &exp.file.metric;
     match m.source {
         MetricSource::Stdout | MetricSource::File => {
             let re = Regex::new(m.pattern.as_deref().unwrap_or_default()).expect("validated");
             let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
-            let epochs = extract_epochs(&re, &text, &name).map_err(|e| e.to_string())?;
+            let epochs = extract_epochs(&re, &text, &name)?;
             Ok(RunMetric {
                 epochs,
                 trace_categories: None,
@@ -292,17 +324,16 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, String>
             let summary = trace_summary(exp, &dir)?;
             let epochs = optgate_dftracer::epoch_seconds(&summary, m.category.as_deref());
             if epochs.is_empty() {
-                return Err(format!(
-                    "{}: the traces hold no per-epoch {} events (events need `args.epoch` — run with DFTRACER_INC_METADATA=1 — or set `metric.epoch_marker`)",
-                    dir.display(),
-                    m.category
+                return Err(RunMetricError::NoEpochEvents {
+                    what: m
+                        .category
                         .as_deref()
                         .map(|c| format!("`{c}`"))
-                        .unwrap_or_else(|| "traced".into())
-                ));
+                        .unwrap_or_else(|| "traced".into()),
+                    dir,
+                });
             }
-            optgate_metrics::check_contiguous(&epochs, &dir.display().to_string())
-                .map_err(|e| e.to_string())?;
+            optgate_metrics::check_contiguous(&epochs, &dir.display().to_string())?;
             let categories = summary
                 .total
                 .by_category
@@ -321,14 +352,13 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, String>
 pub fn trace_summary(
     exp: &Experiment,
     dir: &Path,
-) -> Result<optgate_dftracer::TraceSummary, String> {
+) -> Result<optgate_dftracer::TraceSummary, optgate_dftracer::TraceError> {
     let m = &exp.file.metric;
     let opts = optgate_dftracer::AggregateOptions {
         epoch_marker: m.epoch_marker.clone(),
         ..Default::default()
     };
-    let summary = optgate_dftracer::summarize_paths(&[dir.to_path_buf()], &opts)
-        .map_err(|e| e.to_string())?;
+    let summary = optgate_dftracer::summarize_paths(&[dir.to_path_buf()], &opts)?;
     for d in &summary.diagnostics {
         tracing::warn!("{}:{}: {}", d.file.display(), d.line, d.message);
     }

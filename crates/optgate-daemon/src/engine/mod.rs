@@ -235,10 +235,10 @@ impl Engine {
             .await?
             .unwrap_or_default();
         let kind = kind_of(&row.scheduler).unwrap_or(SchedulerKind::Local);
-        let work = Work::load(row, &text, self.ctx.backend(kind)).map_err(|message| {
+        let work = Work::load(row, &text, self.ctx.backend(kind)).map_err(|e| {
             DaemonError::Experiment {
                 id: row.id.clone(),
-                message,
+                message: e.to_string(),
             }
         })?;
         let work = Arc::new(work);

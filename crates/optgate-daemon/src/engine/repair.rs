@@ -146,12 +146,12 @@ impl Engine {
                 let Some(block) = block else {
                     return Ok(());
                 };
-                let spec =
-                    work.spec_for(&job, &block, &self.ctx.optgate_bin)
-                        .map_err(|message| DaemonError::Experiment {
-                            id: row.id.clone(),
-                            message,
-                        })?;
+                let spec = work
+                    .spec_for(&job, &block, &self.ctx.optgate_bin)
+                    .map_err(|e| DaemonError::Experiment {
+                        id: row.id.clone(),
+                        message: e.to_string(),
+                    })?;
                 tracing::info!(
                     "job {} never reached the scheduler; submitting it now",
                     job.name

@@ -258,11 +258,7 @@ impl Engine {
         let planned =
             tokio::task::spawn_blocking(move || plan_jobs(&w, &blocks, &jobs, &pending, &bin))
                 .await
-                .map_err(crate::error::join_error)?
-                .map_err(|message| DaemonError::Experiment {
-                    id: row.id.clone(),
-                    message,
-                })?;
+                .map_err(crate::error::join_error)?;
         let id = row.id.clone();
         let (new_jobs, specs, already) = planned;
         let created = self
