@@ -242,20 +242,23 @@ fn frontier_summary(s: &mut String, front: &Frontier) {
     let _ = writeln!(
         s,
         "**What limits it: the noise must be estimated.** The frontier below calibrates, for \
-         three tests, rules with a look at every block or every second one ({budgets:?} blocks of budget, \
+         three tests (the signed-rank test with and without the 5-block look check 4 needs), \
+         rules with a look at every block or every second one ({budgets:?} blocks of budget, \
          Wang–Tsiatis shapes Δ = {deltas:?}, a binding futility stop) so that the false-accept \
          rate at the null's boundary is exactly α, and measures them at the 5 % speed-up in a \
          model with exactly this setting's paired differences. The cheapest node-hours (as a \
          fraction of fixed n = 20's) with at least fixed n = 20's power ({} % in that model): \
-         {}; {}; {}. The known-noise z-test is where the issue's Wald SPRT estimate (6–7 pairs) \
+         {}; {}; {}; {}. The known-noise z-test is where the issue's Wald SPRT estimate (6–7 pairs) \
          comes from; a test that must estimate the noise from 5–10 pairs pays for it in exactly \
          the looks where a sequential rule saves, and the exact rank test additionally pays for \
-         its discreteness (no p below 2⁻ⁿ) and its 3/π efficiency. Half the node-hours at fixed \
-         n = 20's power is out of reach for the rank test and at the edge (within Monte-Carlo \
+         its discreteness (no p below 2⁻ⁿ: the 5-block look alone spends 1/32 of α at the \
+         boundary) and its 3/π efficiency. Half the node-hours at fixed \
+         n = 20's power is out of reach for the rank test, with or without that look, and at the edge (within Monte-Carlo \
          error, with no margin for the futility and budget stops) for a paired t-test, which \
          would also give up the rank test's validity for any noise shape.\n",
         pct(front.fixed_20_power),
         line(Test::SignedRank),
+        line(Test::SignedRankFrom6),
         line(Test::PairedT),
         line(Test::KnownSigma),
         budgets = frontier::BUDGETS,
@@ -273,8 +276,9 @@ fn frontier_table(s: &mut String, front: &Frontier) {
          √2 · 3 % (the block effect cancels in the pair), so `x = (d − δ)/σ_d ~ N(gap, 1)`, gap \
          = 0.92 at 5 %, 0 at the null's boundary (1 %), −0.23 at 0 %. Looks at 5 blocks, then \
          every block or every second block (\"every\"), and at the budget; the first look (5 blocks) at level 2⁻⁵ for the signed-rank test \
-         (accept when all 5 differences exceed δ) and 0.002 for the others (a 30 % speed-up \
-         still passes); later looks at the nominal level `1 − Φ(z·(n/10)^(Δ−½))` — Δ = 0.5 \
+         (accept when all 5 differences exceed δ; \"no look at 5 blocks\": none there, the \
+         shape's level from 6 blocks on) and 0.002 for the others (a 30 % speed-up still \
+         passes); later looks at the nominal level `1 − Φ(z·(n/10)^(Δ−½))` — Δ = 0.5 \
          Pocock, larger Δ a falling boundary — with `z` calibrated by bisection so that the \
          false-accept rate at the null's boundary is at most α (binding futility in place: \
          reject when the one-sided p of \"below the worthwhile effect\" is under \
