@@ -1,6 +1,7 @@
 //! The decision-cost benchmark: for fixed n = 5, 10, 20, the daemon's sequential rule as
 //! shipped and the staged rule, the error rates, blocks and node-hours per experiment on a
-//! simulated app, written to `RESULTS.md` with two SVG plots (see `benches/decision-cost/run.sh`).
+//! simulated app, written to `RESULTS.md` with two SVG plots (see `benches/decision-cost/run.sh`),
+//! with the calibration of the report's replicate forecast and check 2's frontier (`frontier`).
 //!
 //! Usage: `optgate-decision-cost [OUT_DIR] [REPS] [REPS_AT_ZERO] [REPS_OTHER]` (defaults:
 //! this folder, 1000, 2000, 300). Seeded: the same arguments give the same file.
