@@ -7,8 +7,9 @@
 # Usage: benches/decision-cost/run.sh
 # Env:   REPS=1000 (experiments in the cells the checks read) REPS_AT_ZERO=2000 (at 0 %)
 #        REPS_OTHER=300 (every other cell), CARGO_TARGET_DIR.
-# The dev profile is enough (optgate-stats, where the time goes, is optimised in it):
-# about 5 minutes on one core.
+# Release profile: check 2's frontier (benches/decision-cost/src/frontier.rs) runs millions of
+# looks in the benchmark crate itself, which the dev profile leaves unoptimised. About 4
+# minutes on one core after the build.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,4 +18,4 @@ REPS=${REPS:-1000}
 REPS_AT_ZERO=${REPS_AT_ZERO:-2000}
 REPS_OTHER=${REPS_OTHER:-300}
 cd "$root"
-cargo run -q -p optgate-decision-cost -- "$here" "$REPS" "$REPS_AT_ZERO" "$REPS_OTHER"
+cargo run --release -q -p optgate-decision-cost -- "$here" "$REPS" "$REPS_AT_ZERO" "$REPS_OTHER"

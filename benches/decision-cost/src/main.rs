@@ -1,10 +1,12 @@
 //! The decision-cost benchmark: for fixed n = 5, 10, 20, the daemon's sequential rule as
 //! shipped and the staged rule, the error rates, blocks and node-hours per experiment on a
-//! simulated app, written to `RESULTS.md` with two SVG plots (see `benches/decision-cost/run.sh`).
+//! simulated app, written to `RESULTS.md` with two SVG plots (see `benches/decision-cost/run.sh`),
+//! with the calibration of the report's replicate forecast and check 2's frontier (`frontier`).
 //!
 //! Usage: `optgate-decision-cost [OUT_DIR] [REPS] [REPS_AT_ZERO] [REPS_OTHER]` (defaults:
 //! this folder, 1000, 2000, 300). Seeded: the same arguments give the same file.
 
+mod frontier;
 mod report;
 mod sim;
 mod svg;
@@ -94,6 +96,12 @@ pub struct Forecasts {
     pub within_budget: usize,
     /// Of those, decided by the plain analysis at N blocks.
     pub decided: usize,
+    /// Of those, decided by the plain analysis at some n in 6…N.
+    pub decided_by: usize,
+    /// Sum of the first deciding n of those, for their mean.
+    pub first_sum: u64,
+    /// Every forecast within the budget, for the calibration by forecast N.
+    pub records: Vec<sim::Forecast>,
     /// Forecasts N (within the budget), for their mean.
     pub n_sum: u64,
 }
@@ -117,12 +125,17 @@ fn run_cell(variants: usize, noise: f64, effect: f64, reps: usize, plans: &Plans
     let mut forecasts = Forecasts::default();
     for _ in 0..reps {
         let exp = Experiment::draw(&mut rng, variants, effect, noise);
-        for (n, decided) in sim::replicate_forecasts(&exp, variants) {
+        for f in sim::replicate_forecasts(&exp, variants) {
             forecasts.inconclusive += 1;
-            if let Some(n) = n.filter(|&n| n <= sim::MAX_REPLICATES) {
+            if let Some(n) = f.n.filter(|&n| n <= sim::MAX_REPLICATES) {
                 forecasts.within_budget += 1;
-                forecasts.decided += decided as usize;
+                forecasts.decided += f.decided_at_n as usize;
                 forecasts.n_sum += n as u64;
+                if let Some(k) = f.first_decided {
+                    forecasts.decided_by += 1;
+                    forecasts.first_sum += k as u64;
+                }
+                forecasts.records.push(f);
             }
         }
         for (kind, tally) in DesignKind::ALL.iter().zip(&mut tallies) {
@@ -163,6 +176,15 @@ fn main() {
         .get(4)
         .map_or(DEFAULT_REPS_OTHER, |s| s.parse().expect("REPS_OTHER"));
     let started = Instant::now();
+    // DECISION_COST_FRONTIER=1: only check 2's frontier, printed (for tuning).
+    if std::env::var_os("DECISION_COST_FRONTIER").is_some() {
+        eprintln!("fixed n = 20 power: {:.4}", frontier::fixed_20_power());
+        for p in frontier::search() {
+            eprintln!("{p:?} ratio {:.3}", p.ratio());
+        }
+        eprintln!("{:.1} s", started.elapsed().as_secs_f64());
+        return;
+    }
     let mut cells = Vec::new();
     // DECISION_COST_ONLY=1: only the setting (1 variant, 3 % noise) at 0, 5 and
     // 30 % (the cells the checks read), for tuning; RESULTS.md then has holes and is not
@@ -190,18 +212,28 @@ fn main() {
             }
         }
     }
-    let elapsed = started.elapsed().as_secs_f64();
     if only {
         report::print_cells(&cells);
         return;
     }
+    let t = Instant::now();
+    let front = report::Frontier {
+        points: frontier::search(),
+        fixed_20_power: frontier::fixed_20_power(),
+    };
+    eprintln!(
+        "check 2's frontier: {} rules in {:.1} s",
+        front.points.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let elapsed = started.elapsed().as_secs_f64();
     let plans = [Plans::new(1), Plans::new(3)];
     let counts = report::Counts {
         checked: reps,
         zero: reps_zero,
         other: reps_other,
     };
-    report::write(&out, &cells, &plans, counts, elapsed).expect("write RESULTS.md");
+    report::write(&out, &cells, &plans, &front, counts, elapsed).expect("write RESULTS.md");
     eprintln!(
         "wrote {} in {elapsed:.0} s",
         out.join("RESULTS.md").display()

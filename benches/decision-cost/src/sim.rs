@@ -103,7 +103,7 @@ pub struct Experiment {
 }
 
 /// Standard normal deviate (Box–Muller; the workspace has no distribution crate for rand 0.9).
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
+pub fn normal(rng: &mut ChaCha8Rng) -> f64 {
     let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
     let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
@@ -351,12 +351,16 @@ fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
 /// The report's "about N replicates per arm would likely decide it" put to the test: at the
 /// first look (fixed n = 5, plain α), each inconclusive variant's predicted N; where N is
 /// within the simulated budget, whether the plain analysis at N blocks of the same
-/// experiment decides it (accept or reject). The estimate aims at 80 % (`MDE_POWER`).
-/// Returns (predicted N, decided at N) per inconclusive variant; N = `None` when the
-/// analysis says no realistic number would decide it.
-pub fn replicate_forecasts(exp: &Experiment, variants: usize) -> Vec<(Option<u32>, bool)> {
+/// experiment decides it (accept or reject), and the first n in 6…N at which the plain
+/// analysis decides it (the blocks that actually decided, had the user added one block at a
+/// time and re-analysed). The estimate aims at 80 % (`MDE_POWER`).
+pub fn replicate_forecasts(exp: &Experiment, variants: usize) -> Vec<Forecast> {
     let cfg = config();
     let first = |n: u32| -> Vec<ArmData> { (1..=variants).map(|a| exp.arm(a, n)).collect() };
+    let decided_at = |i: usize, n: u32| {
+        let later = analyze(&exp.arm(0, n), &first(n), &cfg).expect("analysis");
+        later.variants[i].decision != Decision::Inconclusive
+    };
     let at_first = analyze(&exp.arm(0, REPLICATES), &first(REPLICATES), &cfg).expect("analysis");
     at_first
         .variants
@@ -364,13 +368,25 @@ pub fn replicate_forecasts(exp: &Experiment, variants: usize) -> Vec<(Option<u32
         .enumerate()
         .filter(|(_, v)| v.decision == Decision::Inconclusive)
         .map(|(i, v)| {
-            let decided = v.replicates_to_decide.is_some_and(|n| {
-                n <= MAX_REPLICATES && {
-                    let later = analyze(&exp.arm(0, n), &first(n), &cfg).expect("analysis");
-                    later.variants[i].decision != Decision::Inconclusive
-                }
-            });
-            (v.replicates_to_decide, decided)
+            let n = v.replicates_to_decide;
+            let within = n.filter(|&n| n <= MAX_REPLICATES);
+            Forecast {
+                n,
+                decided_at_n: within.is_some_and(|n| decided_at(i, n)),
+                first_decided: within
+                    .and_then(|n| (REPLICATES + 1..=n).find(|&k| decided_at(i, k))),
+            }
         })
         .collect()
+}
+
+/// One first-look forecast and what became of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Forecast {
+    /// The predicted N; `None` = "no realistic number of replicates would decide it".
+    pub n: Option<u32>,
+    /// The plain analysis at N blocks decides it (N within the budget).
+    pub decided_at_n: bool,
+    /// The first n in 6…N at which the plain analysis decides it.
+    pub first_decided: Option<u32>,
 }
