@@ -1545,7 +1545,11 @@ fn decide(
     }
     // 6. Inconclusive.
     let more = match replicates_to_decide {
-        Some(r) => format!("about {r} replicates per arm would likely decide it (now {n})"),
+        // Worded as the simulation found it calibrated (docs/STATISTICS.md §8): right for
+        // clear effects, optimistic near min_effect_pct.
+        Some(r) => format!(
+            "about {r} replicates per arm would decide it with 80% probability if the true effect is today's estimate (now {n}; a planning figure, calibrated for clear effects only)"
+        ),
         None => "no realistic number of replicates would decide it".to_string(),
     };
     (
