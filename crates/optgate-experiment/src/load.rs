@@ -341,7 +341,9 @@ impl Checker {
             .map(|i| normalize(&workdir.join(i)))
             .collect();
         let source_sha256 = hex(&Sha256::digest(text.as_bytes()));
+        let patterns = crate::resolved::Patterns::compile(&file);
         Experiment {
+            patterns,
             source: path.to_path_buf(),
             source_sha256,
             source_text: text.to_string(),

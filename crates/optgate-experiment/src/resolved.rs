@@ -36,6 +36,38 @@ pub struct Experiment {
     pub steady_epochs: Option<EpochWindow>,
     /// Absolute paths of the declared `inputs` (page-cache handling).
     pub inputs: Vec<PathBuf>,
+    /// The file's regular expressions, compiled once (a look reads every run with them).
+    #[serde(skip)]
+    pub patterns: Patterns,
+}
+
+/// The experiment's regular expressions, compiled once when it is loaded (each was
+/// checked by validation, so every one that is declared is here).
+#[derive(Debug, Clone, Default)]
+pub struct Patterns {
+    /// `metric.pattern` (stdout and file metrics).
+    pub metric: Option<regex::Regex>,
+    /// `system_metric.pattern`.
+    pub system_metric: Option<regex::Regex>,
+    /// `correctness.values.pattern`.
+    pub correctness_values: Option<regex::Regex>,
+}
+
+impl Patterns {
+    /// Compiles the file's patterns; one that does not compile is left out (validation
+    /// refused it already, with its place in the file).
+    pub fn compile(file: &ExperimentFile) -> Patterns {
+        let re = |p: &str| regex::Regex::new(p).ok();
+        Patterns {
+            metric: file.metric.pattern.as_deref().and_then(re),
+            system_metric: file.system_metric.as_ref().and_then(|m| re(&m.pattern)),
+            correctness_values: file
+                .correctness
+                .as_ref()
+                .and_then(|c| c.values.as_ref())
+                .and_then(|v| re(&v.pattern)),
+        }
+    }
 }
 
 impl Experiment {

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use regex::Regex;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -260,9 +259,9 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
         }
     }
     if let Some(sm) = &exp.file.system_metric {
-        let re = Regex::new(&sm.pattern).expect("validated");
+        let re = exp.patterns.system_metric.as_ref().expect("validated");
         match read_source(run_dir, sm.source, sm.file.as_deref())
-            .and_then(|(text, name)| Ok(extract_values(&re, &text, &name)?))
+            .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
         {
             // The last report wins: apps print running figures and a final one.
             Ok(v) => result.system_value = v.last().copied(),
@@ -286,10 +285,10 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             ev.files.insert(f.clone(), hash);
         }
         if let Some(v) = &c.values {
-            let re = Regex::new(&v.pattern).expect("validated");
+            let re = exp.patterns.correctness_values.as_ref().expect("validated");
             ev.values = Some(
                 read_source(run_dir, v.source, v.file.as_deref())
-                    .and_then(|(text, name)| Ok(extract_values(&re, &text, &name)?))
+                    .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
                     .map_err(|e| e.to_string()),
             );
         }
@@ -311,9 +310,9 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetr
     let m = &exp.file.metric;
     match m.source {
         MetricSource::Stdout | MetricSource::File => {
-            let re = Regex::new(m.pattern.as_deref().unwrap_or_default()).expect("validated");
+            let re = exp.patterns.metric.as_ref().expect("validated");
             let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
-            let epochs = extract_epochs(&re, &text, &name)?;
+            let epochs = extract_epochs(re, &text, &name)?;
             Ok(RunMetric {
                 epochs,
                 trace_categories: None,
