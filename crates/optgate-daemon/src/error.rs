@@ -13,6 +13,12 @@ pub enum DaemonError {
     NoStateDir,
     #[error(transparent)]
     Setting(#[from] crate::context::SettingError),
+    #[error("{task} died {deaths} times within the restart window; the last time: {message}")]
+    EngineDied {
+        task: &'static str,
+        deaths: u32,
+        message: String,
+    },
     #[error("cannot {op} {path}: {source}")]
     Io {
         op: &'static str,

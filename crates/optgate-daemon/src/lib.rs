@@ -31,6 +31,7 @@ pub mod protocol;
 pub mod reconcile;
 pub mod server;
 pub mod staged;
+pub mod supervise;
 pub mod work;
 
 pub use error::{ClientError, DaemonError};

@@ -153,10 +153,18 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
         let tasks = TaskTracker::new();
         tasks.spawn(wait_for_signals(shutdown.clone()));
         tasks.spawn(server::serve(listener, ctx.clone(), shutdown.clone()));
-        tasks.spawn(engine::run(ctx.clone(), shutdown.clone()));
+        // The engine under its supervisor: started again if it dies, and if it keeps
+        // dying the daemon stops with the reason instead of answering as if all were well.
+        let (c, stop) = (ctx.clone(), shutdown.clone());
+        let engine = tasks.spawn(crate::supervise::supervise(
+            "the engine",
+            move || engine::run(c.clone(), stop.clone()),
+            shutdown.clone(),
+            crate::supervise::RESTART_DELAY,
+        ));
         tasks.close();
         tasks.wait().await;
-        Ok::<(), DaemonError>(())
+        engine.await.map_err(crate::error::join_error)?
     });
     let _ = std::fs::remove_file(paths.socket());
     tracing::info!(
