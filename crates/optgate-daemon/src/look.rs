@@ -330,29 +330,23 @@ fn add_provenance(
     jobs: &[JobRow],
     node_findings: &[optgate_runner::preflight::Finding],
 ) {
+    use optgate_report::{DecisionProvenance, JobProvenance, LookProvenance, SequentialProvenance};
     let (look, n_blocks, decisions) = this;
-    let nominal_alpha = report.analysis.alpha;
-    let Some(serde_json::Value::Object(p)) = report.provenance.as_mut() else {
-        return;
-    };
-    if !node_findings.is_empty() {
-        p.insert(
-            "compute_node_findings".into(),
-            serde_json::to_value(node_findings).unwrap_or_default(),
-        );
-    }
-    let mut taken: Vec<serde_json::Value> = looks
+    let mut taken: Vec<LookProvenance> = looks
         .iter()
-        .map(|l| {
-            serde_json::json!({
-                "look": l.look, "blocks": l.blocks, "nominal_alpha": l.nominal_alpha,
-                "decisions": serde_json::from_str::<serde_json::Value>(&l.decisions).unwrap_or_default(),
-            })
+        .map(|l| LookProvenance {
+            look: l.look,
+            blocks: l.blocks,
+            nominal_alpha: l.nominal_alpha,
+            decisions: serde_json::from_str(&l.decisions).unwrap_or_default(),
         })
         .collect();
-    taken.push(serde_json::json!({
-        "look": look, "blocks": n_blocks, "nominal_alpha": nominal_alpha, "decisions": decisions,
-    }));
+    taken.push(LookProvenance {
+        look,
+        blocks: n_blocks,
+        nominal_alpha: report.analysis.alpha,
+        decisions: serde_json::to_value(decisions).unwrap_or_default(),
+    });
     let rule = match (&work.staged, &work.sequential) {
         (Some(sp), _) => format!(
             "staged (per-variant stopping, futility β = {}): {}",
@@ -364,28 +358,31 @@ fn add_provenance(
                 .to_string()
         }
     };
-    p.insert("experiment_id".into(), work.id.clone().into());
-    p.insert(
-        "sequential".into(),
-        serde_json::json!({
-            "rule": rule,
-            "overall_alpha": work.exp.file.compare.alpha,
-            "first_look_blocks": work.schedule.first,
-            "max_blocks": work.schedule.max,
-            "planned_looks": work.schedule.planned_looks(),
-            "looks": taken,
-        }),
-    );
-    let jobs: Vec<serde_json::Value> = jobs
-        .iter()
-        .map(|j| {
-            serde_json::json!({
-                "name": j.name, "block": j.block, "attempt": j.attempt,
-                "scheduler_job_id": j.scheduler_job_id, "state": j.state.as_str(),
+    report.set_decision_provenance(&DecisionProvenance {
+        experiment_id: work.id.clone(),
+        sequential: SequentialProvenance {
+            rule,
+            overall_alpha: work.exp.file.compare.alpha,
+            first_look_blocks: work.schedule.first,
+            max_blocks: work.schedule.max,
+            planned_looks: work.schedule.planned_looks(),
+            looks: taken,
+        },
+        jobs: jobs
+            .iter()
+            .map(|j| JobProvenance {
+                name: j.name.clone(),
+                block: j.block,
+                attempt: j.attempt,
+                scheduler_job_id: j.scheduler_job_id.clone(),
+                state: j.state.as_str().to_string(),
             })
-        })
-        .collect();
-    p.insert("jobs".into(), serde_json::json!(jobs));
+            .collect(),
+        compute_node_findings: node_findings
+            .iter()
+            .map(|f| serde_json::to_value(f).unwrap_or_default())
+            .collect(),
+    });
 }
 
 /// `n` more blocks (under the staged rule only with the variants in `keep`), their runs

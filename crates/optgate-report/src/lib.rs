@@ -12,6 +12,7 @@
 
 pub mod checklist;
 pub mod plots;
+pub mod provenance;
 pub mod render;
 pub mod samples_csv;
 
@@ -24,6 +25,7 @@ pub use checklist::{
     APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
 };
 pub use plots::{PlotError, write_plots};
+pub use provenance::{DecisionProvenance, JobProvenance, LookProvenance, SequentialProvenance};
 pub use render::{render_csv, render_json, render_markdown, render_table, render_table_width};
 pub use samples_csv::{Problem, Samples, SamplesError, parse_samples, read_samples_file};
 

@@ -240,3 +240,52 @@ fn plots_name_the_arms_and_epochs() {
     }
     assert!(speed.contains("min worthwhile effect (1%)"));
 }
+
+/// The decision's provenance is typed in this crate: written into the provenance object
+/// beside what was there, under the keys the daemon's reports have always had, and read
+/// back whole from a rendered report.
+#[test]
+fn decision_provenance_joins_the_provenance_and_reads_back() {
+    use optgate_report::{DecisionProvenance, JobProvenance, LookProvenance, SequentialProvenance};
+    let mut r = report();
+    assert_eq!(r.decision_provenance(), None, "a samples file has no looks");
+    let d = DecisionProvenance {
+        experiment_id: "20261201-010203-abcd".into(),
+        sequential: SequentialProvenance {
+            rule: "a single look".into(),
+            overall_alpha: 0.05,
+            first_look_blocks: 6,
+            max_blocks: 6,
+            planned_looks: 1,
+            looks: vec![LookProvenance {
+                look: 1,
+                blocks: 6,
+                nominal_alpha: 0.05,
+                decisions: serde_json::json!([{"variant": "omp6", "decision": "accept"}]),
+            }],
+        },
+        jobs: vec![JobProvenance {
+            name: "og-20261201-010203-abcd-b001".into(),
+            block: 1,
+            attempt: 1,
+            scheduler_job_id: Some("og-20261201-010203-abcd-b001".into()),
+            state: "finished".into(),
+        }],
+        compute_node_findings: vec![],
+    };
+    r.set_decision_provenance(&d);
+    let json: serde_json::Value = serde_json::from_str(&render_json(&r)).unwrap();
+    let p = &json["provenance"];
+    assert_eq!(p["samples_file"], "samples.csv", "what was there stays");
+    assert_eq!(p["experiment_id"], "20261201-010203-abcd");
+    assert_eq!(
+        p["sequential"]["looks"][0]["decisions"][0]["decision"],
+        "accept"
+    );
+    assert!(
+        p.get("compute_node_findings").is_none(),
+        "left out when empty"
+    );
+    let back: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back.decision_provenance(), Some(d));
+}
