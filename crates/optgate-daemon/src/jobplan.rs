@@ -30,7 +30,7 @@ pub(crate) fn outcomes(
         let dir = work.layout.run_dir(run_id);
         let manifest = RunManifest::read(&dir);
         let finished = match &manifest {
-            Ok(Some(m)) => m.outcome != Outcome::Interrupted,
+            Ok(Some(m)) => m.outcome.is_final(),
             Ok(None) => false,
             Err(_) => true,
         };
@@ -133,7 +133,7 @@ pub(crate) fn plan_jobs(
             let mut to_run = Vec::new();
             for r in spec.runs.iter().filter(|r| pending.contains(&r.run_id)) {
                 match RunManifest::read(&r.run_dir) {
-                    Ok(Some(m)) if m.outcome != Outcome::Interrupted => {
+                    Ok(Some(m)) if m.outcome.is_final() => {
                         let row = RunRow {
                             run_id: r.run_id.clone(),
                             block: r.block,

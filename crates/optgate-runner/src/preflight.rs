@@ -268,7 +268,7 @@ pub fn step_governor_not_applicable<'a>(
 ) -> BTreeMap<String, String> {
     let mut by_arm: BTreeMap<&str, Vec<&optgate_sched::RunManifest>> = BTreeMap::new();
     for (arm, m) in manifests {
-        if m.outcome != optgate_sched::Outcome::Interrupted {
+        if m.outcome.is_final() {
             by_arm.entry(arm).or_default().push(m);
         }
     }

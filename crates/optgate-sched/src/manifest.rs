@@ -24,6 +24,14 @@ pub enum Outcome {
     Interrupted,
 }
 
+impl Outcome {
+    /// The one rule of resumption: a manifest is final (the run counts as done, completed
+    /// or failed, and is never run again) unless the run was interrupted.
+    pub fn is_final(self) -> bool {
+        self != Outcome::Interrupted
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunManifest {
     pub schema: u32,

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::backend::{JobRun, JobSpec};
-use crate::manifest::{ManifestError, Outcome, RunManifest};
+use crate::manifest::{ManifestError, RunManifest};
 
 /// Whether a run with this manifest (or none) must run again.
 pub fn needs_rerun(manifest: Option<&RunManifest>) -> bool {
-    manifest.is_none_or(|m| m.outcome == Outcome::Interrupted)
+    manifest.is_none_or(|m| !m.outcome.is_final())
 }
 
 /// The manifests of a job's runs that have one, by run id.
@@ -72,7 +72,7 @@ pub fn replan_job(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::MANIFEST_SCHEMA;
+    use crate::manifest::{MANIFEST_SCHEMA, Outcome};
     use std::time::Duration;
 
     fn run(id: &str, dir: &std::path::Path) -> JobRun {

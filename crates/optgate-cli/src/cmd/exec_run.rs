@@ -15,7 +15,7 @@ use crate::exit;
 
 pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
     if let Some(m) = RunManifest::read(run_dir)?
-        && m.outcome != Outcome::Interrupted
+        && m.outcome.is_final()
     {
         eprintln!(
             "optgate exec-run: {} already finished ({:?}); not running it again",
