@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use optgate_experiment::PlannedRun;
 use optgate_runner::RunStatus;
 use optgate_runner::collect::collect_run;
-use optgate_sched::{JobSpec, JobState, Outcome, RunManifest};
+use optgate_sched::{JobSpec, JobState, RunManifest};
 use optgate_store::{BlockRow, JobRow, NewJob, RunRow, RunState, RunUpdate};
 
 use crate::work::Work;
