@@ -342,8 +342,8 @@ variants:
 }
 
 /// A job the scheduler already reported ended keeps that end when its experiment is
-/// cancelled (B7): jobs that finished while the daemon was stopped are listed `finished`
-/// after a cancel, not `cancelled`, and their runs count as completed. (The window the fix
+/// cancelled (B7): a job that finished while the daemon was stopped is listed `finished`
+/// after a cancel, not `cancelled`, and its runs count as completed. (The window the fix
 /// closes — a cancel landing between a poll that saw the end and its processing — is not
 /// forced here; the engine's `stop_ended` is where it is handled.)
 #[test]
@@ -353,33 +353,31 @@ fn a_cancel_keeps_the_end_of_jobs_that_already_finished() {
     let _guard = StopOnDrop(home.clone());
     let exp = write_experiment(dir.path(), &experiment("finished", "0.05"));
     let id = submit(&home, &exp);
-    // Once every block's job is submitted, stop the daemon; the local jobs go on alone.
+    // Once block 1's job is submitted (a local experiment submits a block at a time), stop
+    // the daemon; the local job goes on alone.
     let t0 = Instant::now();
-    let root = loop {
+    let (root, first) = loop {
         let s = status(&home, &id);
         let jobs = s["jobs"].as_array().cloned().unwrap_or_default();
-        if jobs.len() == 6 && jobs.iter().all(|j| j["scheduler_job_id"].is_string()) {
-            break std::path::PathBuf::from(s["root"].as_str().unwrap());
+        if let Some(j) = jobs.iter().find(|j| j["scheduler_job_id"].is_string()) {
+            break (
+                std::path::PathBuf::from(s["root"].as_str().unwrap()),
+                j["name"].as_str().unwrap().to_string(),
+            );
         }
         assert!(t0.elapsed() < DEADLINE, "{s:#}");
         std::thread::sleep(Duration::from_millis(50));
     };
+    assert!(first.ends_with("-b001"), "{first}");
     let o = cli(&home, &["daemon", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    // Every run finishes while no daemon watches.
-    let manifests = |root: &std::path::Path| {
-        std::fs::read_dir(root.join("runs"))
-            .map(|d| {
-                d.filter(|e| e.as_ref().unwrap().path().join("manifest.json").exists())
-                    .count()
-            })
-            .unwrap_or(0)
-    };
-    while manifests(&root) < 12 {
+    // Its runs finish while no daemon watches.
+    let finished = |run: &str| root.join("runs").join(run).join("manifest.json").exists();
+    while !(finished("b001-baseline") && finished("b001-v1")) {
         assert!(t0.elapsed() < DEADLINE, "runs never finished");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Start the daemon and cancel at once: the jobs ended before the cancel.
+    // Start the daemon and cancel at once: the job ended before the cancel.
     let o = cli(&home, &["daemon"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = cli(&home, &["cancel", &id]);
@@ -392,10 +390,9 @@ fn a_cancel_keeps_the_end_of_jobs_that_already_finished() {
             .filter(|j| ["submitting", "submitted"].contains(&j["state"].as_str().unwrap()))
             .count();
         if s["state"] == "cancelled" && live == 0 && s["runs"]["queued"] == 0 {
-            for j in jobs {
-                assert_eq!(j["state"], "finished", "{j}");
-            }
-            assert_eq!(s["runs"]["completed"], 12, "{s:#}");
+            let j = jobs.iter().find(|j| j["name"] == first.as_str()).unwrap();
+            assert_eq!(j["state"], "finished", "{j}");
+            assert!(s["runs"]["completed"].as_u64().unwrap() >= 2, "{s:#}");
             break;
         }
         assert!(t0.elapsed() < DEADLINE, "{s:#}");

@@ -9,6 +9,17 @@ use support::*;
 
 #[test]
 fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
+    interrupted_then_resumed(nix::sys::signal::Signal::SIGINT);
+}
+
+/// `kill` (or `timeout`) stops `optgate run` the same way: its local job, which would
+/// otherwise go on alone, is stopped and the interrupted run says so.
+#[test]
+fn sigterm_stops_the_runs_like_ctrl_c() {
+    interrupted_then_resumed(nix::sys::signal::Signal::SIGTERM);
+}
+
+fn interrupted_then_resumed(signal: nix::sys::signal::Signal) {
     let dir = tempfile::tempdir().unwrap();
     // Each run appends its id to a shared log, so re-runs would show up as duplicates.
     let log = dir.path().join("ran.log");
@@ -45,11 +56,7 @@ fn ctrl_c_keeps_finished_runs_and_resume_completes_without_rerunning() {
         waited += 1;
         assert!(waited < 1500, "runs never started");
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(130), "{err}");

@@ -45,7 +45,7 @@ pub(crate) fn compute_node_facts(
 ) {
     let mut na = BTreeMap::new();
     let mut findings: Vec<optgate_runner::preflight::Finding> = Vec::new();
-    if work.exp.file.scheduler.kind == optgate_experiment::SchedulerKind::Local {
+    if work.exp.kind == optgate_experiment::SchedulerKind::Local {
         return (na, findings);
     }
     for job in jobs {
@@ -362,7 +362,7 @@ fn add_provenance(
         experiment_id: work.id.clone(),
         sequential: SequentialProvenance {
             rule,
-            overall_alpha: work.exp.file.compare.alpha,
+            overall_alpha: work.exp.alpha,
             first_look_blocks: work.schedule.first,
             max_blocks: work.schedule.max,
             planned_looks: work.schedule.planned_looks(),

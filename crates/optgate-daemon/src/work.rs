@@ -54,9 +54,9 @@ impl Work {
         let loaded = optgate_experiment::load_str(source_text, Path::new(&row.source_path))
             .map_err(WorkError::NoLongerValid)?;
         let exp = loaded.experiment;
-        let schedule = LookSchedule::new(exp.file.replicates, exp.file.max_replicates);
+        let schedule = LookSchedule::new(exp.replicates, Some(exp.max_replicates));
         let sequential = schedule
-            .sequential_plan(exp.file.compare.alpha)
+            .sequential_plan(exp.alpha)
             .map_err(|e| WorkError::NoSequentialPlan(e.to_string()))?;
         let staged =
             crate::decide::staged_plan(&exp).map_err(|e| WorkError::NoStagedPlan(e.to_string()))?;
@@ -83,8 +83,8 @@ impl Work {
     pub fn plan(&self, blocks: &[BlockRow]) -> Plan {
         Plan {
             experiment: self.exp.name().to_string(),
-            seed: self.exp.file.seed,
-            design: self.exp.file.design,
+            seed: self.exp.seed,
+            design: self.exp.design,
             arms: self.exp.arm_names(),
             blocks: blocks
                 .iter()

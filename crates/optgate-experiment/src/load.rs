@@ -344,6 +344,15 @@ impl Checker {
         let patterns = crate::resolved::Patterns::compile(&file);
         Experiment {
             patterns,
+            kind: file.scheduler.kind,
+            design: file.design,
+            replicates: file.replicates,
+            max_replicates: file
+                .max_replicates
+                .unwrap_or(file.replicates)
+                .max(file.replicates),
+            seed: file.seed,
+            alpha: file.compare.alpha,
             source: path.to_path_buf(),
             source_sha256,
             source_text: text.to_string(),

@@ -24,6 +24,19 @@ pub struct Experiment {
     #[serde(skip)]
     pub source_text: String,
     pub file: ExperimentFile,
+    /// Where the runs go (`scheduler.kind`).
+    pub kind: crate::model::SchedulerKind,
+    /// Blocked (paired) or independent (`design`).
+    pub design: crate::model::Design,
+    /// Blocks before the first look (`replicates`).
+    pub replicates: u32,
+    /// The most blocks the looks may add up to: `max_replicates`, never below
+    /// `replicates` (equal: a single look).
+    pub max_replicates: u32,
+    /// The plan's seed (`seed`).
+    pub seed: u64,
+    /// The false-accept rate over all looks (`compare.alpha`).
+    pub alpha: f64,
     /// Absolute working directory of the runs.
     pub workdir: PathBuf,
     /// Baseline first, then the A/A control if asked for, then variants in file order.

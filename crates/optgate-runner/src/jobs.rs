@@ -78,7 +78,7 @@ pub fn block_jobs(
         })
         .collect();
     let job_runs: Vec<JobRun> = runs.iter().map(|r| job_run(exp, r, layout)).collect();
-    match exp.file.design {
+    match exp.design {
         Design::Blocked => {
             let name = job_name(experiment_id, &format!("b{:03}", block.index));
             vec![job_spec(exp, name, layout, job_runs, optgate_bin)]
@@ -202,5 +202,5 @@ pub fn exclusive_nodes(exp: &optgate_experiment::Experiment) -> bool {
     exp.file
         .scheduler
         .exclusive
-        .unwrap_or(exp.file.design == Design::Blocked)
+        .unwrap_or(exp.design == Design::Blocked)
 }

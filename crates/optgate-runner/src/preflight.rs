@@ -59,7 +59,7 @@ pub fn required_paths(exp: &Experiment, path_var: Option<&std::ffi::OsStr>) -> V
         });
         return out;
     }
-    let local = exp.file.scheduler.kind == optgate_experiment::SchedulerKind::Local;
+    let local = exp.kind == optgate_experiment::SchedulerKind::Local;
     let app_level = if local { Level::Error } else { Level::Warning };
     let app = &exp.file.app.command;
     if let Some(problem) = missing_program(app, None, path_var) {
@@ -238,7 +238,7 @@ pub fn not_applicable(
 /// look checks what the step ran under, [`step_governor_not_applicable`]); Flux has no
 /// equivalent, so there such a variant would measure nothing it claims to.
 pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
-    let kind = exp.file.scheduler.kind;
+    let kind = exp.kind;
     if kind == optgate_experiment::SchedulerKind::Slurm {
         return BTreeMap::new();
     }

@@ -202,8 +202,8 @@ fn provenance(
         "experiment_file": exp.source.display().to_string(),
         "experiment_sha256": exp.source_sha256,
         "run_root": layout.root.display().to_string(),
-        "scheduler": exp.file.scheduler.kind.to_string(),
-        "design": exp.file.design,
+        "scheduler": exp.kind.to_string(),
+        "design": exp.design,
         "seed": plan.seed,
         "recorded_order": plan.blocks,
         "node": {

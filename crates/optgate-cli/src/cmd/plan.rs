@@ -59,7 +59,7 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
         match jobs {
             Some(n) => format!(
                 ", {n} {} job script(s) (jobs/*/{})",
-                exp.file.scheduler.kind,
+                exp.kind,
                 batch::JOB_SCRIPT
             ),
             None => String::new(),
@@ -89,7 +89,7 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
 /// put its experiment id, and the scripts call this optgate binary.
 fn write_job_scripts(exp: &Experiment, plan: &Plan, layout: &Layout) -> Result<Option<usize>> {
     let render: fn(&optgate_sched::JobSpec) -> Result<String, optgate_sched::SchedError> =
-        match exp.file.scheduler.kind {
+        match exp.kind {
             SchedulerKind::Local => return Ok(None),
             SchedulerKind::Slurm => slurm::render_script,
             SchedulerKind::Flux => flux::render_script,

@@ -31,7 +31,7 @@ pub fn run(
 ) -> Result<i32> {
     let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
-    let kind = exp.file.scheduler.kind;
+    let kind = exp.kind;
     if kind != optgate_experiment::SchedulerKind::Local && !here {
         return Err(exit::with_code(
             exit::INVALID_INPUT,
@@ -82,12 +82,25 @@ pub fn run(
     eprintln!("optgate: experiment `{}` → {}", exp.name(), root.display());
     let mut progress: Option<Progress> = None;
     let end = runtime.block_on(async {
+        // Ctrl-C, `kill`, `timeout` or a closed terminal: the runs live in a detached local
+        // job, so each of these stops it (it would otherwise go on without optgate).
         let c = interrupt.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\noptgate: interrupted; stopping the current run…");
-                c.cancel();
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
             }
+            eprintln!("\noptgate: interrupted; stopping the current run…");
+            c.cancel();
         });
         let opts = foreground::Options {
             root: root.clone(),

@@ -33,7 +33,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
             anyhow::anyhow!("{warnings} warning(s) and --strict was given"),
         ));
     }
-    let runs = (exp.arms.len() as u64).saturating_mul(u64::from(exp.file.replicates));
+    let runs = (exp.arms.len() as u64).saturating_mul(u64::from(exp.replicates));
     println!(
         "{}: valid: experiment `{}`, {} arms ({}), {} build(s), {} replicates per arm = {} runs, scheduler {}",
         path.display(),
@@ -41,11 +41,11 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         exp.arms.len(),
         exp.arm_names().join(", "),
         exp.builds.len(),
-        exp.file.replicates,
+        exp.replicates,
         runs,
-        exp.file.scheduler.kind,
+        exp.kind,
     );
-    if exp.file.scheduler.kind == SchedulerKind::Local {
+    if exp.kind == SchedulerKind::Local {
         let probe = super::probe::node_probe();
         for (arm, reason) in preflight::not_applicable(exp, &probe, &optgate_probe::sysfs_root()) {
             println!("  {arm}: will be not applicable here: {reason}");
@@ -64,7 +64,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
 /// Every `scheduler.extra_directives` entry the backend's batch command would not accept
 /// (`--constraint` under Flux, whose option is `--requires`), at its place in the file.
 pub fn unknown_directives(path: &Path, exp: &Experiment) -> Vec<Diagnostic> {
-    let kind = exp.file.scheduler.kind;
+    let kind = exp.kind;
     let locator = Locator::index(&exp.source_text);
     exp.file
         .scheduler
@@ -107,14 +107,14 @@ pub fn refuse_unknown_directives(path: &Path, exp: &Experiment) -> Result<()> {
 }
 
 fn kind_name(exp: &Experiment) -> String {
-    exp.file.scheduler.kind.to_string()
+    exp.kind.to_string()
 }
 
 /// Over-subscription findings; on the local scheduler against this machine's cores, on a
 /// cluster against nothing yet (the compute node's probe checks again).
 pub fn preflight_findings(exp: &Experiment) -> Vec<Finding> {
     let mut findings = preflight::required_paths(exp, std::env::var_os("PATH").as_deref());
-    findings.extend(if exp.file.scheduler.kind == SchedulerKind::Local {
+    findings.extend(if exp.kind == SchedulerKind::Local {
         let probe = super::probe::node_probe();
         let node = probe
             .hostname

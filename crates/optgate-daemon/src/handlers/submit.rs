@@ -43,7 +43,7 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
             break (id, root);
         }
     };
-    let kind = exp.file.scheduler.kind;
+    let kind = exp.kind;
     record_new(ctx, &exp, &id, &root, kind).await?;
     tracing::info!(
         "experiment {id} (`{}`) submitted; runs under {}",
@@ -116,12 +116,8 @@ pub async fn record_new(
         source_sha256: exp.source_sha256.clone(),
         root: root.display().to_string(),
         scheduler: kind.to_string(),
-        replicates: exp.file.replicates,
-        max_replicates: exp
-            .file
-            .max_replicates
-            .unwrap_or(exp.file.replicates)
-            .max(exp.file.replicates),
+        replicates: exp.replicates,
+        max_replicates: exp.max_replicates,
     };
     ctx.db
         .call(move |s| s.insert_experiment(&new, &blocks, &runs))
