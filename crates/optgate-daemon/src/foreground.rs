@@ -57,12 +57,14 @@ pub enum Event {
     NotApplicable { arm: String, reason: String },
     /// The runs this execution is to have done so far (it grows when a look adds blocks).
     Total { runs: usize, done: usize },
-    /// A run's outcome is recorded: `failed` holds the reason of a run that does not count.
+    /// A run's outcome is recorded: `failed` holds the reason of a run that does not count;
+    /// `elapsed` is its wall time from its manifest (when it has one).
     RunFinished {
         run_id: String,
         block: u32,
         arm: String,
         failed: Option<String>,
+        elapsed: Option<Duration>,
     },
 }
 
@@ -142,7 +144,10 @@ pub async fn run(
         }
     };
     let engine = tokio::spawn(run_with(ctx.clone(), shutdown.clone(), opts.settings));
-    let mut watch = Watch::default();
+    let mut watch = Watch {
+        layout: Some(optgate_runner::Layout::new(&opts.root)),
+        ..Watch::default()
+    };
     let end = loop {
         let (row, runs, na) = read_state(&ctx, &id).await?;
         watch.report(&row, &runs, &na, &mut on_event);
@@ -211,10 +216,13 @@ struct Watch {
     not_applicable: BTreeSet<String>,
     total: Option<(usize, usize)>,
     finished: BTreeSet<String>,
+    /// Where the runs' manifests are (their wall time).
+    layout: Option<optgate_runner::Layout>,
 }
 
 impl Watch {
-    /// Reports what changed since the last call. Pure but for `on_event`.
+    /// Reports what changed since the last call (reading a finished run's manifest for its
+    /// wall time).
     fn report(
         &mut self,
         row: &ExperimentRow,
@@ -261,6 +269,11 @@ impl Watch {
                     arm: r.arm.clone(),
                     failed: (r.state == RunState::Failed)
                         .then(|| r.detail.clone().unwrap_or_default()),
+                    elapsed: self
+                        .layout
+                        .as_ref()
+                        .and_then(|l| RunManifest::read(&l.run_dir(&r.run_id)).ok().flatten())
+                        .map(|m| Duration::from_secs_f64(m.elapsed_s.max(0.0))),
                 });
             }
         }

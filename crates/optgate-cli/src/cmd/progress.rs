@@ -1,11 +1,11 @@
 //! What `optgate run` shows while it works. On a terminal: a bar with runs done/total,
-//! the current block and arm, and an estimate of the time left. Elsewhere (`nohup`, a CI
+//! the last finished run's block and arm, and an estimate of the time left. Elsewhere (`nohup`, a CI
 //! log, a pipe): one line per finished run with the same facts, e.g.
 //! `optgate: run 7/28 done (block 2, arm omp6, 3.1 s); ETA 1m 10s`. `--quiet`: neither.
 //!
-//! The estimate is the mean time of the runs finished by this execution times the runs
-//! left; runs finished by an earlier, interrupted execution count as done but not in the
-//! mean (their time is unknown here).
+//! The estimate is the mean wall time (from the runs' manifests) of the runs finished by
+//! this execution times the runs left; runs finished by an earlier, interrupted execution
+//! count as done but not in the mean.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -29,8 +29,8 @@ pub struct Progress {
     /// Runs finished by this execution, and their time.
     ran: u32,
     ran_time: Duration,
-    /// When the last run finished (or the execution started): the next run's time is
-    /// counted from there, since runs go one after another.
+    /// When the last run's outcome arrived (or the execution started): a run's time when
+    /// its manifest gives none.
     since: Instant,
 }
 
@@ -97,8 +97,11 @@ impl Progress {
                 block,
                 arm,
                 failed,
+                elapsed,
             } => {
-                let took = self.since.elapsed();
+                // The run's own wall time when its manifest has it; else the time since
+                // the last one (runs go one after another).
+                let took = elapsed.unwrap_or_else(|| self.since.elapsed());
                 self.since = Instant::now();
                 self.done += 1;
                 self.ran += 1;
