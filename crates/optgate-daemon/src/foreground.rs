@@ -43,11 +43,6 @@ pub fn engine_paths(root: &Path) -> StatePaths {
     StatePaths::new(root.join(ENGINE_DIR))
 }
 
-/// Whether `root` holds an execution this module started (so `--out root` resumes it).
-pub fn is_execution(root: &Path) -> bool {
-    engine_paths(root).db().exists()
-}
-
 /// What the caller shows while the engine works.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -144,10 +139,7 @@ pub async fn run(
         }
     };
     let engine = tokio::spawn(run_with(ctx.clone(), shutdown.clone(), opts.settings));
-    let mut watch = Watch {
-        layout: Some(optgate_runner::Layout::new(&opts.root)),
-        ..Watch::default()
-    };
+    let mut watch = Watch::new(optgate_runner::Layout::new(&opts.root));
     let end = loop {
         let (row, runs, na) = read_state(&ctx, &id).await?;
         watch.report(&row, &runs, &na, &mut on_event);
@@ -209,7 +201,6 @@ async fn read_state(ctx: &Daemon, id: &str) -> Result<State, DaemonError> {
 }
 
 /// What has been reported so far, so each fact is reported once.
-#[derive(Default)]
 struct Watch {
     started: bool,
     building: bool,
@@ -217,10 +208,21 @@ struct Watch {
     total: Option<(usize, usize)>,
     finished: BTreeSet<String>,
     /// Where the runs' manifests are (their wall time).
-    layout: Option<optgate_runner::Layout>,
+    layout: optgate_runner::Layout,
 }
 
 impl Watch {
+    fn new(layout: optgate_runner::Layout) -> Watch {
+        Watch {
+            started: false,
+            building: false,
+            not_applicable: BTreeSet::new(),
+            total: None,
+            finished: BTreeSet::new(),
+            layout,
+        }
+    }
+
     /// Reports what changed since the last call (reading a finished run's manifest for its
     /// wall time).
     fn report(
@@ -269,10 +271,9 @@ impl Watch {
                     arm: r.arm.clone(),
                     failed: (r.state == RunState::Failed)
                         .then(|| r.detail.clone().unwrap_or_default()),
-                    elapsed: self
-                        .layout
-                        .as_ref()
-                        .and_then(|l| RunManifest::read(&l.run_dir(&r.run_id)).ok().flatten())
+                    elapsed: RunManifest::read(&self.layout.run_dir(&r.run_id))
+                        .ok()
+                        .flatten()
                         .map(|m| Duration::from_secs_f64(m.elapsed_s.max(0.0))),
                 });
             }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use optgate_probe::Probe;
 use optgate_sched::RunManifest;
-use optgate_store::{AfterLook, BlockRow, ExperimentState, JobRow, LookRow, NewRun};
+use optgate_store::{AfterLook, BlockRow, ExperimentState, JobRow, LookRow};
 
 use crate::decide::{Next, next_step, next_step_staged};
 use crate::protocol::VariantDecision;
@@ -398,24 +398,8 @@ fn extend(
     if let Some(open) = keep {
         crate::staged::keep_only(plan, had as u32, open);
     }
-    let blocks: Vec<BlockRow> = plan.blocks[had..]
-        .iter()
-        .map(|b| BlockRow {
-            index: b.index,
-            order: b.order.clone(),
-        })
-        .collect();
-    let runs: Vec<NewRun> = plan
-        .runs()
-        .into_iter()
-        .filter(|r| r.block > had as u32 && !not_applicable.contains_key(&r.arm))
-        .map(|r| NewRun {
-            run_id: r.id,
-            block: r.block,
-            arm: r.arm,
-            position: r.position,
-        })
-        .collect();
+    let (blocks, runs) =
+        crate::work::plan_rows(plan, had as u32, |arm| not_applicable.contains_key(arm));
     let json = serde_json::to_vec_pretty(plan).expect("plan serialises");
     (AfterLook::Extend { blocks, runs }, json)
 }

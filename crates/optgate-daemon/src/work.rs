@@ -11,9 +11,39 @@ use optgate_runner::Layout;
 use optgate_runner::jobs::block_jobs;
 use optgate_sched::{JobSpec, Scheduler, replan};
 use optgate_stats::{SequentialPlan, StagedPlan};
-use optgate_store::{BlockRow, ExperimentRow, JobRow};
+use optgate_store::{BlockRow, ExperimentRow, JobRow, NewRun};
 
 use crate::decide::LookSchedule;
+
+/// The rows to record for the plan's blocks after the first `after` (0: all of them) and
+/// their runs, leaving out the runs of the arms `skip` names (not applicable here).
+pub fn plan_rows(
+    plan: &Plan,
+    after: u32,
+    skip: impl Fn(&str) -> bool,
+) -> (Vec<BlockRow>, Vec<NewRun>) {
+    let blocks = plan
+        .blocks
+        .iter()
+        .filter(|b| b.index > after)
+        .map(|b| BlockRow {
+            index: b.index,
+            order: b.order.clone(),
+        })
+        .collect();
+    let runs = plan
+        .runs()
+        .into_iter()
+        .filter(|r| r.block > after && !skip(&r.arm))
+        .map(|r| NewRun {
+            run_id: r.id,
+            block: r.block,
+            arm: r.arm,
+            position: r.position,
+        })
+        .collect();
+    (blocks, runs)
+}
 
 /// Why the engine cannot work on an experiment (its own error: the experiment ends
 /// `failed` with it).

@@ -71,6 +71,17 @@ impl Output {
         self.code == Some(0)
     }
 
+    /// Whether stderr holds at least one line and every non-blank line `says` something
+    /// (a cancel of jobs that already ended fails with only such lines, and is fine).
+    pub fn stderr_only_says(&self, says: impl Fn(&str) -> bool) -> bool {
+        let mut lines = self
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .peekable();
+        lines.peek().is_some() && lines.all(says)
+    }
+
     /// `Ok(self)` on exit 0, else the error that says everything about the failure.
     pub fn check(self, inv: &Invocation) -> Result<Output, SchedError> {
         if self.success() {

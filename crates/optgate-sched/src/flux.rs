@@ -479,15 +479,8 @@ impl Scheduler for FluxBackend {
             .run_pausing("flux cancel", &|d| self.runner.pause(d), || {
                 let out = self.runner.run(&inv)?;
                 // A job that already ended cannot be cancelled, and need not be.
-                let lines: Vec<&str> = out
-                    .stderr
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .collect();
-                let benign = !lines.is_empty()
-                    && lines
-                        .iter()
-                        .all(|l| l.contains("inactive") || l.contains("unknown"));
+                let benign =
+                    out.stderr_only_says(|l| l.contains("inactive") || l.contains("unknown"));
                 if out.success() || benign {
                     Ok(())
                 } else {

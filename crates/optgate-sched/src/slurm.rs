@@ -512,16 +512,10 @@ impl Scheduler for SlurmBackend {
             .run_pausing("scancel", &|d| self.runner.pause(d), || {
                 let out = self.runner.run(&inv)?;
                 // Cancelling a job that already ended is not a failure: the wish is fulfilled.
-                let lines: Vec<&str> = out
-                    .stderr
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .collect();
-                let benign = !lines.is_empty()
-                    && lines.iter().all(|l| {
-                        l.contains("already completing or completed")
-                            || l.contains("Invalid job id specified")
-                    });
+                let benign = out.stderr_only_says(|l| {
+                    l.contains("already completing or completed")
+                        || l.contains("Invalid job id specified")
+                });
                 if out.success() || benign {
                     Ok(())
                 } else {

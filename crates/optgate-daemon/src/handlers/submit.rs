@@ -6,7 +6,7 @@ use std::path::Path;
 
 use optgate_experiment::{Experiment, Plan, SchedulerKind};
 use optgate_runner::Layout;
-use optgate_store::{BlockRow, NewExperiment, NewRun};
+use optgate_store::NewExperiment;
 
 use super::HandlerResult;
 use crate::context::Daemon;
@@ -90,24 +90,7 @@ pub async fn record_new(
                 message: e.to_string(),
             })?;
     }
-    let blocks: Vec<BlockRow> = plan
-        .blocks
-        .iter()
-        .map(|b| BlockRow {
-            index: b.index,
-            order: b.order.clone(),
-        })
-        .collect();
-    let runs: Vec<NewRun> = plan
-        .runs()
-        .into_iter()
-        .map(|r| NewRun {
-            run_id: r.id,
-            block: r.block,
-            arm: r.arm,
-            position: r.position,
-        })
-        .collect();
+    let (blocks, runs) = crate::work::plan_rows(&plan, 0, |_| false);
     let new = NewExperiment {
         id: id.to_string(),
         name: exp.name().to_string(),
