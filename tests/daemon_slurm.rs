@@ -27,6 +27,11 @@ fn require_slurm() {
 
 /// Two arms on Slurm; the variant is ~30 % faster in every block, so it must be accepted.
 fn experiment(name: &str, sleep: &str) -> String {
+    experiment_with(name, sleep, "")
+}
+
+/// [`experiment`] with more `scheduler` settings (`extra`: `, key: value` pairs).
+fn experiment_with(name: &str, sleep: &str, extra: &str) -> String {
     format!(
         r#"name: {name}
 app:
@@ -34,7 +39,7 @@ app:
   time_limit: 2m
 metric:
   pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
-scheduler: {{ kind: slurm, time_limit: 10m }}
+scheduler: {{ kind: slurm, time_limit: 10m{extra} }}
 replicates: 5
 variants:
   - name: v1
@@ -122,6 +127,18 @@ fn check_runs_once(root: &Path, blocks: u32) {
         })
         .collect();
     assert_eq!(unique.len(), rows.len(), "a sample was counted twice");
+    // Per planned run (`b<block>-<arm>`: the columns variant and block), its three epochs:
+    // every run counted, none twice.
+    let mut per_run = std::collections::BTreeMap::<String, usize>::new();
+    for r in &rows {
+        let f: Vec<&str> = r.split(',').collect();
+        let block: u32 = f[2].parse().unwrap();
+        *per_run.entry(format!("b{block:03}-{}", f[0])).or_default() += 1;
+    }
+    let planned: std::collections::BTreeMap<String, usize> = (1..=blocks)
+        .flat_map(|b| ["baseline", "v1"].map(|arm| (format!("b{b:03}-{arm}"), 3)))
+        .collect();
+    assert_eq!(per_run, planned, "{samples}");
 }
 
 #[test]
@@ -169,6 +186,8 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
     let o = cli(&home, &["submit", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let id = stdout(&o).trim().to_string();
+    // The daemon `submit` started, recorded now so that only it is signalled below.
+    let daemon = CheckedProcess::daemon_of(&home);
 
     // As soon as Slurm itself shows one of the experiment's jobs PENDING (queued behind
     // the others on the one node) and the daemon's status says so too (B8: it said only
@@ -188,25 +207,94 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
             .unwrap_or_default();
         status_says_pending && slurm_states(&ids).iter().any(|st| st == "PENDING")
     });
-    let pid: i32 = std::fs::read_to_string(home.join("daemon.pid"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemon.signal(nix::sys::signal::Signal::SIGKILL),
+        "the daemon {daemon:?} is gone before the kill"
+    );
+    daemon.wait_gone("the killed daemon to end");
 
     let o = cli(&home, &["daemon"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = wait_until(&home, &id, "a decision after the restart", ended);
     assert_eq!(s["state"], "decided", "{s:#}");
     check_jobs_once(&s, 5);
+    check_runs_once(Path::new(s["root"].as_str().unwrap()), 5);
+}
+
+/// A job lost mid-way is resubmitted by the engine (`jobplan::outcomes` puts its unfinished
+/// runs back to pending, `plan_jobs` names the new job for its attempt): `scancel` of one
+/// of the experiment's jobs (found by its name) while one of its runs is in progress and
+/// its last run has not finished. The experiment must still be decided, with exactly one
+/// retry of that block, named `og-<id>-b<block>+r2`, every planned run counted exactly
+/// once and no manifest left non-final.
+#[test]
+fn a_job_cancelled_mid_way_is_resubmitted_once_and_every_run_counted_once() {
+    require_slurm();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(
+        dir.path(),
+        &experiment_with("slurm-lost", "3", ", max_resubmits: 1"),
+    );
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+
+    // A first-attempt job of this experiment whose first run has started and whose last
+    // run has no manifest yet: cancel it by its name (unique: `og-<id>-b<block>`).
+    let (block, name) = wait_for(
+        "a job of the experiment with a run in progress",
+        DEADLINE,
+        || {
+            let s = status(&home, &id);
+            let runs = PathBuf::from(s["root"].as_str()?).join("runs");
+            let busy = s["jobs"].as_array()?.iter().find(|j| {
+                let ids: Vec<&str> = j["run_ids"]
+                    .as_array()
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                j["attempt"] == 1
+                    && j["scheduler_job_id"].is_string()
+                    && ids
+                        .first()
+                        .is_some_and(|r| runs.join(r).join("stdout").exists())
+                    && ids
+                        .last()
+                        .is_some_and(|r| !runs.join(r).join("manifest.json").exists())
+            })?;
+            let name = busy["name"].as_str()?.to_string();
+            let block = busy["block"].as_u64()?;
+            assert_eq!(name, format!("og-{id}-b{block:03}"), "{busy}");
+            // Slurm's own record of that job: ours by name, still running.
+            let o = std::process::Command::new("squeue")
+                .args(["-h", "-o", "%j %T", "-n", &name])
+                .output()
+                .unwrap();
+            let listed = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            (listed == format!("{name} RUNNING")).then_some((block, name))
+        },
+    );
+    let o = std::process::Command::new("scancel")
+        .args(["-n", &name])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "scancel: {}", stderr(&o));
+
+    let s = wait_until(&home, &id, "a decision after the lost job", ended);
+    assert_eq!(s["state"], "decided", "{s:#}");
+    let jobs = s["jobs"].as_array().unwrap();
+    let first = jobs.iter().find(|j| j["name"] == name.as_str()).unwrap();
+    let detail = first["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("cancelled"), "{first}\n{s:#}");
+    let retries: Vec<&Value> = jobs.iter().filter(|j| j["attempt"] != 1).collect();
+    assert_eq!(retries.len(), 1, "resubmitted once: {s:#}");
+    assert_eq!(retries[0]["block"], block, "{s:#}");
+    assert_eq!(retries[0]["attempt"], 2, "{s:#}");
+    assert_eq!(retries[0]["name"], format!("{name}+r2"), "{s:#}");
+    assert!(retries[0]["scheduler_job_id"].is_string(), "{s:#}");
+    assert_eq!(jobs.len(), 6, "five blocks and one retry: {s:#}");
+    // Every manifest final (completed), every planned run counted exactly once.
     check_runs_once(Path::new(s["root"].as_str().unwrap()), 5);
 }
 

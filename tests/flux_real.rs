@@ -26,7 +26,6 @@ use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::flux::{FluxBackend, f58_encode, render_script};
-use optgate_sched::replan::{read_manifests, replan_job, runs_to_replan};
 use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest, Scheduler};
 
 /// A guard against hanging forever; nothing is asserted about how long anything took.
@@ -293,8 +292,8 @@ fn a_block_runs_every_arm_in_order_on_one_allocation_with_its_own_launch_line() 
                 .exists()
     );
 
-    // Nothing to re-plan; the runs collect into samples like local runs do.
-    assert!(runs_to_replan(job, &read_manifests(job).unwrap()).is_empty());
+    // Nothing left to run again; the runs collect into samples like local runs do.
+    assert_eq!(support::runs_left_to_run(job), Vec::<String>::new());
     let collected = optgate_runner::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
     let done: Vec<_> = collected
         .runs
@@ -398,7 +397,7 @@ variants:
 }
 
 #[test]
-fn a_job_cancelled_mid_way_keeps_nothing_false_and_replans_the_rest() {
+fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again() {
     require_flux();
     let s = setup("cxl", &sleeping_experiment("flux-cancel", "900", "10m"));
     let job = &s.jobs[0];
@@ -411,21 +410,17 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_replans_the_rest() {
     assert_eq!(end, JobState::Cancelled);
 
     // The run in progress says it was interrupted (so it is never counted); the one that
-    // never started has no manifest. Both are re-planned, in order, into a new job.
-    assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Interrupted);
-    assert!(RunManifest::read(&job.runs[1].run_dir).unwrap().is_none());
-    let manifests = read_manifests(job).unwrap();
-    let left: Vec<String> = runs_to_replan(job, &manifests)
-        .into_iter()
-        .map(|r| r.run_id)
-        .collect();
+    // never started has no manifest. Neither outcome is final, so the engine puts both
+    // back to pending for the block's next attempt (`og-…+r2`, tested through the daemon).
+    let ids: Vec<String> = job.runs.iter().map(|r| r.run_id.clone()).collect();
     assert_eq!(
-        left,
-        [job.runs[0].run_id.clone(), job.runs[1].run_id.clone()]
+        support::run_outcomes(job),
+        [
+            (ids[0].clone(), Some(Outcome::Interrupted)),
+            (ids[1].clone(), None)
+        ]
     );
-    let next = replan_job(job, 1, &manifests).unwrap();
-    assert_eq!(next.name, format!("{}+r1", job.name));
-    assert_eq!(next.runs.len(), 2);
+    assert_eq!(support::runs_left_to_run(job), ids);
     // Cancelling an inactive job again is not an error.
     b.cancel(std::slice::from_ref(&id)).unwrap();
 }
@@ -455,14 +450,20 @@ fn a_pending_job_cancelled_never_runs() {
     for run in &job.runs {
         assert!(RunManifest::read(&run.run_dir).unwrap().is_none());
     }
-    assert_eq!(runs_to_replan(job, &read_manifests(job).unwrap()).len(), 2);
+    assert_eq!(
+        support::run_outcomes(job)
+            .iter()
+            .filter(|(_, o)| o.is_none())
+            .count(),
+        2
+    );
     assert!(!job.dir.join(PROBE_FILE).exists(), "a held job started");
 }
 
 /// Issue 11, item 2: at its time limit Flux sends SIGALRM, then SIGHUP, then SIGKILL (not
-/// SIGTERM). exec-run must stop the app and say `interrupted`, so both runs are re-planned.
+/// SIGTERM). exec-run must stop the app and say `interrupted`, so both runs run again.
 #[test]
-fn a_job_past_its_time_limit_times_out_and_its_unfinished_runs_are_replanned() {
+fn a_job_past_its_time_limit_times_out_and_leaves_its_unfinished_runs_to_run_again() {
     require_flux();
     // A 20-second allocation; the app sleeps for fifteen minutes.
     let s = setup("tmo", &sleeping_experiment("flux-timeout", "900", "20s"));
@@ -477,8 +478,11 @@ fn a_job_past_its_time_limit_times_out_and_its_unfinished_runs_are_replanned() {
     assert_eq!(m.outcome, Outcome::Interrupted, "{m:?}");
     assert!(RunManifest::read(&job.runs[1].run_dir).unwrap().is_none());
     assert_eq!(
-        runs_to_replan(job, &read_manifests(job).unwrap()).len(),
-        2,
+        support::runs_left_to_run(job),
+        job.runs
+            .iter()
+            .map(|r| r.run_id.clone())
+            .collect::<Vec<_>>(),
         "both runs must run again"
     );
 }
@@ -518,7 +522,7 @@ variants:
         }
     }
     // A failed run is data, not something to run again.
-    assert!(runs_to_replan(job, &read_manifests(job).unwrap()).is_empty());
+    assert_eq!(support::runs_left_to_run(job), Vec::<String>::new());
 }
 
 #[test]
@@ -778,6 +782,8 @@ fn a_daemon_killed_while_its_flux_jobs_are_queued_finishes_without_duplicates() 
     // Runs of 3 s keep jobs queued and running for a while after submission.
     let exp = support::write_experiment(dir.path(), &daemon_experiment("flux-kill", "3", ""));
     let id = submit(&home, &exp);
+    // The daemon `submit` started, recorded now so that only it is signalled below.
+    let daemon = support::CheckedProcess::daemon_of(&home);
 
     // As soon as Flux itself shows one of the experiment's jobs waiting (queued behind the
     // others on the one node), kill the daemon hard.
@@ -789,19 +795,11 @@ fn a_daemon_killed_while_its_flux_jobs_are_queued_finishes_without_duplicates() 
                 .iter()
                 .any(|st| matches!(st.as_str(), "DEPEND" | "PRIORITY" | "SCHED"))
     });
-    let pid: i32 = std::fs::read_to_string(home.join("daemon.pid"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemon.signal(nix::sys::signal::Signal::SIGKILL),
+        "the daemon {daemon:?} is gone before the kill"
+    );
+    daemon.wait_gone("the killed daemon to end");
 
     let o = support::cli(&home, &["daemon"]);
     assert_eq!(o.status.code(), Some(0), "{}", support::stderr(&o));

@@ -254,13 +254,14 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
         .env("OPTGATE_SYSFS_ROOT", &root)
         .spawn()
         .unwrap();
-    // Wait until the governor arm is running with the governor changed.
-    let mut waited = 0;
-    while governor_of(&root) != "performance" {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        waited += 1;
-        assert!(waited < 600, "the governor arm never started");
-    }
+    // What the run starts begins no earlier than its `optgate run`.
+    let not_before = proc_start_time(child.id() as i32).unwrap().0;
+    let long = std::time::Duration::from_secs(30);
+    wait_for(
+        "the governor arm running with the governor changed",
+        long,
+        || (governor_of(&root) == "performance").then_some(()),
+    );
     // ... and its app has started (it writes its pid first).
     let running_pid_file = || {
         std::fs::read_dir(out.join("runs")).ok()?.find_map(|e| {
@@ -272,35 +273,21 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
             .then_some(pid)
         })
     };
-    let pid_file = loop {
-        if let Some(p) = running_pid_file() {
-            break p;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        waited += 1;
-        assert!(waited < 600, "the governor arm's app never started");
-    };
+    let pid_file = wait_for("the governor arm's app to start", long, running_pid_file);
     child.kill().unwrap();
     child.wait().unwrap();
     // The run wrapper runs in the execution's local job (its own session), which outlives
     // optgate: kill it too, as a node crash would, so that nothing restores the governor.
     kill_local_jobs(&out);
     // The app (its own process group) outlives them; stop it like a user would.
-    let pid = {
-        let mut text = String::new();
-        for _ in 0..40 {
-            text = std::fs::read_to_string(&pid_file).unwrap();
-            if !text.trim().is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        text.trim().to_string()
-    };
+    let app = app_of(&pid_file, not_before);
     // Forget the killed app's pid file so that only a new run is found below.
     std::fs::remove_file(&pid_file).unwrap();
-    signal_group_we_started(pid.parse().unwrap(), nix::sys::signal::Signal::SIGKILL);
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        app.signal_group(nix::sys::signal::Signal::SIGKILL),
+        "{app:?}"
+    );
+    app.wait_gone("the killed app to end");
     assert_eq!(
         governor_of(&root),
         "performance",
@@ -322,18 +309,12 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
         .env("OPTGATE_SYSFS_ROOT", &root)
         .spawn()
         .unwrap();
-    let mut waited = 0;
-    let pid_file = loop {
-        if let Some(p) = running_pid_file() {
-            break p;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        waited += 1;
-        assert!(
-            waited < 600,
-            "the resumed execution never started a governor run"
-        );
-    };
+    let not_before = proc_start_time(resumed.id() as i32).unwrap().0;
+    let pid_file = wait_for(
+        "the resumed execution to start a governor run",
+        long,
+        running_pid_file,
+    );
     let changes: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(pid_file.parent().unwrap().join("governor.json")).unwrap(),
     )
@@ -345,41 +326,37 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
     resumed.kill().unwrap();
     resumed.wait().unwrap();
     kill_local_jobs(&out);
-    for e in std::fs::read_dir(out.join("runs")).unwrap() {
-        let pid = e.unwrap().path().join("pid");
-        if !pid.exists() {
-            continue;
-        }
-        // A run started just before the kill may still be writing its pid (`echo $$ >`
-        // creates the file first): give it a moment rather than misread it as empty.
-        let mut tries = 0;
-        let parsed = loop {
-            let text = std::fs::read_to_string(&pid).unwrap_or_default();
-            match text.trim().parse::<i32>() {
-                Ok(p) => break Some(p),
-                Err(_) if tries < 40 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                Err(_) => break None,
-            }
-        };
-        if let Some(p) = parsed {
-            signal_group_we_started(p, nix::sys::signal::Signal::SIGKILL);
-        }
-    }
+    // The app of the resumed run (started since `resumed`), if it still runs.
+    let app = app_of(&pid_file, not_before);
+    app.signal_group(nix::sys::signal::Signal::SIGKILL);
 }
 
-/// SIGKILL to the process group of every local job of the execution in `out` (each job
-/// script leads its own group; `job.pid` holds its pid and start time).
+/// The app whose pid its run's `pid` file holds (`echo $$ > pid` creates the file before
+/// it writes: waited for), checked to be the governor app started since `not_before`.
+fn app_of(pid_file: &Path, not_before: u64) -> CheckedProcess {
+    let pid = wait_for(
+        &format!("a pid in {}", pid_file.display()),
+        std::time::Duration::from_secs(5),
+        || std::fs::read_to_string(pid_file).ok()?.trim().parse().ok(),
+    );
+    CheckedProcess::found(pid, not_before, "governor-seen").unwrap()
+}
+
+/// SIGKILL to the process group of every local job of the execution in `out` that still
+/// runs (each job script leads its own group; `job.pid` holds its pid and start time,
+/// checked before the signal), then waits for each to end.
 fn kill_local_jobs(out: &Path) {
     let Ok(jobs) = std::fs::read_dir(out.join("jobs")) else {
         return;
     };
     for job in jobs {
         let text = std::fs::read_to_string(job.unwrap().path().join("job.pid")).unwrap_or_default();
-        if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
-            signal_group_we_started(pid, nix::sys::signal::Signal::SIGKILL);
+        let mut it = text.split_whitespace().map(str::parse);
+        if let (Some(Ok(pid)), Some(Ok(start))) = (it.next(), it.next())
+            && let Some(job) = CheckedProcess::recorded(pid as i32, start)
+        {
+            job.signal_group(nix::sys::signal::Signal::SIGKILL);
+            job.wait_gone("a killed local job to end");
         }
     }
 }

@@ -22,7 +22,6 @@ use optgate_experiment::{Experiment, Plan};
 use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
-use optgate_sched::replan::{read_manifests, replan_job, runs_to_replan};
 use optgate_sched::slurm::{SlurmBackend, render_script};
 use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest, Scheduler};
 
@@ -264,8 +263,8 @@ fn a_block_runs_every_arm_in_order_on_one_allocation_with_its_own_launch_line() 
     assert!(job.dir.join(PROBE_FILE).exists());
     assert!(job.dir.join(format!("slurm-{id}.out")).exists());
 
-    // Nothing to re-plan; the runs collect into samples like local runs do.
-    assert!(runs_to_replan(job, &read_manifests(job).unwrap()).is_empty());
+    // Nothing left to run again; the runs collect into samples like local runs do.
+    assert_eq!(support::runs_left_to_run(job), Vec::<String>::new());
     let collected = optgate_runner::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
     let done: Vec<_> = collected
         .runs
@@ -295,7 +294,7 @@ variants:
 }
 
 #[test]
-fn a_job_cancelled_mid_way_keeps_nothing_false_and_replans_the_rest() {
+fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again() {
     require_slurm();
     let s = setup("cxl", &sleeping_experiment("slurm-cancel", "10m"));
     let job = &s.jobs[0];
@@ -319,25 +318,21 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_replans_the_rest() {
     assert_eq!(end, JobState::Cancelled);
 
     // The run in progress says it was interrupted (so it is never counted); the one that
-    // never started has no manifest. Both are re-planned, in order, into a new job.
-    assert_eq!(manifest(&first.run_dir).outcome, Outcome::Interrupted);
-    assert!(RunManifest::read(&job.runs[1].run_dir).unwrap().is_none());
-    let manifests = read_manifests(job).unwrap();
-    let left: Vec<String> = runs_to_replan(job, &manifests)
-        .into_iter()
-        .map(|r| r.run_id)
-        .collect();
+    // never started has no manifest. Neither outcome is final, so the engine puts both
+    // back to pending for the block's next attempt (`og-…+r2`, tested through the daemon).
+    let ids: Vec<String> = job.runs.iter().map(|r| r.run_id.clone()).collect();
     assert_eq!(
-        left,
-        [job.runs[0].run_id.clone(), job.runs[1].run_id.clone()]
+        support::run_outcomes(job),
+        [
+            (ids[0].clone(), Some(Outcome::Interrupted)),
+            (ids[1].clone(), None)
+        ]
     );
-    let next = replan_job(job, 1, &manifests).unwrap();
-    assert_eq!(next.name, format!("{}+r1", job.name));
-    assert_eq!(next.runs.len(), 2);
+    assert_eq!(support::runs_left_to_run(job), ids);
 }
 
 #[test]
-fn a_job_past_its_time_limit_times_out_and_its_unfinished_runs_are_replanned() {
+fn a_job_past_its_time_limit_times_out_and_leaves_its_unfinished_runs_to_run_again() {
     require_slurm();
     // A one-minute allocation; the app sleeps for fifteen.
     let s = setup("tmo", &sleeping_experiment("slurm-timeout", "1m"));
@@ -352,8 +347,11 @@ fn a_job_past_its_time_limit_times_out_and_its_unfinished_runs_are_replanned() {
     assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Interrupted);
     assert!(RunManifest::read(&job.runs[1].run_dir).unwrap().is_none());
     assert_eq!(
-        runs_to_replan(job, &read_manifests(job).unwrap()).len(),
-        2,
+        support::runs_left_to_run(job),
+        job.runs
+            .iter()
+            .map(|r| r.run_id.clone())
+            .collect::<Vec<_>>(),
         "both runs must run again"
     );
 }
@@ -393,7 +391,7 @@ variants:
         }
     }
     // A failed run is data, not something to run again.
-    assert!(runs_to_replan(job, &read_manifests(job).unwrap()).is_empty());
+    assert_eq!(support::runs_left_to_run(job), Vec::<String>::new());
 }
 
 #[test]

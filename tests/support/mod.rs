@@ -122,13 +122,163 @@ pub fn status(home: &Path, id: &str) -> serde_json::Value {
     serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["experiments"][0].clone()
 }
 
-/// Signals the process group `pgid`, which this test started (a child spawned as its own
-/// group leader, or one whose pid file the test's own run wrote).
+/// A process a test may signal although it did not spawn it: its pid and the start time
+/// `/proc/PID/stat` gave when the test found it, with what it was checked to be. Every
+/// signal re-reads that start time first and is not sent when it changed (the pid now
+/// names another process) — the check the product makes with a job's `job.pid`.
 ///
-/// The rule for every test: signal process groups only through this function, never by
-/// running `kill` with a negative number — procps `kill -KILL -1234` may read the number
-/// as options and become `kill(-1)`, which as root reaches every process on the machine.
-/// `tests/no-stray-signals.sh` (run by `tests/run-all.sh`) fails on any such call.
-pub fn signal_group_we_started(pgid: i32, signal: nix::sys::signal::Signal) {
-    let _ = optgate_sched::signal::signal_group(nix::unistd::Pid::from_raw(pgid), signal);
+/// The rule for every test: signal a child it spawned (`Child::kill`, or its
+/// `child.id()`), or a `CheckedProcess`; signal process groups only through
+/// [`CheckedProcess::signal_group`] (`optgate_sched::signal::signal_group`), never by running
+/// `kill` with a negative number — procps `kill -KILL -1234` may read the number as options
+/// and become `kill(-1)`, which as root reaches every process on the machine.
+/// `tests/no-stray-signals.sh` (run by `tests/run-all.sh`) fails on any other signal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CheckedProcess {
+    pub pid: i32,
+    pub start_time: u64,
+}
+
+/// Start time of `pid` (field 22 of `/proc/PID/stat`, clock ticks since boot) and whether
+/// it is still running (not a zombie); `None` when there is no such process.
+pub fn proc_start_time(pid: i32) -> Option<(u64, bool)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((start, !matches!(state, 'Z' | 'X')))
+}
+
+/// The start time of this test process: whatever the test started began no earlier.
+pub fn own_start_time() -> u64 {
+    proc_start_time(std::process::id() as i32)
+        .expect("/proc/self/stat")
+        .0
+}
+
+impl CheckedProcess {
+    /// The process a product's pid file recorded as `PID START` (a local job's `job.pid`):
+    /// `None` unless that pid still runs with that start time.
+    pub fn recorded(pid: i32, start_time: u64) -> Option<Self> {
+        let me = Self { pid, start_time };
+        me.is_alive().then_some(me)
+    }
+
+    /// The running process `pid`, found now (from a pid file without a start time): it
+    /// must have started no earlier than `not_before` (the start time of what the test
+    /// spawned, see [`proc_start_time`]) and its command line must contain `cmdline_has`.
+    pub fn found(pid: i32, not_before: u64, cmdline_has: &str) -> Result<Self, String> {
+        let (start_time, running) =
+            proc_start_time(pid).ok_or_else(|| format!("no process {pid}"))?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if !running || start_time < not_before || !cmdline.contains(cmdline_has) {
+            return Err(format!(
+                "process {pid} (started at tick {start_time}, running: {running}, command \
+                 line {cmdline:?}) is not the one expected: started from tick {not_before}, \
+                 running `{cmdline_has}`"
+            ));
+        }
+        Ok(Self { pid, start_time })
+    }
+
+    /// The daemon of state directory `home` that `optgate submit` or `optgate daemon`
+    /// started: its pid from `daemon.pid` (waited for), checked to be the `optgate` binary
+    /// of this build, started during this test. Call it right after the command returns.
+    pub fn daemon_of(home: &Path) -> Self {
+        let file = home.join("daemon.pid");
+        let pid: i32 = wait_for(
+            &format!("the daemon's pid in {}", file.display()),
+            std::time::Duration::from_secs(30),
+            || std::fs::read_to_string(&file).ok()?.trim().parse().ok(),
+        );
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        let ours = Path::new(env!("CARGO_BIN_EXE_optgate"))
+            .canonicalize()
+            .unwrap();
+        assert_eq!(
+            exe,
+            ours,
+            "process {pid} of {} is not optgate",
+            file.display()
+        );
+        Self::found(pid, own_start_time(), "daemon").unwrap()
+    }
+
+    /// Whether the process still runs and is the one found (same start time).
+    pub fn is_alive(&self) -> bool {
+        proc_start_time(self.pid) == Some((self.start_time, true))
+    }
+
+    /// Sends `signal` to the process; `false` (nothing sent) when it is gone or its pid
+    /// now names another process.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) -> bool {
+        self.is_alive()
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), signal).is_ok()
+    }
+
+    /// Sends `signal` to the process group this process leads (through
+    /// `optgate_sched::signal::signal_group`); `false` when it is gone, its pid names
+    /// another process, or it leads no group.
+    pub fn signal_group(&self, signal: nix::sys::signal::Signal) -> bool {
+        let pid = nix::unistd::Pid::from_raw(self.pid);
+        self.is_alive()
+            && nix::unistd::getpgid(Some(pid)) == Ok(pid)
+            && optgate_sched::signal::signal_group(pid, signal).is_ok()
+    }
+
+    /// Waits (bounded) until the process has ended.
+    pub fn wait_gone(&self, what: &str) {
+        wait_for(what, std::time::Duration::from_secs(30), || {
+            (!self.is_alive()).then_some(())
+        })
+    }
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, and returns that; fails the test
+/// with `what` when `deadline` passes first. The one way a test waits for a condition
+/// (never a sleep before an assertion).
+pub fn wait_for<T>(
+    what: &str,
+    deadline: std::time::Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let give_up = std::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "gave up after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Each run of `job` with the outcome its `manifest.json` says (`None`: no manifest), in
+/// the job's order. This is what the engine reads when a job ends (`jobplan::outcomes`):
+/// a run whose outcome is final (completed, failed, timed out) is kept; every other run
+/// goes back to pending and runs again in the job's next attempt.
+pub fn run_outcomes(job: &optgate_sched::JobSpec) -> Vec<(String, Option<optgate_sched::Outcome>)> {
+    job.runs
+        .iter()
+        .map(|r| {
+            let m = optgate_sched::RunManifest::read(&r.run_dir)
+                .unwrap_or_else(|e| panic!("{}: {e}", r.run_dir.display()));
+            (r.run_id.clone(), m.map(|m| m.outcome))
+        })
+        .collect()
+}
+
+/// The runs of `job` the engine would run again after it ended: those without a final
+/// outcome in their manifest (see [`run_outcomes`]).
+pub fn runs_left_to_run(job: &optgate_sched::JobSpec) -> Vec<String> {
+    run_outcomes(job)
+        .into_iter()
+        .filter(|(_, o)| !o.is_some_and(|o| o.is_final()))
+        .map(|(id, _)| id)
+        .collect()
 }

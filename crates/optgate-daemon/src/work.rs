@@ -9,7 +9,7 @@ use std::sync::Arc;
 use optgate_experiment::{Experiment, Plan, PlannedBlock};
 use optgate_runner::Layout;
 use optgate_runner::jobs::block_jobs;
-use optgate_sched::{JobSpec, Scheduler, replan};
+use optgate_sched::{JobSpec, Scheduler};
 use optgate_stats::{SequentialPlan, StagedPlan};
 use optgate_store::{BlockRow, ExperimentRow, JobRow, NewRun};
 
@@ -162,12 +162,39 @@ impl Work {
         Ok(spec)
     }
 
-    /// The name of attempt `attempt` of an original job.
+    /// The name of attempt `attempt` of an original job: the first attempt keeps the
+    /// original name, attempt N ≥ 2 is `<original>+r<N>` (so the first retry is `+r2`).
     pub fn attempt_name(original: &str, attempt: u32) -> String {
         if attempt <= 1 {
             original.to_string()
         } else {
-            replan::retry_name(original, attempt)
+            retry_name(original, attempt)
         }
+    }
+}
+
+/// The name of the `attempt`-th attempt of a resubmitted job. `+` cannot occur in
+/// optgate's own names (experiment and arm names are letters, digits, `_`, `-`, `.`), so a
+/// retry can never take the name of another block's or run's job, and `find_by_name` after
+/// a crash finds exactly this attempt.
+fn retry_name(original: &str, attempt: u32) -> String {
+    format!("{original}+r{attempt}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Work;
+
+    #[test]
+    fn the_first_attempt_keeps_its_name_and_a_retry_is_named_for_its_attempt() {
+        assert_eq!(Work::attempt_name("og-e1-b003", 0), "og-e1-b003");
+        assert_eq!(Work::attempt_name("og-e1-b003", 1), "og-e1-b003");
+        assert_eq!(Work::attempt_name("og-e1-b003", 2), "og-e1-b003+r2");
+        assert_eq!(Work::attempt_name("og-e1-b003", 3), "og-e1-b003+r3");
+        // No attempt's name is another's, nor another block's job's.
+        let names: std::collections::BTreeSet<String> = (1..=4)
+            .flat_map(|a| ["og-e1-b003", "og-e1-b004"].map(|n| Work::attempt_name(n, a)))
+            .collect();
+        assert_eq!(names.len(), 8, "{names:?}");
     }
 }

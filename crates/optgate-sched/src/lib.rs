@@ -17,7 +17,6 @@ pub mod local_backend;
 pub mod manifest;
 pub mod poll;
 pub mod process;
-pub mod replan;
 pub mod script;
 pub mod shell;
 pub mod signal;
