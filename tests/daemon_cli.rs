@@ -548,8 +548,10 @@ fn clients_that_never_read_neither_grow_nor_hold_up_the_daemon() {
 }
 
 /// `optgate daemon stop` does not wait for a scheduler that hangs: with an `sbatch` on
-/// PATH that never answers, the stop ends the hung command and the daemon exits (before,
-/// the call ran to its 120 s deadline and then retried with back-off for minutes).
+/// PATH that never answers (it sleeps for ever), the stop ends the hung command and the
+/// daemon exits (before, the call ran to its 120 s deadline and then retried with back-off
+/// for minutes). The proof is the hung `sbatch` itself: gone when the daemon has exited,
+/// which only a signal can do to it.
 #[test]
 fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
     use std::os::unix::fs::PermissionsExt;
@@ -561,7 +563,10 @@ fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
     let sbatch = bin.join("sbatch");
     std::fs::write(
         &sbatch,
-        format!("#!/bin/sh\ntouch '{}'\nexec sleep 600\n", mark.display()),
+        format!(
+            "#!/bin/sh\necho $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'\nexec sleep infinity\n",
+            mark.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -593,18 +598,28 @@ fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
         assert!(start.elapsed() < DEADLINE, "{}", stderr(&o));
         std::thread::sleep(Duration::from_millis(100));
     }
-    while !mark.exists() {
-        assert!(start.elapsed() < DEADLINE, "sbatch was never called");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let asked = Instant::now();
+    // The hung sbatch, started by the daemon this test spawned.
+    let pid = wait_for("sbatch to be called", DEADLINE, || {
+        std::fs::read_to_string(&mark).ok()?.trim().parse().ok()
+    });
+    let not_before = proc_start_time(daemon.id() as i32).unwrap().0;
+    let hung = CheckedProcess::found(pid, not_before, "sleep").unwrap();
     let o = cli(&home, &["daemon", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(daemon.wait().unwrap().code(), Some(0));
-    let took = asked.elapsed();
-    eprintln!("daemon stop with sbatch hanging took {took:?}");
-    // The bound is loose on purpose (a busy machine); the point is "not minutes".
-    assert!(took < Duration::from_secs(60), "{took:?}");
+    let code = wait_for(
+        "the daemon to exit after `daemon stop` while sbatch hangs",
+        DEADLINE,
+        || daemon.try_wait().unwrap(),
+    )
+    .code();
+    let ended_by_the_stop = !hung.is_alive();
+    // Never leave the sleeper behind, whatever the outcome.
+    hung.signal(nix::sys::signal::Signal::SIGKILL);
+    assert_eq!(code, Some(0));
+    assert!(
+        ended_by_the_stop,
+        "the daemon exited leaving its hung sbatch running: {hung:?}"
+    );
 }
 
 /// A look that fails the same way at every pass (here its samples file cannot be written:

@@ -462,15 +462,15 @@ fn the_daemon_sets_a_governor_variant_the_same_way() {
         .spawn()
         .unwrap();
     let _guard = StopOnDrop(home.clone());
-    let start = std::time::Instant::now();
-    let id = loop {
-        let o = cli(&home, &["submit", p.to_str().unwrap(), "--no-start"]);
-        if o.status.code() == Some(0) {
-            break stdout(&o).trim().to_string();
-        }
-        assert!(start.elapsed().as_secs() < 300, "{}", stderr(&o));
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    // The daemon takes the submission once its socket is up.
+    let id = wait_for(
+        "the daemon to accept the submission",
+        std::time::Duration::from_secs(300),
+        || {
+            let o = cli(&home, &["submit", p.to_str().unwrap(), "--no-start"]);
+            (o.status.code() == Some(0)).then(|| stdout(&o).trim().to_string())
+        },
+    );
     let o = cli(&home, &["status", &id, "--watch"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = status(&home, &id);

@@ -449,13 +449,32 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let tool = dir.path().join("rocm-smi");
-        std::fs::write(&tool, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        let pid_file = dir.path().join("pid");
+        // The tool records its pid, then hangs for an hour (exec keeps the pid).
+        std::fs::write(
+            &tool,
+            format!(
+                "#!/bin/sh\necho $$ > '{}'\nexec sleep 3600\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let started = Instant::now();
         let scan = scan(dir.path().to_str().unwrap(), Duration::from_millis(300));
-        assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(scan.tools_found, vec!["rocm-smi"]);
         assert!(scan.gpus.is_empty());
-        assert!(scan.notes[0].contains("did not finish"), "{:?}", scan.notes);
+        assert!(
+            scan.notes[0].contains("did not finish") && scan.notes[0].contains("was killed"),
+            "{:?}",
+            scan.notes
+        );
+        // The scan returned because it killed the tool, not because the tool ended: the
+        // tool ran, and no process with its pid is left (it was killed and reaped).
+        let pid = std::fs::read_to_string(&pid_file).expect("the tool ran");
+        let pid = pid.trim();
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the hung tool {pid} is still there"
+        );
     }
 }
