@@ -204,3 +204,163 @@ pub fn exclusive_nodes(exp: &optgate_experiment::Experiment) -> bool {
         .exclusive
         .unwrap_or(exp.design == Design::Blocked)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use optgate_experiment::Plan;
+
+    /// A Slurm experiment: the baseline on 1 CPU, `wide` on 2 nodes × 4 tasks × 6 CPUs
+    /// with a GPU each, `env` on 1 CPU; `extra` is appended at the top level.
+    fn experiment(extra: &str) -> Experiment {
+        experiment_with(
+            "scheduler: { kind: slurm, queue: batch, account: acc }",
+            extra,
+        )
+    }
+
+    /// [`experiment`] with its own `scheduler` line.
+    fn experiment_with(scheduler: &str, extra: &str) -> Experiment {
+        let yaml = format!(
+            "name: t\napp: {{ command: [app], time_limit: 2m }}\n\
+             metric: {{ pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }}\n\
+             {scheduler}\n{extra}\
+             replicates: 6\nvariants:\n\
+             \x20 - {{ name: wide, dimension: l2_threading_model, launcher: {{ nodes: 2, tasks_per_node: 4, cpus_per_task: 6, gpus_per_task: 1 }} }}\n\
+             \x20 - {{ name: env, dimension: l2_threading_model, env: {{ X: '1' }} }}\n"
+        );
+        optgate_experiment::load_str(&yaml, Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment
+    }
+
+    fn layout() -> Layout {
+        Layout::new("/scratch/og/t/e1")
+    }
+
+    fn block(plan: &Plan, index: u32) -> &PlannedBlock {
+        &plan.blocks[index as usize - 1]
+    }
+
+    #[test]
+    fn a_blocked_block_is_one_job_of_its_runs_in_the_block_order() {
+        let exp = experiment("");
+        let plan = Plan::for_experiment(&exp);
+        let layout = layout();
+        for index in [1, 3, 6] {
+            let b = block(&plan, index);
+            let jobs = block_jobs(&exp, b, &layout, "e1", Path::new("/opt/og/optgate"));
+            assert_eq!(jobs.len(), 1, "one job per block");
+            let job = &jobs[0];
+            let name = format!("og-e1-b{index:03}");
+            assert_eq!(job.name, name);
+            assert_eq!(job.dir, layout.job_dir(&name));
+            // Every arm once, in the block's recorded order, each in its own directory.
+            let arms: Vec<&str> = job.runs.iter().map(|r| r.arm.as_str()).collect();
+            assert_eq!(arms, b.order, "block {index}");
+            for r in &job.runs {
+                assert_eq!(r.run_id, format!("b{index:03}-{}", r.arm));
+                assert_eq!(r.run_dir, layout.run_dir(&r.run_id));
+                assert_eq!((r.block, r.replicate), (index, index));
+                assert_eq!(r.time_limit, Some(Duration::from_secs(120)));
+            }
+            // Each run keeps its own launch shape; the allocation fits the largest.
+            let wide = job.runs.iter().find(|r| r.arm == "wide").unwrap();
+            assert_eq!(
+                (
+                    wide.nodes,
+                    wide.tasks_per_node,
+                    wide.cpus_per_task,
+                    wide.gpus_per_task
+                ),
+                (2, 4, 6, 1)
+            );
+            let base = job.runs.iter().find(|r| r.arm == "baseline").unwrap();
+            assert_eq!(
+                (base.nodes, base.cpus_per_task, base.gpus_per_task),
+                (1, 1, 0)
+            );
+            assert_eq!(
+                (
+                    job.nodes,
+                    job.tasks_per_node,
+                    job.cpus_per_task,
+                    job.gpus_per_task
+                ),
+                (2, 4, 6, 1)
+            );
+            // No allocation limit given: each run's 2 minutes, three runs, plus the slack.
+            assert_eq!(
+                job.time_limit,
+                3 * Duration::from_secs(120) + ALLOCATION_SLACK
+            );
+            assert_eq!(job.queue.as_deref(), Some("batch"));
+            assert_eq!(job.account.as_deref(), Some("acc"));
+            assert!(job.exclusive, "a blocked design takes whole nodes");
+            assert_eq!(job.optgate_bin, Path::new("/opt/og/optgate"));
+        }
+    }
+
+    #[test]
+    fn an_independent_block_is_one_job_per_run_named_for_the_run() {
+        let exp = experiment("design: independent\n");
+        let plan = Plan::for_experiment(&exp);
+        let layout = layout();
+        let b = block(&plan, 2);
+        let jobs = block_jobs(&exp, b, &layout, "e1", Path::new("/bin/optgate"));
+        assert_eq!(jobs.len(), 3, "one job per run");
+        for (job, arm) in jobs.iter().zip(&b.order) {
+            let run_id = format!("b002-{arm}");
+            assert_eq!(job.name, format!("og-e1-{run_id}"));
+            assert_eq!(job.dir, layout.job_dir(&job.name));
+            assert_eq!(job.runs.len(), 1);
+            assert_eq!(job.runs[0].run_id, run_id);
+            assert_eq!(job.runs[0].run_dir, layout.run_dir(&run_id));
+            // Sized for its own run only.
+            let want = if arm == "wide" { (2, 6, 1) } else { (1, 1, 0) };
+            assert_eq!(
+                (job.nodes, job.cpus_per_task, job.gpus_per_task),
+                want,
+                "{arm}"
+            );
+            assert_eq!(job.time_limit, Duration::from_secs(120) + ALLOCATION_SLACK);
+            assert!(!job.exclusive, "independent runs share nodes by default");
+        }
+    }
+
+    #[test]
+    fn a_jobs_script_runs_exec_run_for_each_of_its_runs_in_order() {
+        let exp = experiment("");
+        let plan = Plan::for_experiment(&exp);
+        let layout = layout();
+        let b = block(&plan, 4);
+        let job = block_jobs(&exp, b, &layout, "e1", Path::new("/bin/optgate")).remove(0);
+        let script = optgate_sched::slurm::render_script(&job).unwrap();
+        let runs: Vec<String> = script
+            .lines()
+            .filter(|l| l.contains(" exec-run "))
+            .map(|l| {
+                let dir = l.split(" exec-run ").nth(1).unwrap().split(" -- ").next();
+                dir.unwrap().trim_matches('\'').to_string()
+            })
+            .collect();
+        let want: Vec<String> = b
+            .order
+            .iter()
+            .map(|arm| {
+                let id = format!("b004-{arm}");
+                layout.run_dir(&id).display().to_string()
+            })
+            .collect();
+        assert_eq!(runs, want, "{script}");
+    }
+
+    #[test]
+    fn an_allocation_limit_given_is_used_as_it_is() {
+        let exp = experiment_with("scheduler: { kind: slurm, time_limit: 7m }", "");
+        let plan = Plan::for_experiment(&exp);
+        let job = block_jobs(&exp, block(&plan, 1), &layout(), "e1", Path::new("/x")).remove(0);
+        assert_eq!(job.time_limit, Duration::from_secs(7 * 60));
+        assert_eq!(job.queue, None);
+    }
+}
