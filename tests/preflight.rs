@@ -332,14 +332,15 @@ fn governor_is_restored_after_optgate_is_killed_mid_run() {
 }
 
 /// The app whose pid its run's `pid` file holds (`echo $$ > pid` creates the file before
-/// it writes: waited for), checked to be the governor app started since `not_before`.
+/// it writes: waited for), checked to be that run's script started since `not_before`.
 fn app_of(pid_file: &Path, not_before: u64) -> CheckedProcess {
     let pid = wait_for(
         &format!("a pid in {}", pid_file.display()),
         std::time::Duration::from_secs(5),
         || std::fs::read_to_string(pid_file).ok()?.trim().parse().ok(),
     );
-    CheckedProcess::found(pid, not_before, "governor-seen").unwrap()
+    let script = pid_file.with_file_name("run.sh");
+    CheckedProcess::found(pid, not_before, &script.display().to_string()).unwrap()
 }
 
 /// SIGKILL to the process group of every local job of the execution in `out` that still

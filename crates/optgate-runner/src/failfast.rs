@@ -118,3 +118,180 @@ fn excerpt(layout: &Layout, r: &RunResult, file: Option<&str>) -> String {
         None => joined,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const PATTERN: &str = r"epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s";
+
+    fn experiment() -> Experiment {
+        let yaml = format!(
+            "name: t\napp: {{ command: [app] }}\nmetric: {{ pattern: '{PATTERN}' }}\n\
+             replicates: 6\nvariants:\n\
+             \x20 - {{ name: v, dimension: l2_threading_model, env: {{ X: '1' }} }}\n\
+             \x20 - {{ name: w, dimension: l2_threading_model, env: {{ X: '2' }} }}\n"
+        );
+        optgate_experiment::load_str(&yaml, Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment
+    }
+
+    fn run(block: u32, arm: &str, status: RunStatus) -> RunResult {
+        RunResult {
+            id: format!("b{block:03}-{arm}"),
+            arm: arm.into(),
+            block,
+            replicate: block,
+            status,
+            epochs: Default::default(),
+            system_value: None,
+            resources: None,
+            host: None,
+            elapsed_s: None,
+            interval: None,
+            conditions: None,
+            trace_categories: None,
+            stderr_tail: None,
+            evidence: None,
+        }
+    }
+
+    fn ok(block: u32, arm: &str) -> RunResult {
+        run(block, arm, RunStatus::Complete)
+    }
+
+    fn failed(block: u32, arm: &str, reason: &str) -> RunResult {
+        run(
+            block,
+            arm,
+            RunStatus::Failed {
+                reason: reason.into(),
+            },
+        )
+    }
+
+    fn no_match(block: u32, arm: &str) -> RunResult {
+        failed(
+            block,
+            arm,
+            &format!("stdout: the pattern `{PATTERN}` never matched"),
+        )
+    }
+
+    /// A layout in `dir` whose run `b001-baseline` printed `stdout`.
+    fn layout_with_output(dir: &Path, stdout: &str) -> Layout {
+        let layout = Layout::new(dir);
+        let run = layout.run_dir("b001-baseline");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join(STDOUT_FILE), stdout).unwrap();
+        layout
+    }
+
+    #[test]
+    fn a_pattern_that_matched_nothing_in_any_run_stops_the_experiment_quoting_the_output() {
+        let exp = experiment();
+        let dir = tempfile::tempdir().unwrap();
+        let layout = layout_with_output(dir.path(), "\nepoch 1: 0.5s\n\nepoch 2: 0.6s\n");
+        let done = [no_match(1, "baseline"), no_match(1, "v"), no_match(1, "w")];
+        let verdict = judge(&exp, &layout, 1, &done);
+        let why = verdict.stop_experiment.expect("the experiment stops");
+        assert!(
+            why.starts_with("stopped after block 1: the metric pattern"),
+            "{why}"
+        );
+        assert!(why.contains(PATTERN), "{why}");
+        assert!(why.contains("run b001-baseline"), "{why}");
+        assert!(
+            why.ends_with("its output begins: epoch 1: 0.5s | epoch 2: 0.6s"),
+            "{why}"
+        );
+        assert!(verdict.stop_arms.is_empty());
+    }
+
+    #[test]
+    fn one_completed_run_anywhere_means_the_pattern_works() {
+        let exp = experiment();
+        let dir = tempfile::tempdir().unwrap();
+        let layout = layout_with_output(dir.path(), "");
+        // The variant's output does not match (it prints something else): that variant
+        // stops, the experiment goes on.
+        let done = [ok(1, "baseline"), no_match(1, "v"), ok(1, "w")];
+        let verdict = judge(&exp, &layout, 1, &done);
+        assert_eq!(verdict.stop_experiment, None);
+        assert_eq!(verdict.stop_arms.keys().collect::<Vec<_>>(), ["v"]);
+    }
+
+    #[test]
+    fn a_variant_none_of_whose_runs_completed_stops_and_only_it() {
+        let exp = experiment();
+        let layout = Layout::new("/nonexistent");
+        let mut broken = failed(2, "w", "exit code 3");
+        broken.stderr_tail = Some("segfault".into());
+        let done = [
+            ok(1, "baseline"),
+            failed(1, "w", "exit code 3"),
+            ok(1, "v"),
+            ok(2, "baseline"),
+            broken,
+            ok(2, "v"),
+        ];
+        let verdict = judge(&exp, &layout, 2, &done);
+        assert_eq!(verdict.stop_experiment, None);
+        assert_eq!(verdict.stop_arms.len(), 1, "{verdict:?}");
+        let why = &verdict.stop_arms["w"];
+        assert_eq!(
+            why,
+            "stopped after block 2: every run of `w` so far failed (2 of 2) — run b001-w: exit code 3"
+        );
+    }
+
+    #[test]
+    fn a_baseline_none_of_whose_runs_completed_stops_the_experiment() {
+        let exp = experiment();
+        let layout = Layout::new("/nonexistent");
+        let mut base = failed(1, "baseline", "exit code 1");
+        base.stderr_tail = Some("no such file".into());
+        let done = [base, ok(1, "v"), ok(1, "w")];
+        let verdict = judge(&exp, &layout, 1, &done);
+        let why = verdict.stop_experiment.expect("the experiment stops");
+        assert!(
+            why.contains("every run of `baseline` so far failed (1 of 1)"),
+            "{why}"
+        );
+        assert!(
+            why.ends_with("exit code 1; its stderr ends: no such file"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn an_arm_with_one_completed_run_goes_on_whatever_else_failed() {
+        let exp = experiment();
+        let layout = Layout::new("/nonexistent");
+        let done = [
+            ok(1, "baseline"),
+            failed(1, "v", "exit code 3"),
+            failed(2, "v", "exit code 3"),
+            ok(3, "v"),
+            ok(1, "w"),
+        ];
+        assert_eq!(judge(&exp, &layout, 3, &done), FailFast::default());
+    }
+
+    #[test]
+    fn an_arm_whose_runs_did_not_all_fail_goes_on() {
+        let exp = experiment();
+        let layout = Layout::new("/nonexistent");
+        // Boundaries: one failed run beside one not run (not all of them failed), and no
+        // runs at all.
+        let done = [
+            ok(1, "baseline"),
+            failed(1, "v", "exit 1"),
+            run(1, "v", RunStatus::NotRun),
+        ];
+        assert_eq!(judge(&exp, &layout, 1, &done), FailFast::default());
+        assert_eq!(judge(&exp, &layout, 1, &[]), FailFast::default());
+    }
+}
