@@ -320,6 +320,8 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again(
     // The run in progress says it was interrupted (so it is never counted); the one that
     // never started has no manifest. Neither outcome is final, so the engine puts both
     // back to pending for the block's next attempt (`og-…+r2`, tested through the daemon).
+    // (The job may be gone from the queue before the run has written its manifest.)
+    assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Interrupted);
     let ids: Vec<String> = job.runs.iter().map(|r| r.run_id.clone()).collect();
     assert_eq!(
         support::run_outcomes(job),
