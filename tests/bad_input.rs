@@ -769,3 +769,21 @@ variants:
     );
     assert!(root.join("report.json").exists());
 }
+
+/// A misspelt required key (`app.comand`) is reported with the key it leaves missing, and
+/// hides nothing after it: the misspelt key in `variants[0]` is reported too.
+#[test]
+fn validate_goes_past_a_missing_required_key() {
+    let yaml = fake_app_experiment("x", "    governer: performance\n")
+        .replace("  command: [bash", "  comand: [bash");
+    let (code, err) = validate(&yaml);
+    assert_eq!(code, Some(2), "{err}");
+    for expected in [
+        "exp.yaml:3:3: error: app: unknown key `comand`",
+        "exp.yaml:2:1: error: app: missing required key `command`",
+        "exp.yaml:11:5: error: variants[0]: unknown key `governer`",
+        "3 errors in the experiment file",
+    ] {
+        assert!(err.contains(expected), "no `{expected}` in:\n{err}");
+    }
+}

@@ -216,73 +216,207 @@ impl MarkedEventReceiver for Prescan {
 /// in one go without an unbounded number of retries.
 pub const MAX_DESERIALIZE_ERRORS: usize = 20;
 
-/// Like [`from_str`], but reports every unknown key and badly typed value at once rather
-/// than the first only (serde stops at the first). After each error the offending entry is
-/// removed from an already parsed copy of the document and deserialisation is tried
-/// again, at most [`MAX_DESERIALIZE_ERRORS`] times; each attempt is linear in the input.
+/// Most deserialisations [`from_str_all`] tries in all: each reported problem takes one,
+/// a missing key a few more (one per placeholder tried, [`placeholder`]).
+const MAX_ATTEMPTS: usize = 4 * MAX_DESERIALIZE_ERRORS;
+
+/// Like [`from_str`], but reports every unknown key, badly typed value and missing key at
+/// once rather than the first only (serde stops at the first). After each error the
+/// document (an already parsed copy) is mended past it — an unknown key or bad value
+/// removed, a missing key filled with a placeholder — and deserialisation is tried again,
+/// at most [`MAX_ATTEMPTS`] times, each linear in the input. Problems of what the mending
+/// itself put there are never reported.
 pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>> {
     let first = match from_str::<T>(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
-    let mut errors = vec![first];
     // A syntax error (or a limit) leaves nothing to retry on.
-    let Ok(mut doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
-        return Err(errors);
+    let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
+        return Err(vec![first]);
     };
-    let locator = Locator::index(text);
-    while errors.len() < MAX_DESERIALIZE_ERRORS {
-        let last = &errors[errors.len() - 1].message;
-        let Some(path) = offending_path(last) else {
-            break;
-        };
-        if !remove_path(&mut doc, &path) {
+    let mut search = ErrorSearch {
+        doc,
+        locator: Locator::index(text),
+        mended: HashMap::new(),
+    };
+    let mut last = first.message.clone();
+    let mut errors = vec![first];
+    for _ in 0..MAX_ATTEMPTS {
+        if errors.len() >= MAX_DESERIALIZE_ERRORS || !search.mend_past(&last) {
             break;
         }
-        // Through text again: serde_yaml names the path of an error (`app.count: …`) only
-        // when it deserialises from text. Locations come from the original text's locator.
-        let Ok(again) = serde_yaml::to_string(&doc) else {
+        let Some(message) = search.next_error::<T>() else {
             break;
         };
-        match serde_yaml::from_str::<T>(&again) {
-            Ok(_) => break,
-            Err(e) => {
-                let message = tidy_serde_message(
-                    &e.to_string(),
-                    e.location().map(|l| Location {
-                        line: l.line(),
-                        column: l.column(),
-                    }),
-                );
-                // Removing a required entry that had a bad value makes it "missing": that
-                // is the same problem again, already reported.
-                let removed = path.rsplit('.').next().unwrap_or(&path);
-                if message.contains(&format!("missing field `{removed}`")) {
-                    break;
-                }
-                let location = error_path(&message).and_then(|p| {
-                    if message.contains("unknown field `") {
-                        locator.key(&offending_path(&message).unwrap_or(p))
-                    } else {
-                        locator.value(&p)
-                    }
-                });
-                // The entry just blanked is still wrong (an element that must be a mapping
-                // cannot be null either): its problem is already reported.
-                if errors.iter().any(|x| x.message == message)
-                    || error_path(&message).as_deref() == Some(path.as_str())
-                {
-                    break;
-                }
-                errors.push(YamlError { location, message });
+        if !search.is_of_mending(&message) {
+            // The same problem again: mending made no progress.
+            if errors.iter().any(|x| x.message == message) {
+                break;
             }
+            let location = search.location_of(&message);
+            errors.push(YamlError {
+                location,
+                message: message.clone(),
+            });
         }
+        last = message;
     }
     Err(errors)
 }
 
+/// What one serde message says is wrong, by the full path of the entry it is about.
+#[derive(Debug, PartialEq)]
+enum Problem {
+    /// A key the type does not have: `a.b` for "a: unknown field `b`".
+    Unknown(String),
+    /// A required key that is not there: `a.b` for "a: missing field `b`".
+    Missing(String),
+    /// A value of the wrong type or content.
+    Bad(String),
+}
+
+impl Problem {
+    /// None for a message with no path to act on (a document that is not a mapping).
+    fn of(message: &str) -> Option<Problem> {
+        let path = error_path(message)?;
+        let named = |marker: &str| {
+            let rest = message.split(marker).nth(1)?;
+            let key = rest.split('`').next()?;
+            Some(join_path(&path, key))
+        };
+        if message.contains("missing field `") {
+            return named("missing field `").map(Problem::Missing);
+        }
+        if message.contains("unknown field `") {
+            return named("unknown field `").map(Problem::Unknown);
+        }
+        (!path.is_empty()).then_some(Problem::Bad(path))
+    }
+
+    fn path(&self) -> &str {
+        match self {
+            Problem::Unknown(p) | Problem::Missing(p) | Problem::Bad(p) => p,
+        }
+    }
+}
+
+fn join_path(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// Whether `path` is `ancestor` or lies inside it (`a.b`, `a.b.c`, `a.b[0]` for `a.b`).
+fn is_within(path: &str, ancestor: &str) -> bool {
+    path.strip_prefix(ancestor)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// The document being mended and what was changed in it.
+struct ErrorSearch {
+    doc: serde_yaml::Value,
+    /// Locations are those of the original text (the mended one is never shown).
+    locator: Locator,
+    /// Each path removed (None) or filled with placeholder number `i` (Some(i)).
+    mended: HashMap<String, Option<usize>>,
+}
+
+impl ErrorSearch {
+    /// Changes the document so that deserialisation can go past the problem `message`
+    /// names; false when it cannot be mended (no path, or no placeholder fits).
+    fn mend_past(&mut self, message: &str) -> bool {
+        let Some(problem) = Problem::of(message) else {
+            return false;
+        };
+        let path = problem.path().to_string();
+        let placeholder_number = match (&problem, self.mended.get(&path)) {
+            (Problem::Unknown(_), _) => None,
+            (Problem::Missing(_), _) => Some(0),
+            // A placeholder of the wrong type: the next one.
+            (Problem::Bad(_), Some(Some(i))) => Some(i + 1),
+            // A bad value in a mapping is removed (its default applies, or it is missing
+            // and filled); an element of a list is replaced, keeping the later elements'
+            // positions (and paths).
+            (Problem::Bad(_), _) if path.ends_with(']') => Some(0),
+            (Problem::Bad(_), _) => None,
+        };
+        let done = match placeholder_number {
+            None => set_path(&mut self.doc, &path, None),
+            Some(i) => match placeholder(i, message) {
+                Some(value) => set_path(&mut self.doc, &path, Some(value)),
+                None => false,
+            },
+        };
+        if done {
+            self.mended.insert(path, placeholder_number);
+        }
+        done
+    }
+
+    /// Deserialises the mended document; its first error's message, None when it fits.
+    fn next_error<T: DeserializeOwned>(&self) -> Option<String> {
+        // Through text: serde_yaml names the path of an error (`app.count: …`) only when
+        // it deserialises from text.
+        let again = serde_yaml::to_string(&self.doc).ok()?;
+        let e = serde_yaml::from_str::<T>(&again).err()?;
+        let location = e.location().map(|l| Location {
+            line: l.line(),
+            column: l.column(),
+        });
+        Some(tidy_serde_message(&e.to_string(), location))
+    }
+
+    /// Whether `message` is about what mending changed (a placeholder of the wrong type,
+    /// a required key whose bad value was removed): its problem is already reported.
+    fn is_of_mending(&self, message: &str) -> bool {
+        Problem::of(message)
+            .is_some_and(|p| self.mended.keys().any(|mended| is_within(p.path(), mended)))
+    }
+
+    /// Where in the original text `message` points: the key of an unknown key, the value
+    /// of a bad one, the key of the mapping that lacks a missing one.
+    fn location_of(&self, message: &str) -> Option<Location> {
+        let parent = error_path(message)?;
+        match Problem::of(message)? {
+            Problem::Unknown(key) => self.locator.key(&key),
+            // As serde_yaml places it when it is the first problem: the document's start.
+            Problem::Missing(_) if parent.is_empty() => Some(Location { line: 1, column: 1 }),
+            Problem::Missing(_) => self.locator.key(&parent),
+            Problem::Bad(_) => self.locator.value(&parent),
+        }
+    }
+}
+
+/// The `i`th value tried for a missing or badly typed entry, until one deserialises: the
+/// empty value of each YAML type, then the first name an enum's message lists (`unknown
+/// variant ``, expected one of `a`, `b`` → `a`).
+fn placeholder(i: usize, message: &str) -> Option<serde_yaml::Value> {
+    use serde_yaml::Value;
+    let empty = [
+        Value::String(String::new()),
+        Value::Mapping(serde_yaml::Mapping::new()),
+        Value::Sequence(Vec::new()),
+        Value::Number(0.into()),
+        Value::Bool(false),
+    ];
+    if let Some(value) = empty.get(i) {
+        return Some(value.clone());
+    }
+    if i > empty.len() {
+        return None;
+    }
+    let listed = message
+        .split_once("expected one of `")
+        .or(message.split_once("expected `"))?;
+    let name = listed.1.split('`').next()?;
+    Some(Value::String(name.to_string()))
+}
+
 /// The `a.b[2].c` path serde_yaml puts before its message (`a.b[2].c: invalid type …`),
-/// None for an error at the document's top level.
+/// the empty path for an error at the document's top level, None for a message without.
 fn error_path(message: &str) -> Option<String> {
     const ROOT: [&str; 5] = [
         "unknown field",
@@ -298,42 +432,12 @@ fn error_path(message: &str) -> Option<String> {
     (!path.contains(' ')).then(|| path.to_string())
 }
 
-/// The entry to drop so that deserialisation can go on past `message`: the unknown key
-/// itself, or the badly typed value. None when dropping cannot help (a missing key).
-fn offending_path(message: &str) -> Option<String> {
-    let path = error_path(message)?;
-    if message.contains("missing field") {
-        return None;
-    }
-    if let Some(rest) = message.split("unknown field `").nth(1) {
-        let key = rest.split('`').next()?;
-        return Some(if path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{path}.{key}")
-        });
-    }
-    (!path.is_empty()).then_some(path)
-}
-
-/// Removes the entry at `path` (`a.b[2].c`) from `doc`; false when it is not there.
-fn remove_path(doc: &mut serde_yaml::Value, path: &str) -> bool {
-    let mut parts: Vec<PathPart> = Vec::new();
-    for segment in path.split('.') {
-        let (key, indices) = match segment.find('[') {
-            Some(i) => (&segment[..i], &segment[i..]),
-            None => (segment, ""),
-        };
-        if !key.is_empty() {
-            parts.push(PathPart::Key(key.to_string()));
-        }
-        for idx in indices.split('[').filter(|s| !s.is_empty()) {
-            match idx.trim_end_matches(']').parse() {
-                Ok(i) => parts.push(PathPart::Index(i)),
-                Err(_) => return false,
-            }
-        }
-    }
+/// Sets the entry at `path` (`a.b[2].c`) of `doc` to `value`, or removes it (None; only
+/// from a mapping). False when its parent is not there, or it is not there to remove.
+fn set_path(doc: &mut serde_yaml::Value, path: &str, value: Option<serde_yaml::Value>) -> bool {
+    let Some(parts) = path_parts(path) else {
+        return false;
+    };
     let Some((last, parents)) = parts.split_last() else {
         return false;
     };
@@ -349,15 +453,36 @@ fn remove_path(doc: &mut serde_yaml::Value, path: &str) -> bool {
             None => return false,
         }
     }
-    match (last, node) {
-        (PathPart::Key(k), serde_yaml::Value::Mapping(m)) => m.remove(k.as_str()).is_some(),
-        // Keep the positions of later elements (and their paths): blank it instead.
-        (PathPart::Index(i), serde_yaml::Value::Sequence(s)) if *i < s.len() => {
-            s[*i] = serde_yaml::Value::Null;
+    match (last, node, value) {
+        (PathPart::Key(k), serde_yaml::Value::Mapping(m), None) => m.remove(k.as_str()).is_some(),
+        (PathPart::Key(k), serde_yaml::Value::Mapping(m), Some(v)) => {
+            m.insert(serde_yaml::Value::String(k.clone()), v);
+            true
+        }
+        (PathPart::Index(i), serde_yaml::Value::Sequence(s), Some(v)) if *i < s.len() => {
+            s[*i] = v;
             true
         }
         _ => false,
     }
+}
+
+/// `a.b[2].c` → `[Key(a), Key(b), Index(2), Key(c)]`; None for a malformed index.
+fn path_parts(path: &str) -> Option<Vec<PathPart>> {
+    let mut parts = Vec::new();
+    for segment in path.split('.') {
+        let (key, indices) = match segment.find('[') {
+            Some(i) => (&segment[..i], &segment[i..]),
+            None => (segment, ""),
+        };
+        if !key.is_empty() {
+            parts.push(PathPart::Key(key.to_string()));
+        }
+        for idx in indices.split('[').filter(|s| !s.is_empty()) {
+            parts.push(PathPart::Index(idx.trim_end_matches(']').parse().ok()?));
+        }
+    }
+    Some(parts)
 }
 
 enum PathPart {
@@ -703,15 +828,92 @@ mod tests {
             ],
             "{errors:#?}"
         );
-        // A whole element of the wrong type is reported once, never again as "null" after
-        // it was blanked.
+        // A whole element of the wrong type is reported once, never again for the
+        // placeholder put in its stead, and does not hide a later bad element.
         let text = "name: x\napp: { command: a }\nitems: [oops, { command: c }, nope]\n";
         let errors = from_str_all::<Outer>(text).unwrap_err();
-        assert_eq!(errors.len(), 1, "{errors:#?}");
-        assert!(
-            errors[0]
-                .message
-                .starts_with("items[0]: invalid type: string \"oops\"")
+        let shown: Vec<&str> = errors
+            .iter()
+            .map(|e| e.message.split(',').next().unwrap())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "items[0]: invalid type: string \"oops\"",
+                "items[2]: invalid type: string \"nope\""
+            ],
+            "{errors:#?}"
+        );
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "lowercase")]
+    #[allow(dead_code)]
+    enum Kind {
+        Local,
+        Slurm,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Required {
+        name: String,
+        app: Inner,
+        count: u32,
+        kind: Kind,
+        items: Vec<Inner>,
+        #[serde(default)]
+        after: Vec<Inner>,
+    }
+
+    #[test]
+    fn missing_keys_of_every_type_hide_nothing_after_them() {
+        // A missing string, struct, number, enum and list: each reported once, and the
+        // typo after them still found (a placeholder of each type is tried in turn).
+        let text = "after:\n  - { command: a, tpyo: 1 }\n";
+        let errors = from_str_all::<Required>(text).unwrap_err();
+        let mut shown: Vec<&str> = errors
+            .iter()
+            .map(|e| e.message.split(',').next().unwrap())
+            .collect();
+        shown.sort_unstable();
+        assert_eq!(
+            shown,
+            [
+                "after[0]: unknown field `tpyo`",
+                "missing field `app`",
+                "missing field `count`",
+                "missing field `items`",
+                "missing field `kind`",
+                "missing field `name`",
+            ],
+            "{errors:#?}"
+        );
+        // Nothing is reported about what was filled in for them (`app: {}` lacks
+        // `command`), and each one has a place.
+        assert!(errors.iter().all(|e| e.location.is_some()), "{errors:#?}");
+        // A bad value of a required key is reported once, not again as missing.
+        let text = "name: x\napp: { command: a }\ncount: many\nkind: pbs\nitems: []\nafter: [{ command: b, x: 1 }]\n";
+        let errors = from_str_all::<Required>(text).unwrap_err();
+        let mut shown: Vec<(Option<usize>, &str)> = errors
+            .iter()
+            .map(|e| {
+                (
+                    e.location.map(|l| l.line),
+                    e.message.split(',').next().unwrap(),
+                )
+            })
+            .collect();
+        shown.sort_unstable();
+        assert_eq!(
+            shown,
+            [
+                (Some(3), "count: invalid type: string \"many\""),
+                (Some(4), "kind: unknown variant `pbs`"),
+                (Some(6), "after[0]: unknown field `x`"),
+            ],
+            "{errors:#?}"
         );
     }
 

@@ -644,6 +644,46 @@ pub fn parse_samples(
     let Some(names) = split_fields(header) else {
         return Err(one(Problem::UnterminatedQuote { line: header_line }));
     };
+    let col = column_map(&names, &mut problems);
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    let has_blocks = col.contains_key("block");
+    let header = Header {
+        fields: names.len(),
+        col,
+        has_blocks,
+    };
+    let mut arms = ArmRows::default();
+    let mut any_row = false;
+    for (rows, (line, raw)) in lines.enumerate() {
+        any_row = true;
+        if rows >= MAX_ROWS {
+            problems.push(Problem::TooManyRows { line });
+            return Err(invalid(problems));
+        }
+        if let Some(row) = header.row(line, raw, &mut problems) {
+            arms.add(row, line, &mut problems);
+        }
+    }
+    if !any_row {
+        return Err(one(Problem::NoData));
+    }
+    arms.check_baseline(baseline, &mut problems);
+    arms.check_runs(&mut problems);
+    let every_run_has_block = has_blocks && arms.runs().all(|r| run_block(r).is_some());
+    if design == Design::Paired && problems.is_empty() {
+        arms.check_pairing(every_run_has_block, &mut problems);
+    }
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    Ok(arms.into_samples(baseline, every_run_has_block, has_blocks))
+}
+
+/// Each known column's position in the header; unknown, duplicate and missing columns
+/// are problems.
+fn column_map(names: &[String], problems: &mut Problems) -> BTreeMap<&'static str, usize> {
     let mut col: BTreeMap<&'static str, usize> = BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
         let lower = name.to_ascii_lowercase();
@@ -665,28 +705,33 @@ pub fn parse_samples(
             problems.push(Problem::MissingColumn { column: c });
         }
     }
-    if !problems.is_empty() {
-        return Err(invalid(problems));
-    }
-    let has_blocks = col.contains_key("block");
+    col
+}
 
-    // variant → replicate → rows; variants in order of first appearance.
-    let mut order: Vec<String> = Vec::new();
-    let mut arms: BTreeMap<String, BTreeMap<u32, RunRows>> = BTreeMap::new();
-    let mut any_row = false;
-    let mut rows = 0usize;
-    let mut too_many_arms = false;
-    let mut too_many_replicates: BTreeSet<String> = BTreeSet::new();
-    for (line, raw) in lines {
-        any_row = true;
-        rows += 1;
-        if rows > MAX_ROWS {
-            problems.push(Problem::TooManyRows { line });
-            return Err(invalid(problems));
-        }
+/// What the header says about every row: how many fields, which is which.
+struct Header {
+    fields: usize,
+    col: BTreeMap<&'static str, usize>,
+    has_blocks: bool,
+}
+
+/// One valid data row.
+struct Row {
+    variant: String,
+    replicate: u32,
+    epoch: u32,
+    block: Option<u32>,
+    seconds: f64,
+    cpu_s: Option<f64>,
+    energy_j: Option<f64>,
+}
+
+impl Header {
+    /// The row on `line`, or None with its problems pushed.
+    fn row(&self, line: usize, raw: &str, problems: &mut Problems) -> Option<Row> {
         let Some(fields) = split_fields(raw) else {
             problems.push(Problem::UnterminatedQuote { line });
-            continue;
+            return None;
         };
         if let Some(long) = fields.iter().find(|f| f.len() > MAX_FIELD_BYTES) {
             let mut end = QUOTE_PREFIX;
@@ -698,16 +743,22 @@ pub fn parse_samples(
                 bytes: long.len(),
                 prefix: long[..end].escape_debug().to_string(),
             });
-            continue;
+            return None;
         }
-        if fields.len() != names.len() {
+        if fields.len() != self.fields {
             problems.push(Problem::FieldCount {
                 line,
-                expected: names.len(),
+                expected: self.fields,
                 found: fields.len(),
             });
-            continue;
+            return None;
         }
+        self.values(line, &fields, problems)
+    }
+
+    /// The typed values of a row of the right shape, or None with its problems pushed.
+    fn values(&self, line: usize, fields: &[String], problems: &mut Problems) -> Option<Row> {
+        let col = &self.col;
         let variant = fields[col["variant"]].clone();
         if variant.is_empty() {
             problems.push(Problem::EmptyVariant { line });
@@ -726,10 +777,10 @@ pub fn parse_samples(
                 }
             }
         };
-        let replicate = int("replicate", 0, &mut problems);
-        let epoch = int("epoch", 1, &mut problems);
-        let block = if has_blocks && !fields[col["block"]].is_empty() {
-            int("block", 0, &mut problems).map(Some)
+        let replicate = int("replicate", 0, problems);
+        let epoch = int("epoch", 1, problems);
+        let block = if self.has_blocks && !fields[col["block"]].is_empty() {
+            int("block", 0, problems).map(Some)
         } else {
             Some(None)
         };
@@ -744,158 +795,158 @@ pub fn parse_samples(
                 None
             }
         };
-        // The per-run resource columns: optional, empty when not measured.
-        let resource = |column: &'static str, problems: &mut Problems| -> Option<Option<f64>> {
-            let Some(text) = col.get(column).map(|&i| &fields[i]) else {
-                return Some(None);
-            };
-            if text.is_empty() {
-                return Some(None);
-            }
-            match text.parse::<f64>() {
-                Ok(v) if v.is_finite() && v >= 0.0 => Some(Some(v)),
-                _ => {
-                    problems.push(Problem::BadResource {
-                        line,
-                        column,
-                        value: text.clone(),
-                    });
-                    None
-                }
-            }
-        };
-        let cpu_s = resource("cpu_s", &mut problems);
-        let energy_j = resource("energy_j", &mut problems);
-        let (Some(replicate), Some(epoch), Some(block), Some(seconds), Some(cpu_s), Some(energy_j)) =
-            (replicate, epoch, block, seconds, cpu_s, energy_j)
-        else {
-            continue;
-        };
+        let cpu_s = self.resource(line, fields, "cpu_s", problems);
+        let energy_j = self.resource(line, fields, "energy_j", problems);
         if variant.is_empty() {
-            continue;
+            return None;
         }
-        if !arms.contains_key(&variant) {
-            if arms.len() >= MAX_ARMS {
-                if !too_many_arms {
-                    too_many_arms = true;
+        Some(Row {
+            variant,
+            replicate: replicate?,
+            epoch: epoch?,
+            block: block?,
+            seconds: seconds?,
+            cpu_s: cpu_s?,
+            energy_j: energy_j?,
+        })
+    }
+
+    /// A per-run resource column: optional, empty when not measured; None when bad.
+    fn resource(
+        &self,
+        line: usize,
+        fields: &[String],
+        column: &'static str,
+        problems: &mut Problems,
+    ) -> Option<Option<f64>> {
+        let Some(text) = self.col.get(column).map(|&i| &fields[i]) else {
+            return Some(None);
+        };
+        if text.is_empty() {
+            return Some(None);
+        }
+        match text.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Some(Some(v)),
+            _ => {
+                problems.push(Problem::BadResource {
+                    line,
+                    column,
+                    value: text.clone(),
+                });
+                None
+            }
+        }
+    }
+}
+
+/// The block a run is in: None when it has none or more than one.
+fn run_block(run: &RunRows) -> Option<u32> {
+    if run.blocks.len() == 1 {
+        *run.blocks.keys().next()?
+    } else {
+        None
+    }
+}
+
+/// The rows read so far: variant → replicate → rows, variants in order of first row.
+#[derive(Default)]
+struct ArmRows {
+    order: Vec<String>,
+    arms: BTreeMap<String, BTreeMap<u32, RunRows>>,
+    too_many_arms: bool,
+    too_many_replicates: BTreeSet<String>,
+}
+
+impl ArmRows {
+    fn runs(&self) -> impl Iterator<Item = &RunRows> {
+        self.arms.values().flat_map(|r| r.values())
+    }
+
+    /// Adds the row on `line` to its run, unless it is past a limit or a duplicate.
+    fn add(&mut self, row: Row, line: usize, problems: &mut Problems) {
+        let variant = row.variant;
+        if !self.arms.contains_key(&variant) {
+            if self.arms.len() >= MAX_ARMS {
+                if !self.too_many_arms {
+                    self.too_many_arms = true;
                     problems.push(Problem::TooManyArms { line });
                 }
-                continue;
+                return;
             }
-            order.push(variant.clone());
-            arms.insert(variant.clone(), BTreeMap::new());
+            self.order.push(variant.clone());
+            self.arms.insert(variant.clone(), BTreeMap::new());
         }
-        let Some(runs) = arms.get_mut(&variant) else {
-            continue;
+        let Some(runs) = self.arms.get_mut(&variant) else {
+            return;
         };
-        if !runs.contains_key(&replicate) && runs.len() >= MAX_REPLICATES {
-            if too_many_replicates.insert(variant.clone()) {
+        if !runs.contains_key(&row.replicate) && runs.len() >= MAX_REPLICATES {
+            if self.too_many_replicates.insert(variant.clone()) {
                 problems.push(Problem::TooManyReplicates { line, variant });
             }
-            continue;
+            return;
         }
-        let run = runs.entry(replicate).or_default();
+        let run = runs.entry(row.replicate).or_default();
         if run.lines.is_empty() {
-            run.cpu_s = cpu_s;
-            run.energy_j = energy_j;
+            run.cpu_s = row.cpu_s;
+            run.energy_j = row.energy_j;
         }
-        if let Some(&(_, first_line)) = run.epochs.get(&epoch) {
+        if let Some(&(_, first_line)) = run.epochs.get(&row.epoch) {
             problems.push(Problem::Duplicate {
                 line,
                 first_line,
                 variant,
-                replicate,
-                epoch,
+                replicate: row.replicate,
+                epoch: row.epoch,
             });
-            continue;
+            return;
         }
-        run.epochs.insert(epoch, (seconds, line));
-        run.blocks.entry(block).or_default().push(line);
+        run.epochs.insert(row.epoch, (row.seconds, line));
+        run.blocks.entry(row.block).or_default().push(line);
         run.lines.push(line);
     }
-    if !any_row {
-        return Err(one(Problem::NoData));
-    }
-    if !arms.is_empty() && !arms.contains_key(baseline) {
-        problems.push(Problem::UnknownBaseline {
-            baseline: baseline.to_string(),
-            known: order.clone(),
-        });
-    } else if order.len() == 1 {
-        problems.push(Problem::NoVariants {
-            baseline: baseline.to_string(),
-        });
-    }
 
-    // Per arm: enough replicates, complete epochs, one block per run.
-    let all_epochs: BTreeSet<u32> = arms
-        .values()
-        .flat_map(|runs| runs.values())
-        .flat_map(|r| r.epochs.keys().copied())
-        .collect();
-    for name in &order {
-        let runs = &arms[name];
-        if runs.len() < 2 {
-            problems.push(Problem::TooFewReplicates {
-                variant: name.clone(),
-                replicates: runs.len(),
-                lines: runs
-                    .values()
-                    .flat_map(|r| r.lines.iter().copied())
-                    .collect(),
+    /// The baseline is among the arms, and is not the only one.
+    fn check_baseline(&self, baseline: &str, problems: &mut Problems) {
+        if !self.arms.is_empty() && !self.arms.contains_key(baseline) {
+            problems.push(Problem::UnknownBaseline {
+                baseline: baseline.to_string(),
+                known: self.order.clone(),
+            });
+        } else if self.order.len() == 1 {
+            problems.push(Problem::NoVariants {
+                baseline: baseline.to_string(),
             });
         }
-        for (&replicate, run) in runs {
-            // A run's epochs are among all epochs: the count is a subtraction, and the
-            // epochs themselves are looked up only for a problem that is shown.
-            let missing_count = all_epochs.len() - run.epochs.len();
-            if missing_count > 0 {
-                if problems.shows_next() {
-                    let missing: Vec<u32> = all_epochs
-                        .iter()
-                        .copied()
-                        .filter(|e| !run.epochs.contains_key(e))
-                        .take(MAX_LISTED)
-                        .collect();
-                    problems.push(Problem::MissingEpochs {
-                        variant: name.clone(),
-                        replicate,
-                        missing,
-                        missing_count,
-                        lines: run.lines.clone(),
-                    });
-                } else {
-                    problems.more += 1;
-                }
-            }
-            if run.blocks.len() > 1 {
-                problems.push(Problem::InconsistentBlock {
+    }
+
+    /// Per arm: enough replicates, complete epochs, one block per run.
+    fn check_runs(&self, problems: &mut Problems) {
+        let all_epochs: BTreeSet<u32> =
+            self.runs().flat_map(|r| r.epochs.keys().copied()).collect();
+        for name in &self.order {
+            let runs = &self.arms[name];
+            if runs.len() < 2 {
+                problems.push(Problem::TooFewReplicates {
                     variant: name.clone(),
-                    replicate,
-                    lines: run.lines.clone(),
+                    replicates: runs.len(),
+                    lines: runs
+                        .values()
+                        .flat_map(|r| r.lines.iter().copied())
+                        .collect(),
                 });
+            }
+            for (&replicate, run) in runs {
+                check_run(name, replicate, run, &all_epochs, problems);
             }
         }
     }
 
-    // Paired design: every block (or replicate number) in every arm.
-    let run_block = |run: &RunRows| -> Option<u32> {
-        if run.blocks.len() == 1 {
-            *run.blocks.keys().next()?
-        } else {
-            None
-        }
-    };
-    let every_run_has_block = has_blocks
-        && arms
-            .values()
-            .flat_map(|r| r.values())
-            .all(|r| run_block(r).is_some());
-    if design == Design::Paired && problems.is_empty() {
+    /// Paired design: every block (or replicate number) in every arm, once per arm.
+    fn check_pairing(&self, every_run_has_block: bool, problems: &mut Problems) {
         let mut keys: BTreeMap<u32, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
-        for name in &order {
+        for name in &self.order {
             let mut seen: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-            for (&replicate, run) in &arms[name] {
+            for (&replicate, run) in &self.arms[name] {
                 let key = if every_run_has_block {
                     run_block(run).unwrap_or(replicate)
                 } else {
@@ -911,19 +962,7 @@ pub fn parse_samples(
                     .extend(run.lines.iter().copied());
             }
             if every_run_has_block {
-                for (block, lines) in seen {
-                    let runs_in_block = arms[name]
-                        .values()
-                        .filter(|r| run_block(r) == Some(block))
-                        .count();
-                    if runs_in_block > 1 {
-                        problems.push(Problem::SharedBlock {
-                            variant: name.clone(),
-                            block,
-                            lines,
-                        });
-                    }
-                }
+                self.check_shared_blocks(name, seen, problems);
             }
         }
         if problems.is_empty() {
@@ -932,79 +971,150 @@ pub fn parse_samples(
             } else {
                 "replicate"
             };
-            for (key, present) in &keys {
-                if present.len() == order.len() {
-                    continue;
-                }
-                let missing_in: Vec<String> = order
-                    .iter()
-                    .filter(|n| !present.contains_key(n.as_str()))
-                    .cloned()
-                    .collect();
-                problems.push(Problem::Unpaired {
-                    key: format!("{kind} {key}"),
-                    present_in: present.keys().map(|s| s.to_string()).collect(),
-                    missing_in,
-                    lines: present.values().flatten().copied().collect(),
+            self.check_unpaired(kind, &keys, problems);
+        }
+    }
+
+    /// No two runs of arm `name` in one block (`seen`: block → the lines of its runs).
+    fn check_shared_blocks(
+        &self,
+        name: &str,
+        seen: BTreeMap<u32, Vec<usize>>,
+        problems: &mut Problems,
+    ) {
+        for (block, lines) in seen {
+            let runs_in_block = self.arms[name]
+                .values()
+                .filter(|r| run_block(r) == Some(block))
+                .count();
+            if runs_in_block > 1 {
+                problems.push(Problem::SharedBlock {
+                    variant: name.to_string(),
+                    block,
+                    lines,
                 });
             }
         }
     }
 
-    if !problems.is_empty() {
-        return Err(invalid(problems));
+    /// Every `kind` key (block or replicate) of `keys` present in every arm.
+    fn check_unpaired(
+        &self,
+        kind: &str,
+        keys: &BTreeMap<u32, BTreeMap<&str, Vec<usize>>>,
+        problems: &mut Problems,
+    ) {
+        for (key, present) in keys {
+            if present.len() == self.order.len() {
+                continue;
+            }
+            let missing_in: Vec<String> = self
+                .order
+                .iter()
+                .filter(|n| !present.contains_key(n.as_str()))
+                .cloned()
+                .collect();
+            problems.push(Problem::Unpaired {
+                key: format!("{kind} {key}"),
+                present_in: present.keys().map(|s| s.to_string()).collect(),
+                missing_in,
+                lines: present.values().flatten().copied().collect(),
+            });
+        }
     }
 
-    // System Impact's resource: energy where every run has it, else core-seconds.
-    let every_run =
-        |has: &dyn Fn(&RunRows) -> bool| arms.values().flat_map(|r| r.values()).all(has);
-    let system_resource = if every_run(&|r| r.energy_j.is_some_and(|e| e > 0.0)) {
-        Some(crate::SystemResource::Energy)
-    } else if every_run(&|r| r.cpu_s.is_some_and(|c| c > 0.0)) {
-        Some(crate::SystemResource::CoreSeconds)
-    } else {
-        None
-    };
-    let system_value = |run: &RunRows| match system_resource {
-        Some(crate::SystemResource::Energy) => run.energy_j,
-        Some(crate::SystemResource::CoreSeconds) => run.cpu_s,
-        _ => None,
-    };
-    let to_arm = |name: &str| -> ArmData {
-        let runs = arms[name]
-            .iter()
-            .map(|(&replicate, run)| RunSamples {
-                replicate,
-                block: if every_run_has_block {
-                    run_block(run)
-                } else {
-                    None
-                },
-                epochs: run.epochs.iter().map(|(&e, &(s, _))| (e, s)).collect(),
-            })
-            .collect();
-        ArmData {
-            name: name.to_string(),
-            runs,
-            // One value per run, in the runs' order, or none.
-            system_metric: arms[name]
-                .values()
-                .map(system_value)
-                .collect::<Option<Vec<f64>>>()
-                .unwrap_or_default(),
-            ..ArmData::default()
+    /// The validated rows as [`Samples`], with System Impact's resource: energy where
+    /// every run has it, else core-seconds.
+    fn into_samples(self, baseline: &str, every_run_has_block: bool, has_blocks: bool) -> Samples {
+        let every_run = |has: &dyn Fn(&RunRows) -> bool| self.runs().all(has);
+        let system_resource = if every_run(&|r| r.energy_j.is_some_and(|e| e > 0.0)) {
+            Some(crate::SystemResource::Energy)
+        } else if every_run(&|r| r.cpu_s.is_some_and(|c| c > 0.0)) {
+            Some(crate::SystemResource::CoreSeconds)
+        } else {
+            None
+        };
+        let system_value = |run: &RunRows| match system_resource {
+            Some(crate::SystemResource::Energy) => run.energy_j,
+            Some(crate::SystemResource::CoreSeconds) => run.cpu_s,
+            _ => None,
+        };
+        let to_arm = |name: &str| -> ArmData {
+            let runs = self.arms[name]
+                .iter()
+                .map(|(&replicate, run)| RunSamples {
+                    replicate,
+                    block: if every_run_has_block {
+                        run_block(run)
+                    } else {
+                        None
+                    },
+                    epochs: run.epochs.iter().map(|(&e, &(s, _))| (e, s)).collect(),
+                })
+                .collect();
+            ArmData {
+                name: name.to_string(),
+                runs,
+                // One value per run, in the runs' order, or none.
+                system_metric: self.arms[name]
+                    .values()
+                    .map(system_value)
+                    .collect::<Option<Vec<f64>>>()
+                    .unwrap_or_default(),
+                ..ArmData::default()
+            }
+        };
+        Samples {
+            system_resource,
+            baseline: to_arm(baseline),
+            variants: self
+                .order
+                .iter()
+                .filter(|n| n.as_str() != baseline)
+                .map(|n| to_arm(n))
+                .collect(),
+            has_blocks,
         }
-    };
-    Ok(Samples {
-        system_resource,
-        baseline: to_arm(baseline),
-        variants: order
-            .iter()
-            .filter(|n| n.as_str() != baseline)
-            .map(|n| to_arm(n))
-            .collect(),
-        has_blocks,
-    })
+    }
+}
+
+/// One run's epochs are all of the file's epochs, and it sits in one block.
+fn check_run(
+    name: &str,
+    replicate: u32,
+    run: &RunRows,
+    all_epochs: &BTreeSet<u32>,
+    problems: &mut Problems,
+) {
+    // A run's epochs are among all epochs: the count is a subtraction, and the epochs
+    // themselves are looked up only for a problem that is shown.
+    let missing_count = all_epochs.len() - run.epochs.len();
+    if missing_count > 0 {
+        if problems.shows_next() {
+            let missing: Vec<u32> = all_epochs
+                .iter()
+                .copied()
+                .filter(|e| !run.epochs.contains_key(e))
+                .take(MAX_LISTED)
+                .collect();
+            problems.push(Problem::MissingEpochs {
+                variant: name.to_string(),
+                replicate,
+                missing,
+                missing_count,
+                lines: run.lines.clone(),
+            });
+        } else {
+            problems.more += 1;
+        }
+    }
+    if run.blocks.len() > 1 {
+        problems.push(Problem::InconsistentBlock {
+            variant: name.to_string(),
+            replicate,
+            lines: run.lines.clone(),
+        });
+    }
 }
 
 #[cfg(test)]

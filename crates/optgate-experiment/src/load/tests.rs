@@ -129,8 +129,17 @@ fn serde_messages_are_reworded() {
         "",
         "a command must be a string (shell code) or a list of strings (argv)",
     );
-    let e = one_error("name: t\nvariants: []\n", "", "missing required key `app`");
-    assert!(!e.message.contains("missing field"));
+    // Every missing key, each once, where the mapping that lacks it starts.
+    let e = errors("name: t\nvariants: []\n");
+    let shown: Vec<(&str, Option<usize>)> =
+        e.iter().map(|d| (d.message.as_str(), d.line)).collect();
+    assert_eq!(
+        shown,
+        [
+            ("missing required key `app`", Some(1)),
+            ("missing required key `metric`", Some(1))
+        ]
+    );
     // Other messages pass through.
     one_error(&base("replicates: many\n"), "", "invalid type");
 }
@@ -1193,4 +1202,77 @@ fn isolation_resolves_per_arm_and_page_cache_needs_inputs() {
         "inputs",
         "at most 256",
     );
+}
+
+/// A valid file whose keys can each be misspelt: `name`, `app.command`, `metric`,
+/// `variants`, plus a misspelt key further down (`variants[0].dimenson`, or
+/// `compare.alpah` after the variants).
+fn file_with_typos(name: &str, command: &str, metric: &str, variants: &str) -> String {
+    format!(
+        "{name}: t\n\
+         app:\n  {command}: [./app]\n\
+         {metric}: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\n\
+         {variants}:\n  - {{ name: v, dimenson: l2_threading_model }}\n\
+         compare: {{ alpah: 0.05 }}\n"
+    )
+}
+
+#[test]
+fn a_missing_required_key_hides_nothing_after_it() {
+    // Every problem of the file, each once, at its place: the misspelt key, the required
+    // key it leaves missing (where the mapping that lacks it is), and the misspelt keys
+    // further down.
+    let dimenson = ("variants[0]: unknown key `dimenson`", 6, 16);
+    let alpah = ("compare: unknown key `alpah`", 7, 12);
+    let cases = [
+        (
+            file_with_typos("name", "comand", "metric", "variants"),
+            vec![
+                ("app: unknown key `comand`", 3, 3),
+                ("app: missing required key `command`", 2, 1),
+                dimenson,
+                alpah,
+            ],
+        ),
+        (
+            file_with_typos("nmae", "command", "metric", "variants"),
+            vec![
+                ("unknown key `nmae`", 1, 1),
+                ("missing required key `name`", 1, 1),
+                dimenson,
+                alpah,
+            ],
+        ),
+        (
+            file_with_typos("name", "command", "metrc", "variants"),
+            vec![
+                ("unknown key `metrc`", 4, 1),
+                ("missing required key `metric`", 1, 1),
+                dimenson,
+                alpah,
+            ],
+        ),
+        // The misspelt list is not read, so nothing inside it is reported.
+        (
+            file_with_typos("name", "command", "metric", "variant"),
+            vec![
+                ("unknown key `variant`", 5, 1),
+                ("missing required key `variants`", 1, 1),
+                alpah,
+            ],
+        ),
+    ];
+    for (text, expected) in cases {
+        let e = errors(&text);
+        let shown: Vec<String> = e.iter().map(|d| d.to_string()).collect();
+        for (message, line, column) in &expected {
+            assert!(
+                e.iter().any(|d| d.message.starts_with(message)
+                    && d.line == Some(*line)
+                    && d.column == Some(*column)),
+                "no `{message}` at {line}:{column} for\n{text}\n{shown:#?}"
+            );
+        }
+        assert_eq!(e.len(), expected.len(), "{shown:#?}");
+    }
 }
