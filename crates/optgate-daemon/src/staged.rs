@@ -188,6 +188,82 @@ mod tests {
         assert!(closed_variants(&[old]).is_empty());
     }
 
+    /// `blocks` blocks of 3 epochs; `speed(b)` is the arm's speed-up in block `b`.
+    fn arm(name: &str, blocks: u32, speed: impl Fn(u32) -> f64) -> ArmData {
+        ArmData {
+            name: name.into(),
+            runs: (1..=blocks)
+                .map(|b| {
+                    let t = (1.0 + 0.01 * b as f64) / speed(b);
+                    optgate_stats::RunSamples {
+                        replicate: b,
+                        block: Some(b),
+                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
+                    }
+                })
+                .collect(),
+            ..ArmData::default()
+        }
+    }
+
+    /// Holm's family at a staged look: a variant that left without an acceptance (retired,
+    /// here by futility) still counts, so the open variant's adjusted p is twice its raw p;
+    /// one that left accepted does not count (Holm's step-down), so the adjusted p is the
+    /// raw one. The raw p comes from a one-variant analysis at the same level. Dropping the
+    /// retired variants from the family (`retired` = 0 anywhere from here to
+    /// `holm_in_family`) tests the open ones at too liberal a level and fails this.
+    #[test]
+    fn retired_variants_stay_in_holms_family_accepted_ones_leave_it() {
+        let cfg = AnalysisConfig::default();
+        let plan = StagedPlan::new(5, 20, cfg.alpha, 2, optgate_stats::Design::Paired).unwrap();
+        let blocks = plan
+            .next_look_after(plan.next_look_after(0).unwrap())
+            .unwrap();
+        let first = blocks - 1;
+        let base = arm("baseline", blocks, |_| 1.0);
+        // Faster in every block but one, by varying amounts: a raw p well inside (0, 1/2).
+        let open = arm("open", blocks, |b| {
+            if b == 3 {
+                0.99
+            } else {
+                1.05 + 0.005 * b as f64
+            }
+        });
+        let left = arm("left", first, |_| 1.0);
+        let mut at = cfg.clone();
+        at.alpha = plan.efficacy.nominal(plan.look_at(blocks).unwrap());
+        let raw = optgate_stats::analyze_in_family(&base, std::slice::from_ref(&open), &at, 0)
+            .unwrap()
+            .variants[0]
+            .p_improvement
+            .unwrap();
+        assert!(raw > 0.0 && raw < 0.4, "raw p {raw}");
+        let adjusted = |stop: Stop| {
+            let mut d = decision("left", Some(stop), Some(first));
+            d.decision = if stop == Stop::Efficacy {
+                Decision::Accept
+            } else {
+                Decision::Reject
+            };
+            let closed = BTreeMap::from([("left".to_string(), d)]);
+            let others = [open.clone(), left.clone()];
+            let (analysis, look) = analyse(&base, &others, &cfg, &plan, &closed, blocks).unwrap();
+            assert_eq!(look.verdicts.len(), 1, "only the open variant is re-tested");
+            assert_eq!(analysis.variants[0].name, "open");
+            analysis.variants[0].p_improvement_adjusted.unwrap()
+        };
+        let with_retired = adjusted(Stop::Futility);
+        assert!(
+            (with_retired - 2.0 * raw).abs() < 1e-12,
+            "retired variant left Holm's family: adjusted {with_retired}, raw {raw}"
+        );
+        let with_accepted = adjusted(Stop::Efficacy);
+        assert!(
+            (with_accepted - raw).abs() < 1e-12,
+            "an accepted variant stayed in Holm's family: adjusted {with_accepted}, raw {raw}"
+        );
+    }
+
     /// Later blocks lose the decided variants and keep everyone else in the seeded order.
     #[test]
     fn later_blocks_keep_only_the_open_arms() {
