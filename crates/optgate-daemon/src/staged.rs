@@ -188,6 +188,195 @@ mod tests {
         assert!(closed_variants(&[old]).is_empty());
     }
 
+    /// `blocks` blocks of 3 epochs; `speed(b)` is the arm's speed-up in block `b`.
+    fn arm(name: &str, blocks: u32, speed: impl Fn(u32) -> f64) -> ArmData {
+        ArmData {
+            name: name.into(),
+            runs: (1..=blocks)
+                .map(|b| {
+                    let t = (1.0 + 0.01 * b as f64) / speed(b);
+                    optgate_stats::RunSamples {
+                        replicate: b,
+                        block: Some(b),
+                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
+                    }
+                })
+                .collect(),
+            ..ArmData::default()
+        }
+    }
+
+    /// Holm's family at a staged look: a variant that left without an acceptance (retired,
+    /// here by futility) still counts, so the open variant's adjusted p is twice its raw p;
+    /// one that left accepted does not count (Holm's step-down), so the adjusted p is the
+    /// raw one. The raw p comes from a one-variant analysis at the same level. Dropping the
+    /// retired variants from the family (`retired` = 0 anywhere from here to
+    /// `holm_in_family`) tests the open ones at too liberal a level and fails this.
+    #[test]
+    fn retired_variants_stay_in_holms_family_accepted_ones_leave_it() {
+        let cfg = AnalysisConfig::default();
+        let plan = StagedPlan::new(5, 20, cfg.alpha, 2, optgate_stats::Design::Paired).unwrap();
+        let blocks = plan
+            .next_look_after(plan.next_look_after(0).unwrap())
+            .unwrap();
+        let first = blocks - 1;
+        let base = arm("baseline", blocks, |_| 1.0);
+        // Faster in every block but one, by varying amounts: a raw p well inside (0, 1/2).
+        let open = arm("open", blocks, |b| {
+            if b == 3 {
+                0.99
+            } else {
+                1.05 + 0.005 * b as f64
+            }
+        });
+        let left = arm("left", first, |_| 1.0);
+        let mut at = cfg.clone();
+        at.alpha = plan.efficacy.nominal(plan.look_at(blocks).unwrap());
+        let raw = optgate_stats::analyze_in_family(&base, std::slice::from_ref(&open), &at, 0)
+            .unwrap()
+            .variants[0]
+            .p_improvement
+            .unwrap();
+        assert!(raw > 0.0 && raw < 0.4, "raw p {raw}");
+        let adjusted = |stop: Stop| {
+            let mut d = decision("left", Some(stop), Some(first));
+            d.decision = if stop == Stop::Efficacy {
+                Decision::Accept
+            } else {
+                Decision::Reject
+            };
+            let closed = BTreeMap::from([("left".to_string(), d)]);
+            let others = [open.clone(), left.clone()];
+            let (analysis, look) = analyse(&base, &others, &cfg, &plan, &closed, blocks).unwrap();
+            assert_eq!(look.verdicts.len(), 1, "only the open variant is re-tested");
+            assert_eq!(analysis.variants[0].name, "open");
+            analysis.variants[0].p_improvement_adjusted.unwrap()
+        };
+        let with_retired = adjusted(Stop::Futility);
+        assert!(
+            (with_retired - 2.0 * raw).abs() < 1e-12,
+            "retired variant left Holm's family: adjusted {with_retired}, raw {raw}"
+        );
+        let with_accepted = adjusted(Stop::Efficacy);
+        assert!(
+            (with_accepted - raw).abs() < 1e-12,
+            "an accepted variant stayed in Holm's family: adjusted {with_accepted}, raw {raw}"
+        );
+    }
+
+    /// Standard normal deviate (Box–Muller).
+    fn gauss(rng: &mut rand_chacha::ChaCha8Rng) -> f64 {
+        use rand::Rng;
+        let u1: f64 = 1.0 - rng.random::<f64>();
+        let u2: f64 = rng.random();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// One A/A experiment through the engine's staged loop (`analyse`, the stored
+    /// `decisions`, `next_step_staged`; a decided variant keeps only the blocks it ran in):
+    /// `variants` arms identical to the baseline, `noise` log-normal per run over a 3 %
+    /// block effect. Returns whether any variant was accepted and how many retired.
+    fn staged_aa_experiment(
+        rng: &mut rand_chacha::ChaCha8Rng,
+        variants: usize,
+        noise: f64,
+        cfg: &AnalysisConfig,
+        plan: &StagedPlan,
+    ) -> (bool, usize) {
+        let names: Vec<String> = (1..=variants).map(|v| format!("v{v}")).collect();
+        let mut arms: Vec<ArmData> = std::iter::once("baseline".to_string())
+            .chain(names.iter().cloned())
+            .map(|name| ArmData {
+                name,
+                ..ArmData::default()
+            })
+            .collect();
+        let order: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut closed: BTreeMap<String, VariantDecision> = BTreeMap::new();
+        let mut blocks = plan.next_look_after(0).unwrap();
+        loop {
+            while (arms[0].runs.len() as u32) < blocks {
+                let b = arms[0].runs.len() as u32 + 1;
+                let shared = 0.03 * gauss(rng);
+                for arm in arms.iter_mut() {
+                    if closed.contains_key(&arm.name) {
+                        continue;
+                    }
+                    let t = (shared + noise * gauss(rng)).exp();
+                    arm.runs.push(optgate_stats::RunSamples {
+                        replicate: b,
+                        block: Some(b),
+                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
+                    });
+                }
+            }
+            let (_, look) = analyse(&arms[0], &arms[1..], cfg, plan, &closed, blocks).unwrap();
+            if look.verdicts.iter().any(|v| v.decision == Decision::Accept) {
+                return (true, closed.values().filter(|d| d.retired).count());
+            }
+            for d in decisions(&look, &closed, blocks, &order) {
+                if d.stop.is_some() {
+                    closed.entry(d.variant.clone()).or_insert(d);
+                }
+            }
+            let counts: Vec<(String, usize)> = arms
+                .iter()
+                .filter(|a| !closed.contains_key(&a.name) || a.name == "baseline")
+                .map(|a| (a.name.clone(), a.runs.len()))
+                .collect();
+            match crate::decide::next_step_staged(&look, blocks, plan, &counts) {
+                crate::decide::StagedNext::Extend { blocks: more, .. } => blocks += more,
+                _ => return (false, closed.values().filter(|d| d.retired).count()),
+            }
+        }
+    }
+
+    /// The staged rule's familywise false-accept rate with retired variants, through the
+    /// engine's loop: 6 A/A variants at the null's boundary with 8 % noise, so most leave
+    /// early (futility, or the budget cannot decide them) and the few left open are the
+    /// ones whose estimates ran furthest from zero. The rate of experiments with any
+    /// variant accepted stays at α: under H0 the accepts are Binomial(n, ≤ α), and the
+    /// bound is the one-sided 99.9 % binomial limit at α (normal approximation with
+    /// continuity). Seeded; about a second (optgate-stats is optimised in dev).
+    #[test]
+    fn staged_aa_false_accept_rate_with_retired_variants_stays_at_alpha() {
+        use rand::SeedableRng;
+        let cfg = AnalysisConfig {
+            design: optgate_stats::Design::Paired,
+            alpha: 0.05,
+            min_effect_pct: 0.0,
+            ..AnalysisConfig::default()
+        };
+        let variants = 6;
+        let plan =
+            StagedPlan::new(5, 20, cfg.alpha, variants, optgate_stats::Design::Paired).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(20261201);
+        let experiments = 1500usize;
+        let (mut accepted, mut retired) = (0usize, 0usize);
+        for _ in 0..experiments {
+            let (any, r) = staged_aa_experiment(&mut rng, variants, 0.08, &cfg, &plan);
+            accepted += any as usize;
+            retired += r;
+        }
+        let n = experiments as f64;
+        let limit = cfg.alpha * n + 3.09 * (n * cfg.alpha * (1.0 - cfg.alpha)).sqrt() + 0.5;
+        eprintln!(
+            "staged A/A, {variants} variants: {accepted} of {experiments} accepted (limit {limit:.1}), {:.2} retired per experiment",
+            retired as f64 / n
+        );
+        // Retirement really happened, so Holm's family was exercised.
+        assert!(
+            retired as f64 / n > 2.0,
+            "{retired} retired in {experiments}"
+        );
+        assert!(
+            (accepted as f64) <= limit,
+            "false-accept rate {} above alpha {}: {accepted} of {experiments}",
+            accepted as f64 / n,
+            cfg.alpha
+        );
+    }
+
     /// Later blocks lose the decided variants and keep everyone else in the seeded order.
     #[test]
     fn later_blocks_keep_only_the_open_arms() {
