@@ -119,6 +119,21 @@ pub fn collect(
     Collected { runs, correctness }
 }
 
+/// The runs the engine recorded as completed (`recorded_completed`) that no longer collect
+/// as complete: their manifest was replaced or removed since it was read. A look must not
+/// count them as decided data; they run again. Pure over what was collected.
+pub fn changed_since_recorded(
+    collected: &Collected,
+    recorded_completed: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    collected
+        .runs
+        .iter()
+        .filter(|r| recorded_completed.contains(&r.id) && r.status != RunStatus::Complete)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
 fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
     RunResult {
         id: r.id.clone(),
@@ -615,5 +630,29 @@ mod interference_tests {
                 ("r5", "ran at the same time as r4 on the same host"),
             ]
         );
+    }
+
+    /// A stale attempt replaced a counted run's manifest with an interrupted one: the run
+    /// no longer collects as complete, so the look must not count it.
+    #[test]
+    fn a_recorded_run_that_no_longer_collects_complete_is_named() {
+        let t = "2026-11-30T20:00:00Z";
+        let mut replaced = run("b001-v1", "n1", t, t, None);
+        replaced.status = RunStatus::Failed {
+            reason: "the run was interrupted before it finished".into(),
+        };
+        let mut never = run("b002-v1", "n1", t, t, None);
+        never.status = RunStatus::NotRun;
+        let collected = Collected {
+            runs: vec![run("b001-baseline", "n1", t, t, None), replaced, never],
+            correctness: None,
+        };
+        let recorded: std::collections::BTreeSet<String> = ["b001-baseline", "b001-v1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(changed_since_recorded(&collected, &recorded), ["b001-v1"]);
+        // A run the store never recorded completed is the look's ordinary business.
+        assert!(changed_since_recorded(&collected, &Default::default()).is_empty());
     }
 }

@@ -65,6 +65,7 @@ pub fn replan_job(
         name,
         dir,
         runs,
+        attempt,
         ..original.clone()
     })
 }
@@ -115,6 +116,7 @@ mod tests {
             script: "run.sh".into(),
             scheduler_job_id: Some("7".into()),
             optgate_version: "0".into(),
+            attempt: Some(1),
             step_governors: Default::default(),
             resources: None,
             isolation: None,
@@ -139,6 +141,7 @@ mod tests {
             exclusive: false,
             extra_directives: vec![],
             optgate_bin: "/bin/optgate".into(),
+            attempt: 1,
         }
     }
 
