@@ -121,7 +121,8 @@ pub fn collect(
 
 /// The runs the engine recorded as completed (`recorded_completed`) that no longer collect
 /// as complete: their manifest was replaced or removed since it was read. A look must not
-/// count them as decided data; they run again. Pure over what was collected.
+/// count them as decided data; they run again. A run of an arm the look finds not
+/// applicable is not one of them (its manifest is not read). Pure over what was collected.
 pub fn changed_since_recorded(
     collected: &Collected,
     recorded_completed: &std::collections::BTreeSet<String>,
@@ -129,7 +130,8 @@ pub fn changed_since_recorded(
     collected
         .runs
         .iter()
-        .filter(|r| recorded_completed.contains(&r.id) && r.status != RunStatus::Complete)
+        .filter(|r| recorded_completed.contains(&r.id))
+        .filter(|r| matches!(r.status, RunStatus::Failed { .. } | RunStatus::NotRun))
         .map(|r| r.id.clone())
         .collect()
 }
@@ -643,14 +645,20 @@ mod interference_tests {
         };
         let mut never = run("b002-v1", "n1", t, t, None);
         never.status = RunStatus::NotRun;
+        // A governor variant the look finds not applicable (its steps ran another governor).
+        let mut na = run("b001-perf", "n1", t, t, None);
+        na.status = RunStatus::NotApplicable {
+            reason: "the step ran another governor".into(),
+        };
         let collected = Collected {
-            runs: vec![run("b001-baseline", "n1", t, t, None), replaced, never],
+            runs: vec![run("b001-baseline", "n1", t, t, None), replaced, never, na],
             correctness: None,
         };
-        let recorded: std::collections::BTreeSet<String> = ["b001-baseline", "b001-v1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let recorded: std::collections::BTreeSet<String> =
+            ["b001-baseline", "b001-v1", "b001-perf"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
         assert_eq!(changed_since_recorded(&collected, &recorded), ["b001-v1"]);
         // A run the store never recorded completed is the look's ordinary business.
         assert!(changed_since_recorded(&collected, &Default::default()).is_empty());
