@@ -12,12 +12,10 @@ use tokio_util::sync::CancellationToken;
 use optgate_experiment::{Build, CacheMode, Experiment, PageCacheMode};
 
 use crate::claim::{self, Claim, ClaimError};
-use crate::isolation::{
-    IsolationRecord, PageCacheRecord, WARMUP_DIR, WARMUP_SCRIPT, apply_page_cache, warm_up_once,
-};
+use crate::isolation::{WARMUP_DIR, WARMUP_SCRIPT, apply_page_cache, warm_up_once};
 use crate::manifest::{
-    EnergySource, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome, Resources, RunManifest,
-    write_atomic,
+    EnergySource, IsolationRecord, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome,
+    PageCacheRecord, Resources, RunManifest, write_atomic,
 };
 use crate::process::{Finished, ProcessEnd, ProcessError, run_command, run_script};
 use crate::script::{RunContext, render_build, render_local_run, run_env};
@@ -147,7 +145,7 @@ pub fn write_run_files(
         page_cache: ctx.arm.page_cache,
         inputs: ctx.experiment.inputs.clone(),
         governor: ctx.arm.governor.clone(),
-        governor_helper: ctx.experiment.file.preflight.governor_helper.clone(),
+        governor_helper: ctx.experiment.governor_helper.clone(),
         governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
     };
     let path = dir.join(RUN_RECORD);

@@ -82,7 +82,39 @@ pub struct RunManifest {
     pub resources: Option<Resources>,
     /// Compile caches and page cache as they were set up before the run.
     #[serde(default)]
-    pub isolation: Option<crate::isolation::IsolationRecord>,
+    pub isolation: Option<IsolationRecord>,
+}
+
+/// What the manifest says about a run's isolation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolationRecord {
+    pub caches: optgate_experiment::CacheMode,
+    /// The folder `OPTGATE_CACHE_DIR` (and the Inductor and Triton caches below it) named.
+    pub cache_dir: PathBuf,
+    /// `caches: warm`: whether this run did the arm's warm-up, and how it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<WarmupRecord>,
+    pub page_cache: PageCacheRecord,
+}
+
+/// The untimed warm-up run this run did before its timed one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmupRecord {
+    pub outcome: Outcome,
+    pub elapsed_s: f64,
+}
+
+/// What was done to the page cache of the inputs before the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageCacheRecord {
+    pub mode: optgate_experiment::PageCacheMode,
+    /// Files evicted or read (0 for `leave`).
+    pub files: usize,
+    pub bytes: u64,
+    /// Anything that did not go as asked: missing inputs, unreadable files, `drop` without
+    /// root, more files than [`optgate_experiment::limits::MAX_INPUT_FILES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The resources one run used. CPU time and memory come from `wait4` on the run's wrapper
