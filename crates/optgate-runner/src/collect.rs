@@ -245,20 +245,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
     result.conditions = manifest.conditions;
     result.resources = manifest.resources;
-    let failure = match manifest.outcome {
-        Outcome::Completed => None,
-        Outcome::Failed => Some(match (manifest.exit_code, manifest.signal) {
-            (Some(c), _) => format!(
-                "the app exited with status {c} (see {}/stderr)",
-                run_dir.display()
-            ),
-            (_, Some(s)) => format!("the app was killed by signal {s}"),
-            _ => "the app failed".to_string(),
-        }),
-        Outcome::TimedOut => Some("the run exceeded its time limit and was killed".to_string()),
-        Outcome::Interrupted => Some("the run was interrupted before it finished".to_string()),
-    };
-    if let Some(reason) = failure {
+    if let Some(reason) = manifest_failure(&manifest, run_dir) {
         result.status = RunStatus::Failed { reason };
         result.stderr_tail = stderr_tail(run_dir);
         return result;
@@ -275,43 +262,69 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             return result;
         }
     }
-    if let Some(sm) = &exp.file.system_metric {
-        let re = exp.patterns.system_metric.as_ref().expect("validated");
-        match read_source(run_dir, sm.source, sm.file.as_deref())
-            .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
-        {
-            // The last report wins: apps print running figures and a final one.
-            Ok(v) => result.system_value = v.last().copied(),
-            Err(e) => {
-                result.status = RunStatus::Failed {
-                    reason: e.to_string(),
-                };
-                return result;
-            }
+    match system_value(exp, run_dir) {
+        Ok(v) => result.system_value = v,
+        Err(e) => {
+            result.status = RunStatus::Failed {
+                reason: e.to_string(),
+            };
+            return result;
         }
     }
-    if let Some(c) = &exp.file.correctness {
-        let mut ev = Evidence::default();
-        for f in &c.files {
-            let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
-                Sha256::digest(&b)
-                    .iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect::<String>()
-            });
-            ev.files.insert(f.clone(), hash);
-        }
-        if let Some(v) = &c.values {
-            let re = exp.patterns.correctness_values.as_ref().expect("validated");
-            ev.values = Some(
-                read_source(run_dir, v.source, v.file.as_deref())
-                    .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
-                    .map_err(|e| e.to_string()),
-            );
-        }
-        result.evidence = Some(ev);
-    }
+    result.evidence = evidence(exp, run_dir);
     result
+}
+
+/// Why a run whose manifest is there did not complete; None when it completed.
+fn manifest_failure(manifest: &RunManifest, run_dir: &Path) -> Option<String> {
+    match manifest.outcome {
+        Outcome::Completed => None,
+        Outcome::Failed => Some(match (manifest.exit_code, manifest.signal) {
+            (Some(c), _) => format!(
+                "the app exited with status {c} (see {}/stderr)",
+                run_dir.display()
+            ),
+            (_, Some(s)) => format!("the app was killed by signal {s}"),
+            _ => "the app failed".to_string(),
+        }),
+        Outcome::TimedOut => Some("the run exceeded its time limit and was killed".to_string()),
+        Outcome::Interrupted => Some("the run was interrupted before it finished".to_string()),
+    }
+}
+
+/// The run's system metric (its last report: apps print running figures and a final
+/// one); None when the experiment declares none.
+fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetricError> {
+    let Some(sm) = &exp.file.system_metric else {
+        return Ok(None);
+    };
+    let re = exp.patterns.system_metric.as_ref().expect("validated");
+    let (text, name) = read_source(run_dir, sm.source, sm.file.as_deref())?;
+    Ok(extract_values(re, &text, &name)?.last().copied())
+}
+
+/// The run's correctness evidence; None when the experiment declares no checks.
+fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
+    let c = exp.file.correctness.as_ref()?;
+    let mut ev = Evidence::default();
+    for f in &c.files {
+        let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
+            Sha256::digest(&b)
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect::<String>()
+        });
+        ev.files.insert(f.clone(), hash);
+    }
+    if let Some(v) = &c.values {
+        let re = exp.patterns.correctness_values.as_ref().expect("validated");
+        ev.values = Some(
+            read_source(run_dir, v.source, v.file.as_deref())
+                .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
+                .map_err(|e| e.to_string()),
+        );
+    }
+    Some(ev)
 }
 
 /// What the metric source yields for one run.
