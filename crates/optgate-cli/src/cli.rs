@@ -185,6 +185,11 @@ pub enum Command {
     /// Execute one rendered run and write its manifest (used inside job scripts).
     #[command(hide = true)]
     ExecRun {
+        /// The job attempt running it (1 for a block's first job, 2 for its first
+        /// resubmission, …): a run a newer attempt claimed is not started, and a stale
+        /// attempt's record never replaces a newer one's.
+        #[arg(long, default_value_t = 1)]
+        attempt: u32,
         run_dir: PathBuf,
         /// Launcher prefix, e.g. `srun -N1 -n1 -c6`.
         #[arg(last = true)]

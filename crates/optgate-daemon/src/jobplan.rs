@@ -162,6 +162,7 @@ pub(crate) fn plan_jobs(
                 spec.name = name.clone();
             }
             spec.runs.retain(|r| to_run.contains(&r.run_id));
+            spec.attempt = attempt;
             new_jobs.push(NewJob {
                 block: block.index,
                 name,

@@ -29,6 +29,13 @@ pub enum LookError {
     NotALook { blocks: u32 },
     #[error("analysis failed: {0}")]
     Analysis(#[source] optgate_stats::StatsError),
+    /// Runs recorded completed whose manifests no longer say so (a stale writer replaced
+    /// them): the look is not taken; the engine sends them back to pending.
+    #[error(
+        "run(s) {} were recorded completed but their manifests no longer say so",
+        runs.join(", ")
+    )]
+    RecordedRunChanged { runs: Vec<String> },
 }
 
 /// The compute nodes' probes (`probe.json` in each job's directory, written as the job's
@@ -154,6 +161,7 @@ pub(crate) fn take_look(
     looks: &[LookRow],
     jobs: &[JobRow],
     node: &Probe,
+    recorded_completed: &BTreeSet<String>,
 ) -> Result<Look, LookError> {
     let mut plan = work.plan(blocks);
     let n_blocks = blocks.len() as u32;
@@ -169,6 +177,10 @@ pub(crate) fn take_look(
     }
     let not_applicable = &merged;
     let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
+    let changed = optgate_runner::collect::changed_since_recorded(&collected, recorded_completed);
+    if !changed.is_empty() {
+        return Err(LookError::RecordedRunChanged { runs: changed });
+    }
     // The staged rule: variants decided at earlier looks are out of the block plan.
     let closed = crate::staged::closed_variants(looks);
     let at = LookAt {

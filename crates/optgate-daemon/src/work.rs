@@ -155,6 +155,7 @@ impl Work {
             })?;
         let mut spec = original;
         spec.runs.retain(|r| wanted.contains(r.run_id.as_str()));
+        spec.attempt = job.attempt;
         if spec.name != job.name {
             spec.dir = self.layout.job_dir(&job.name);
             spec.name = job.name.clone();

@@ -104,6 +104,7 @@ fn run_the_job(spec: &JobSpec, id: &str) {
             script: run.run_dir.join("run.sh"),
             scheduler_job_id: Some(id.to_string()),
             optgate_version: "test".into(),
+            attempt: Some(1),
             step_governors: Default::default(),
             resources: None,
             isolation: None,

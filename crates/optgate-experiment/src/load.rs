@@ -356,6 +356,7 @@ impl Checker {
             source: path.to_path_buf(),
             source_sha256,
             source_text: text.to_string(),
+            governor_helper: file.preflight.governor_helper.clone(),
             file,
             workdir,
             arms,

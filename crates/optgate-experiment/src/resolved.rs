@@ -49,6 +49,8 @@ pub struct Experiment {
     pub steady_epochs: Option<EpochWindow>,
     /// Absolute paths of the declared `inputs` (page-cache handling).
     pub inputs: Vec<PathBuf>,
+    /// The user's privileged helper that sets governors (`preflight.governor_helper`).
+    pub governor_helper: Option<Vec<String>>,
     /// The file's regular expressions, compiled once (a look reads every run with them).
     #[serde(skip)]
     pub patterns: Patterns,

@@ -119,6 +119,23 @@ pub fn collect(
     Collected { runs, correctness }
 }
 
+/// The runs the engine recorded as completed (`recorded_completed`) that no longer collect
+/// as complete: their manifest was replaced or removed since it was read. A look must not
+/// count them as decided data; they run again. A run of an arm the look finds not
+/// applicable is not one of them (its manifest is not read). Pure over what was collected.
+pub fn changed_since_recorded(
+    collected: &Collected,
+    recorded_completed: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    collected
+        .runs
+        .iter()
+        .filter(|r| recorded_completed.contains(&r.id))
+        .filter(|r| matches!(r.status, RunStatus::Failed { .. } | RunStatus::NotRun))
+        .map(|r| r.id.clone())
+        .collect()
+}
+
 fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
     RunResult {
         id: r.id.clone(),
@@ -228,20 +245,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
     result.conditions = manifest.conditions;
     result.resources = manifest.resources;
-    let failure = match manifest.outcome {
-        Outcome::Completed => None,
-        Outcome::Failed => Some(match (manifest.exit_code, manifest.signal) {
-            (Some(c), _) => format!(
-                "the app exited with status {c} (see {}/stderr)",
-                run_dir.display()
-            ),
-            (_, Some(s)) => format!("the app was killed by signal {s}"),
-            _ => "the app failed".to_string(),
-        }),
-        Outcome::TimedOut => Some("the run exceeded its time limit and was killed".to_string()),
-        Outcome::Interrupted => Some("the run was interrupted before it finished".to_string()),
-    };
-    if let Some(reason) = failure {
+    if let Some(reason) = manifest_failure(&manifest, run_dir) {
         result.status = RunStatus::Failed { reason };
         result.stderr_tail = stderr_tail(run_dir);
         return result;
@@ -258,43 +262,69 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             return result;
         }
     }
-    if let Some(sm) = &exp.file.system_metric {
-        let re = exp.patterns.system_metric.as_ref().expect("validated");
-        match read_source(run_dir, sm.source, sm.file.as_deref())
-            .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
-        {
-            // The last report wins: apps print running figures and a final one.
-            Ok(v) => result.system_value = v.last().copied(),
-            Err(e) => {
-                result.status = RunStatus::Failed {
-                    reason: e.to_string(),
-                };
-                return result;
-            }
+    match system_value(exp, run_dir) {
+        Ok(v) => result.system_value = v,
+        Err(e) => {
+            result.status = RunStatus::Failed {
+                reason: e.to_string(),
+            };
+            return result;
         }
     }
-    if let Some(c) = &exp.file.correctness {
-        let mut ev = Evidence::default();
-        for f in &c.files {
-            let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
-                Sha256::digest(&b)
-                    .iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect::<String>()
-            });
-            ev.files.insert(f.clone(), hash);
-        }
-        if let Some(v) = &c.values {
-            let re = exp.patterns.correctness_values.as_ref().expect("validated");
-            ev.values = Some(
-                read_source(run_dir, v.source, v.file.as_deref())
-                    .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
-                    .map_err(|e| e.to_string()),
-            );
-        }
-        result.evidence = Some(ev);
-    }
+    result.evidence = evidence(exp, run_dir);
     result
+}
+
+/// Why a run whose manifest is there did not complete; None when it completed.
+fn manifest_failure(manifest: &RunManifest, run_dir: &Path) -> Option<String> {
+    match manifest.outcome {
+        Outcome::Completed => None,
+        Outcome::Failed => Some(match (manifest.exit_code, manifest.signal) {
+            (Some(c), _) => format!(
+                "the app exited with status {c} (see {}/stderr)",
+                run_dir.display()
+            ),
+            (_, Some(s)) => format!("the app was killed by signal {s}"),
+            _ => "the app failed".to_string(),
+        }),
+        Outcome::TimedOut => Some("the run exceeded its time limit and was killed".to_string()),
+        Outcome::Interrupted => Some("the run was interrupted before it finished".to_string()),
+    }
+}
+
+/// The run's system metric (its last report: apps print running figures and a final
+/// one); None when the experiment declares none.
+fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetricError> {
+    let Some(sm) = &exp.file.system_metric else {
+        return Ok(None);
+    };
+    let re = exp.patterns.system_metric.as_ref().expect("validated");
+    let (text, name) = read_source(run_dir, sm.source, sm.file.as_deref())?;
+    Ok(extract_values(re, &text, &name)?.last().copied())
+}
+
+/// The run's correctness evidence; None when the experiment declares no checks.
+fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
+    let c = exp.file.correctness.as_ref()?;
+    let mut ev = Evidence::default();
+    for f in &c.files {
+        let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
+            Sha256::digest(&b)
+                .iter()
+                .map(|x| format!("{x:02x}"))
+                .collect::<String>()
+        });
+        ev.files.insert(f.clone(), hash);
+    }
+    if let Some(v) = &c.values {
+        let re = exp.patterns.correctness_values.as_ref().expect("validated");
+        ev.values = Some(
+            read_source(run_dir, v.source, v.file.as_deref())
+                .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
+                .map_err(|e| e.to_string()),
+        );
+    }
+    Some(ev)
 }
 
 /// What the metric source yields for one run.
@@ -615,5 +645,35 @@ mod interference_tests {
                 ("r5", "ran at the same time as r4 on the same host"),
             ]
         );
+    }
+
+    /// A stale attempt replaced a counted run's manifest with an interrupted one: the run
+    /// no longer collects as complete, so the look must not count it.
+    #[test]
+    fn a_recorded_run_that_no_longer_collects_complete_is_named() {
+        let t = "2026-11-30T20:00:00Z";
+        let mut replaced = run("b001-v1", "n1", t, t, None);
+        replaced.status = RunStatus::Failed {
+            reason: "the run was interrupted before it finished".into(),
+        };
+        let mut never = run("b002-v1", "n1", t, t, None);
+        never.status = RunStatus::NotRun;
+        // A governor variant the look finds not applicable (its steps ran another governor).
+        let mut na = run("b001-perf", "n1", t, t, None);
+        na.status = RunStatus::NotApplicable {
+            reason: "the step ran another governor".into(),
+        };
+        let collected = Collected {
+            runs: vec![run("b001-baseline", "n1", t, t, None), replaced, never, na],
+            correctness: None,
+        };
+        let recorded: std::collections::BTreeSet<String> =
+            ["b001-baseline", "b001-v1", "b001-perf"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(changed_since_recorded(&collected, &recorded), ["b001-v1"]);
+        // A run the store never recorded completed is the look's ordinary business.
+        assert!(changed_since_recorded(&collected, &Default::default()).is_empty());
     }
 }

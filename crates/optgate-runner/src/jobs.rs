@@ -192,6 +192,8 @@ fn job_spec(
         exclusive: exclusive_nodes(exp),
         extra_directives: s.extra_directives.clone(),
         optgate_bin: optgate_bin.to_path_buf(),
+        // The engine names a resubmission's attempt when it plans it.
+        attempt: 1,
     }
 }
 

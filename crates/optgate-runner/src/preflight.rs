@@ -404,6 +404,7 @@ mod tests {
             script: "run.sh".into(),
             scheduler_job_id: None,
             optgate_version: "0".into(),
+            attempt: Some(1),
             step_governors: steps
                 .iter()
                 .map(|(h, g)| (h.to_string(), g.to_string()))

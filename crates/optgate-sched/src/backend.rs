@@ -73,6 +73,10 @@ pub struct JobSpec {
     pub extra_directives: Vec<String>,
     /// The optgate binary the job calls on the compute node (`probe`, `exec-run`).
     pub optgate_bin: PathBuf,
+    /// Which attempt of the block's work this job is (1 for the first job, 2 for the first
+    /// resubmission, …), passed to each `exec-run` so a stale attempt never overwrites a
+    /// newer one's record.
+    pub attempt: u32,
 }
 
 /// What the scheduler says about a job.

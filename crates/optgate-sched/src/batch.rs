@@ -301,8 +301,9 @@ pub fn render_body(job: &JobSpec, backend: &str, launcher: &dyn Fn(&JobRun) -> S
             run.arm
         ));
         s.push_str(&format!(
-            "\"$OPTGATE_BIN\" exec-run {} -- {}; og_after $?\n",
+            "\"$OPTGATE_BIN\" exec-run {} --attempt {} -- {}; og_after $?\n",
             quote(&run.run_dir.display().to_string()),
+            quote(&job.attempt.to_string()),
             launcher(run)
         ));
     }
@@ -364,6 +365,7 @@ pub(crate) fn sample_job() -> JobSpec {
         exclusive: true,
         extra_directives: vec!["--constraint=cpu".into()],
         optgate_bin: "/opt/optgate/bin/optgate".into(),
+        attempt: 1,
     }
 }
 
@@ -418,6 +420,18 @@ pub fn submit_idempotently(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_run_line_names_the_jobs_attempt() {
+        let mut job = sample_job();
+        job.attempt = 2;
+        let body = render_body(&job, "test", &|_| "launch".to_string());
+        let lines: Vec<&str> = body.lines().filter(|l| l.contains(" exec-run ")).collect();
+        assert_eq!(lines.len(), job.runs.len());
+        for l in lines {
+            assert!(l.contains("' --attempt 2 -- launch;"), "{l}");
+        }
+    }
 
     #[test]
     fn directive_values_with_shell_or_parser_syntax_are_refused() {

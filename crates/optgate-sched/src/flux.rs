@@ -1,5 +1,5 @@
 //! The Flux backend: a pure `render_script` (`# flux:` directives counting slots, then one
-//! `"$OPTGATE_BIN" exec-run RUN_DIR -- flux run …` line per run counting tasks), F58 job-id
+//! `"$OPTGATE_BIN" exec-run RUN_DIR --attempt N -- flux run …` line per run counting tasks), F58 job-id
 //! decoding, pure parsers of `flux batch` and `flux jobs` output, and [`FluxBackend`].
 //!
 //! Job ids are kept as decimal integers (`flux jobs -o '{id.dec}'` prints those; `flux
@@ -533,9 +533,9 @@ og_after() {
     esac
 }
 # Run 1 of 2: b003-omp6 (arm omp6).
-"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' -- flux run -N 1 -n 16 -c 6 -o cpu-affinity=per-task; og_after $?
+"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- flux run -N 1 -n 16 -c 6 -o cpu-affinity=per-task; og_after $?
 # Run 2 of 2: b003-baseline (arm baseline).
-"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' -- flux run -N 1 -n 16 -c 1; og_after $?
+"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- flux run -N 1 -n 16 -c 1; og_after $?
 exit "$og_status"
 "#;
 

@@ -10,13 +10,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use optgate_experiment::PageCacheMode;
 use optgate_experiment::limits::MAX_INPUT_FILES;
-use optgate_experiment::{CacheMode, PageCacheMode};
 
-use crate::manifest::Outcome;
+use crate::manifest::{Outcome, PageCacheRecord, WarmupRecord};
 use crate::process::{ProcessEnd, run_command};
 
 /// The script of an arm's warm-up run, beside `run.sh` (`caches: warm` only).
@@ -29,38 +28,6 @@ pub const WARMED_MARKER: &str = ".optgate-warmed";
 pub const WARMUP_LOCK: &str = ".optgate-warmup.lock";
 /// How often a run waiting for another run's warm-up checks the lock again.
 const WARMUP_LOCK_POLL: Duration = Duration::from_millis(200);
-
-/// What the manifest says about a run's isolation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IsolationRecord {
-    pub caches: CacheMode,
-    /// The folder `OPTGATE_CACHE_DIR` (and the Inductor and Triton caches below it) named.
-    pub cache_dir: PathBuf,
-    /// `caches: warm`: whether this run did the arm's warm-up, and how it went.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warmup: Option<WarmupRecord>,
-    pub page_cache: PageCacheRecord,
-}
-
-/// The untimed warm-up run this run did before its timed one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WarmupRecord {
-    pub outcome: Outcome,
-    pub elapsed_s: f64,
-}
-
-/// What was done to the page cache of the inputs before the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PageCacheRecord {
-    pub mode: PageCacheMode,
-    /// Files evicted or read (0 for `leave`).
-    pub files: usize,
-    pub bytes: u64,
-    /// Anything that did not go as asked: missing inputs, unreadable files, `drop` without
-    /// root, more files than [`MAX_INPUT_FILES`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
 
 /// The files under `inputs` (folders walked), at most [`MAX_INPUT_FILES`]; the notes say
 /// what was missing or left out.

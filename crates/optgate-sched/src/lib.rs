@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod batch;
+pub mod claim;
 pub mod command;
 pub mod energy;
 pub mod factory;

@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Build, CacheMode, Experiment, PageCacheMode};
 
-use crate::isolation::{
-    IsolationRecord, PageCacheRecord, WARMUP_DIR, WARMUP_SCRIPT, apply_page_cache, warm_up_once,
-};
+use crate::claim::{self, Claim, ClaimError};
+use crate::isolation::{WARMUP_DIR, WARMUP_SCRIPT, apply_page_cache, warm_up_once};
 use crate::manifest::{
-    EnergySource, MANIFEST_SCHEMA, ManifestError, Outcome, Resources, RunManifest, write_atomic,
+    EnergySource, IsolationRecord, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome,
+    PageCacheRecord, Resources, RunManifest, write_atomic,
 };
 use crate::process::{Finished, ProcessEnd, ProcessError, run_command, run_script};
 use crate::script::{RunContext, render_build, render_local_run, run_env};
@@ -40,6 +40,8 @@ pub enum LocalError {
     Process(#[from] ProcessError),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     #[error(transparent)]
     Governor(#[from] optgate_probe::governor::GovernorError),
     #[error("the CPU governor cannot be changed: {0}")]
@@ -143,7 +145,7 @@ pub fn write_run_files(
         page_cache: ctx.arm.page_cache,
         inputs: ctx.experiment.inputs.clone(),
         governor: ctx.arm.governor.clone(),
-        governor_helper: ctx.experiment.file.preflight.governor_helper.clone(),
+        governor_helper: ctx.experiment.governor_helper.clone(),
         governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
     };
     let path = dir.join(RUN_RECORD);
@@ -155,51 +157,62 @@ pub fn write_run_files(
     Ok(record)
 }
 
+/// Which job attempt runs a run (from its job script: 1 for a block's first job, 2 for its
+/// first resubmission, …) and the scheduler's id of that job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub number: u32,
+    pub scheduler_job_id: Option<String>,
+}
+
+/// What [`execute_prepared`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Executed {
+    /// The run ran; its manifest, stdout and stderr are in place.
+    Recorded(Box<RunManifest>),
+    /// Nothing ran: a final manifest is there ([`Claim::Finished`]) or a newer attempt
+    /// holds the run ([`Claim::Superseded`]).
+    NotStarted(Claim),
+    /// The run ran, but meanwhile a newer attempt claimed it or another instance of this
+    /// attempt finished it: this attempt's manifest, stdout and stderr are kept under its
+    /// own names (`manifest`, and [`attempt_file`] of stdout and stderr), nothing of the
+    /// run's record was replaced.
+    Stale { found: Claim, manifest: PathBuf },
+}
+
+/// The name of an attempt's own copy of a run file: `stdout.attempt-2`.
+pub fn attempt_file(name: &str, attempt: u32) -> String {
+    format!("{name}.attempt-{attempt}")
+}
+
 /// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
 /// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code
 /// path that writes manifests, for every backend. With a launcher, `step_probe` (e.g.
 /// `optgate step-governor RUN_DIR --`) goes between it and `bash run.sh`, so it runs inside
 /// the launcher's step; what it leaves in `step-governor.<host>` files becomes the
 /// manifest's `step_governors`.
+///
+/// The attempt claims the run first ([`claim::claim`]): a run already finished or held by
+/// a newer attempt does not start. The app writes to the attempt's own output files, which
+/// become `stdout`/`stderr` just before the manifest, and only while the attempt still
+/// holds the run ([`claim::commit_if_held`]): a stale attempt never replaces a newer one's
+/// record.
 pub async fn execute_prepared(
     run_dir: &Path,
     launcher: &[String],
     step_probe: &[String],
-    scheduler_job_id: Option<String>,
+    attempt: &Attempt,
     cancel: &CancellationToken,
-) -> Result<RunManifest, LocalError> {
-    let record_path = run_dir.join(RUN_RECORD);
-    let record: RunRecord =
-        serde_json::from_slice(&std::fs::read(&record_path).map_err(io("read", &record_path))?)
-            .map_err(|e| LocalError::Io {
-                op: "parse",
-                path: record_path.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            })?;
-    // The record is optgate's own file, but a person may have edited it: a limit no
-    // `Duration` holds (negative, NaN, past u64 seconds) is an error, not a panic.
-    let time_limit = match record.time_limit_s {
-        None => None,
-        Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|e| LocalError::Io {
-            op: "parse",
-            path: record_path.clone(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("time_limit_s {s} is not a time limit: {e}"),
-            ),
-        })?),
-    };
-    let script = run_dir.join(RUN_SCRIPT);
-    let mut argv: Vec<String> = launcher.to_vec();
-    if !launcher.is_empty() {
-        argv.extend(step_probe.iter().cloned());
+) -> Result<Executed, LocalError> {
+    let (record, time_limit) = read_record(run_dir)?;
+    match claim::claim(run_dir, attempt.number)? {
+        Claim::Held => {}
+        refused => return Ok(Executed::NotStarted(refused)),
     }
     // What an interrupted attempt recorded is not this attempt's.
     for (path, _) in step_governor_files(run_dir) {
         std::fs::remove_file(&path).map_err(io("remove", &path))?;
     }
-    argv.push("bash".into());
-    argv.push(script.display().to_string());
     let (environment, environment_withheld) = crate::manifest::recordable_environment(
         std::env::vars(),
         &record.env_set,
@@ -212,8 +225,68 @@ pub async fn execute_prepared(
         (Some(target), true) => Some(set_governor(run_dir, target, &record)?),
         _ => None,
     };
-    // Isolation first, untimed: the arm's warm-up (once per arm), then the inputs' page
-    // cache, so that the timed run starts right after.
+    let isolation = isolate(run_dir, &record, launcher, time_limit, cancel).await;
+    let argv = run_argv(run_dir, launcher, step_probe);
+    let timed = timed_run(run_dir, &argv, attempt.number, time_limit, cancel).await?;
+    if let Some(g) = governor.as_mut() {
+        g.restore()?;
+    }
+    let manifest = RunManifest {
+        environment,
+        environment_withheld,
+        isolation: Some(isolation),
+        attempt: Some(attempt.number),
+        scheduler_job_id: attempt.scheduler_job_id.clone(),
+        script: run_dir.join(RUN_SCRIPT),
+        step_governors: step_governors(run_dir),
+        ..timed.manifest(record, launcher.is_empty())
+    };
+    commit(run_dir, attempt.number, manifest)
+}
+
+/// Reads `run.json` and its time limit.
+fn read_record(run_dir: &Path) -> Result<(RunRecord, Option<Duration>), LocalError> {
+    let record_path = run_dir.join(RUN_RECORD);
+    let invalid = |e: String| LocalError::Io {
+        op: "parse",
+        path: record_path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    };
+    let record: RunRecord =
+        serde_json::from_slice(&std::fs::read(&record_path).map_err(io("read", &record_path))?)
+            .map_err(|e| invalid(e.to_string()))?;
+    // The record is optgate's own file, but a person may have edited it: a limit no
+    // `Duration` holds (negative, NaN, past u64 seconds) is an error, not a panic.
+    let time_limit = match record.time_limit_s {
+        None => None,
+        Some(s) => Some(
+            Duration::try_from_secs_f64(s)
+                .map_err(|e| invalid(format!("time_limit_s {s} is not a time limit: {e}")))?,
+        ),
+    };
+    Ok((record, time_limit))
+}
+
+/// `launcher... [step_probe...] bash run.sh`.
+fn run_argv(run_dir: &Path, launcher: &[String], step_probe: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = launcher.to_vec();
+    if !launcher.is_empty() {
+        argv.extend(step_probe.iter().cloned());
+    }
+    argv.push("bash".into());
+    argv.push(run_dir.join(RUN_SCRIPT).display().to_string());
+    argv
+}
+
+/// Isolation first, untimed: the arm's warm-up (once per arm), then the inputs' page
+/// cache, so that the timed run starts right after.
+async fn isolate(
+    run_dir: &Path,
+    record: &RunRecord,
+    launcher: &[String],
+    time_limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> IsolationRecord {
     let cache_dir = record
         .cache_dir
         .clone()
@@ -236,12 +309,32 @@ pub async fn execute_prepared(
                 note: Some(format!("page-cache handling failed: {e}")),
             })
     };
-    let isolation = IsolationRecord {
+    IsolationRecord {
         caches: record.caches,
         cache_dir,
         warmup,
         page_cache,
-    };
+    }
+}
+
+/// What the timed run did and the node around it.
+struct TimedRun {
+    finished: Finished,
+    started_at: String,
+    ended_at: String,
+    elapsed_s: f64,
+    energy_j: Option<f64>,
+    conditions: crate::manifest::NodeConditions,
+}
+
+/// The timed run, in its own process group, its output to the attempt's own files.
+async fn timed_run(
+    run_dir: &Path,
+    argv: &[String],
+    attempt: u32,
+    time_limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<TimedRun, LocalError> {
     let before = crate::manifest::NodeSnapshot::take();
     let energy_root = optgate_probe::sysfs_root();
     let energy_before = crate::energy::take(&energy_root);
@@ -255,80 +348,128 @@ pub async fn execute_prepared(
         }
     } else {
         run_command(
-            &argv,
+            argv,
             run_dir,
-            &run_dir.join(STDOUT_FILE),
-            &run_dir.join(STDERR_FILE),
+            &run_dir.join(attempt_file(STDOUT_FILE, attempt)),
+            &run_dir.join(attempt_file(STDERR_FILE, attempt)),
             time_limit,
             cancel,
         )
         .await?
     };
     let elapsed_s = t0.elapsed().as_secs_f64();
-    if let Some(g) = governor.as_mut() {
-        g.restore()?;
-    }
     let energy_j = energy_before
         .zip(crate::energy::take(&energy_root))
         .and_then(|(b, a)| crate::energy::joules_between(&b, &a));
-    // Under a launcher (`srun`, `flux run`) the app runs in the scheduler's step, not as a
-    // descendant of this process: `wait4` would count the launcher alone. Those runs record
-    // no resources (System Impact then says "not measured") rather than a wrong figure.
-    let usage = finished.usage.filter(|_| launcher.is_empty());
-    let resources = usage.map(|u| Resources {
-        cpu_user_s: u.user_s,
-        cpu_system_s: u.system_s,
-        max_rss_kib: u.max_rss_kib,
-        energy_j,
-        energy_source: energy_j.map(|_| EnergySource::Rapl),
-    });
     let conditions = before.until(
         &crate::manifest::NodeSnapshot::take(),
         std::thread::available_parallelism()
             .ok()
             .and_then(|n| u32::try_from(n.get()).ok()),
     );
-    let (outcome, exit_code, signal) = match finished.end {
-        ProcessEnd::Exited(0) => (Outcome::Completed, Some(0), None),
-        ProcessEnd::Exited(c) => (Outcome::Failed, Some(c), None),
-        ProcessEnd::Signaled(s) => (Outcome::Failed, None, Some(s)),
-        ProcessEnd::TimedOut => (Outcome::TimedOut, None, None),
-        ProcessEnd::Cancelled => (Outcome::Interrupted, None, None),
-    };
-    let manifest = RunManifest {
-        schema: MANIFEST_SCHEMA,
-        experiment: record.experiment,
-        run_id: record.run_id,
-        arm: record.arm,
-        block: record.block,
-        replicate: record.replicate,
-        host: hostname(),
+    Ok(TimedRun {
+        finished,
         started_at,
         ended_at: now_rfc3339(),
         elapsed_s,
-        outcome,
-        exit_code,
-        signal,
-        env_set: record.env_set,
-        env_unset: record.env_unset,
-        environment,
-        environment_withheld,
-        conditions: Some(conditions),
-        script,
-        scheduler_job_id,
-        optgate_version: env!("CARGO_PKG_VERSION").to_string(),
-        step_governors: step_governor_files(run_dir)
-            .into_iter()
-            .filter_map(|(path, host)| {
-                let g = std::fs::read_to_string(&path).ok()?;
-                Some((host, g.trim().to_string()))
-            })
-            .collect(),
-        resources,
-        isolation: Some(isolation),
-    };
-    manifest.write(run_dir)?;
-    Ok(manifest)
+        energy_j,
+        conditions,
+    })
+}
+
+impl TimedRun {
+    /// The manifest of this run of `record` (environment, isolation, attempt and the step's
+    /// files are the caller's to fill in). `measured`: the app was this process's
+    /// descendant (no launcher), so `wait4` measured its resources.
+    fn manifest(self, record: RunRecord, measured: bool) -> RunManifest {
+        // Under a launcher (`srun`, `flux run`) the app runs in the scheduler's step, not
+        // as a descendant of this process: `wait4` would count the launcher alone. Those
+        // runs record no resources (System Impact then says "not measured") rather than a
+        // wrong figure.
+        let energy_j = self.energy_j;
+        let resources = self.finished.usage.filter(|_| measured).map(|u| Resources {
+            cpu_user_s: u.user_s,
+            cpu_system_s: u.system_s,
+            max_rss_kib: u.max_rss_kib,
+            energy_j,
+            energy_source: energy_j.map(|_| EnergySource::Rapl),
+        });
+        let (outcome, exit_code, signal) = match self.finished.end {
+            ProcessEnd::Exited(0) => (Outcome::Completed, Some(0), None),
+            ProcessEnd::Exited(c) => (Outcome::Failed, Some(c), None),
+            ProcessEnd::Signaled(s) => (Outcome::Failed, None, Some(s)),
+            ProcessEnd::TimedOut => (Outcome::TimedOut, None, None),
+            ProcessEnd::Cancelled => (Outcome::Interrupted, None, None),
+        };
+        RunManifest {
+            schema: MANIFEST_SCHEMA,
+            experiment: record.experiment,
+            run_id: record.run_id,
+            arm: record.arm,
+            block: record.block,
+            replicate: record.replicate,
+            host: hostname(),
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            elapsed_s: self.elapsed_s,
+            outcome,
+            exit_code,
+            signal,
+            env_set: record.env_set,
+            env_unset: record.env_unset,
+            environment: BTreeMap::new(),
+            environment_withheld: Vec::new(),
+            conditions: Some(self.conditions),
+            script: PathBuf::new(),
+            scheduler_job_id: None,
+            optgate_version: env!("CARGO_PKG_VERSION").to_string(),
+            attempt: None,
+            step_governors: BTreeMap::new(),
+            resources,
+            isolation: None,
+        }
+    }
+}
+
+/// The governors the step's probe recorded, per host.
+fn step_governors(run_dir: &Path) -> BTreeMap<String, String> {
+    step_governor_files(run_dir)
+        .into_iter()
+        .filter_map(|(path, host)| {
+            let g = std::fs::read_to_string(&path).ok()?;
+            Some((host, g.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Puts the attempt's output and `manifest` in place if the attempt still holds the run;
+/// otherwise keeps them under the attempt's own names.
+fn commit(run_dir: &Path, attempt: u32, manifest: RunManifest) -> Result<Executed, LocalError> {
+    let found = claim::commit_if_held(run_dir, attempt, || {
+        for name in [STDOUT_FILE, STDERR_FILE] {
+            let own = run_dir.join(attempt_file(name, attempt));
+            let shared = run_dir.join(name);
+            match std::fs::rename(&own, &shared) {
+                // Stopped before the app started: it wrote nothing.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                r => r.map_err(io("rename into place", &own))?,
+            }
+        }
+        manifest.write(run_dir).map_err(LocalError::from)
+    })??;
+    if found == Claim::Held {
+        return Ok(Executed::Recorded(Box::new(manifest)));
+    }
+    let path = run_dir.join(attempt_file(MANIFEST_FILE, attempt));
+    write_atomic(
+        &path,
+        &serde_json::to_vec_pretty(&manifest).expect("manifest serialises"),
+    )
+    .map_err(io("write", &path))?;
+    Ok(Executed::Stale {
+        found,
+        manifest: path,
+    })
 }
 
 /// The governor file the run writes: which CPUs' governors it changed, from what to what.
@@ -486,6 +627,20 @@ mod tests {
         dir
     }
 
+    fn first() -> Attempt {
+        Attempt {
+            number: 1,
+            scheduler_job_id: None,
+        }
+    }
+
+    fn recorded(r: Result<Executed, LocalError>) -> RunManifest {
+        match r.unwrap() {
+            Executed::Recorded(m) => *m,
+            other => panic!("the run was not recorded: {other:?}"),
+        }
+    }
+
     #[tokio::test]
     async fn the_step_probe_runs_inside_the_launcher_and_its_files_reach_the_manifest() {
         let tmp = tempfile::tempdir().unwrap();
@@ -503,9 +658,7 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         let cancel = CancellationToken::new();
-        let m = execute_prepared(&dir, &launcher, &probe, None, &cancel)
-            .await
-            .unwrap();
+        let m = recorded(execute_prepared(&dir, &launcher, &probe, &first(), &cancel).await);
         assert_eq!(m.outcome, Outcome::Completed);
         // Under a launcher the app runs outside this process's tree: no resources rather
         // than the launcher's own CPU time.
@@ -529,14 +682,141 @@ mod tests {
         let dir = run_dir(tmp.path());
         let probe = vec!["false".to_string()];
         let cancel = CancellationToken::new();
-        let m = execute_prepared(&dir, &[], &probe, None, &cancel)
-            .await
-            .unwrap();
+        let m = recorded(execute_prepared(&dir, &[], &probe, &first(), &cancel).await);
         assert_eq!(m.outcome, Outcome::Completed);
         assert!(m.step_governors.is_empty());
         let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
         assert!(!text.contains("step_governors"), "{text}");
         // Without a launcher the run is this process's child: its resources are measured.
         assert!(m.resources.is_some_and(|r| r.cpu_s() >= 0.0));
+    }
+
+    /// Waits (bounded) until `path` exists.
+    async fn wait_for(path: &Path, what: &str) {
+        for _ in 0..600 {
+            if path.exists() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{what}: {} never appeared", path.display());
+    }
+
+    /// The race of issue 20: a lost job's wrapper (attempt 1) outlives its job while the
+    /// resubmission (attempt 2) runs the same run to completion; then the old wrapper is
+    /// stopped and writes late. Its record must not replace the newer one.
+    #[tokio::test]
+    async fn a_stale_attempt_writing_late_never_replaces_the_newer_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        // The first run to start (attempt 1) says so and blocks until it is stopped; the
+        // next (attempt 2) prints its own line and ends.
+        std::fs::write(
+            dir.join(RUN_SCRIPT),
+            "if mkdir first-started 2>/dev/null; then echo old; while :; do sleep 0.05; done; fi\necho new\n",
+        )
+        .unwrap();
+        let old_cancel = CancellationToken::new();
+        let old = {
+            let (dir, cancel) = (dir.clone(), old_cancel.clone());
+            tokio::spawn(async move {
+                let lost = Attempt {
+                    number: 1,
+                    scheduler_job_id: Some("lost".into()),
+                };
+                execute_prepared(&dir, &[], &[], &lost, &cancel).await
+            })
+        };
+        wait_for(&dir.join("first-started"), "attempt 1's app").await;
+        let again = Attempt {
+            number: 2,
+            scheduler_job_id: Some("again".into()),
+        };
+        let newer =
+            recorded(execute_prepared(&dir, &[], &[], &again, &CancellationToken::new()).await);
+        assert_eq!(
+            (newer.outcome, newer.attempt),
+            (Outcome::Completed, Some(2))
+        );
+        // Now the lost attempt's wrapper is stopped, after the newer one finished.
+        old_cancel.cancel();
+        let late = old.await.unwrap().unwrap();
+        let kept = dir.join(attempt_file(MANIFEST_FILE, 1));
+        assert_eq!(
+            late,
+            Executed::Stale {
+                found: Claim::Superseded { by: 2 },
+                manifest: kept.clone(),
+            }
+        );
+        let m = RunManifest::read(&dir).unwrap().unwrap();
+        assert_eq!(
+            (m.outcome, m.attempt, m.scheduler_job_id.as_deref()),
+            (Outcome::Completed, Some(2), Some("again")),
+            "the stale attempt replaced the newer manifest"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(STDOUT_FILE)).unwrap(),
+            "new\n"
+        );
+        // The stale attempt's evidence stays under its own name.
+        let stale: RunManifest = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+        assert_eq!(
+            (stale.outcome, stale.attempt),
+            (Outcome::Interrupted, Some(1))
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(attempt_file(STDOUT_FILE, 1))).unwrap(),
+            "old\n"
+        );
+    }
+
+    /// A lost job's script that goes on to its next run: a newer attempt holds that run, so
+    /// the app never starts and nothing of the run's record changes.
+    #[tokio::test]
+    async fn a_superseded_attempt_does_not_start_the_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        std::fs::write(dir.join(RUN_SCRIPT), "touch app-ran\n").unwrap();
+        assert_eq!(claim::claim(&dir, 2).unwrap(), Claim::Held);
+        let r = execute_prepared(&dir, &[], &[], &first(), &CancellationToken::new()).await;
+        assert_eq!(
+            r.unwrap(),
+            Executed::NotStarted(Claim::Superseded { by: 2 })
+        );
+        assert!(
+            !dir.join("app-ran").exists(),
+            "a superseded attempt ran the app"
+        );
+        assert!(RunManifest::read(&dir).unwrap().is_none());
+        // A final manifest ends the run for every attempt.
+        let done = recorded(
+            execute_prepared(
+                &dir,
+                &[],
+                &[],
+                &Attempt {
+                    number: 2,
+                    scheduler_job_id: None,
+                },
+                &CancellationToken::new(),
+            )
+            .await,
+        );
+        assert_eq!(done.outcome, Outcome::Completed);
+        std::fs::remove_file(dir.join("app-ran")).unwrap();
+        let r = execute_prepared(
+            &dir,
+            &[],
+            &[],
+            &Attempt {
+                number: 3,
+                scheduler_job_id: None,
+            },
+            &CancellationToken::new(),
+        )
+        .await;
+        assert_eq!(r.unwrap(), Executed::NotStarted(Claim::Finished));
+        assert!(!dir.join("app-ran").exists(), "a finished run ran again");
     }
 }

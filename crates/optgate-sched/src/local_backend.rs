@@ -363,6 +363,7 @@ mod tests {
             exclusive: false,
             extra_directives: vec![],
             optgate_bin: PathBuf::from("/opt/optgate dir/bin/optgate"),
+            attempt: 1,
         }
     }
 
@@ -384,8 +385,11 @@ mod tests {
         assert!(s.contains("exec 9>>/home/me/.st/lock\n"));
         assert!(s.contains("export OPTGATE_JOB_ID=og-e1-b001\n"));
         assert!(s.contains("OPTGATE_BIN='/opt/optgate dir/bin/optgate'\n"));
-        let v1 = pos("\"$OPTGATE_BIN\" exec-run /scratch/x/runs/b001-v1 -- ; og_after $?");
-        let base = pos("\"$OPTGATE_BIN\" exec-run /scratch/x/runs/b001-baseline -- ; og_after $?");
+        let v1 =
+            pos("\"$OPTGATE_BIN\" exec-run /scratch/x/runs/b001-v1 --attempt 1 -- ; og_after $?");
+        let base = pos(
+            "\"$OPTGATE_BIN\" exec-run /scratch/x/runs/b001-baseline --attempt 1 -- ; og_after $?",
+        );
         assert!(pos(": > job.started") < v1 && v1 < base);
         // The body runs with the lock's descriptor closed.
         assert!(pos(": > job.started") < pos("{\n") && pos("{\n") < v1);

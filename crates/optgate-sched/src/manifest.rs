@@ -65,6 +65,10 @@ pub struct RunManifest {
     #[serde(default)]
     pub scheduler_job_id: Option<String>,
     pub optgate_version: String,
+    /// The job attempt whose wrapper wrote this manifest (1 for a block's first job, 2 for
+    /// its first resubmission, …); None in manifests written before optgate recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
     /// The cpufreq governor in force inside the run's step, per node: host → governor, as
     /// `optgate step-governor` read it on the CPUs the step was given (after `srun
     /// --cpu-freq` applied the arm's governor). `none`: no cpufreq; names joined by `,`
@@ -78,7 +82,39 @@ pub struct RunManifest {
     pub resources: Option<Resources>,
     /// Compile caches and page cache as they were set up before the run.
     #[serde(default)]
-    pub isolation: Option<crate::isolation::IsolationRecord>,
+    pub isolation: Option<IsolationRecord>,
+}
+
+/// What the manifest says about a run's isolation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolationRecord {
+    pub caches: optgate_experiment::CacheMode,
+    /// The folder `OPTGATE_CACHE_DIR` (and the Inductor and Triton caches below it) named.
+    pub cache_dir: PathBuf,
+    /// `caches: warm`: whether this run did the arm's warm-up, and how it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<WarmupRecord>,
+    pub page_cache: PageCacheRecord,
+}
+
+/// The untimed warm-up run this run did before its timed one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmupRecord {
+    pub outcome: Outcome,
+    pub elapsed_s: f64,
+}
+
+/// What was done to the page cache of the inputs before the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PageCacheRecord {
+    pub mode: optgate_experiment::PageCacheMode,
+    /// Files evicted or read (0 for `leave`).
+    pub files: usize,
+    pub bytes: u64,
+    /// Anything that did not go as asked: missing inputs, unreadable files, `drop` without
+    /// root, more files than [`optgate_experiment::limits::MAX_INPUT_FILES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The resources one run used. CPU time and memory come from `wait4` on the run's wrapper
@@ -312,6 +348,38 @@ impl RunManifest {
         serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|source| ManifestError::Parse { path, source })
+    }
+}
+
+/// A completed-looking manifest with `outcome`, for tests.
+#[cfg(test)]
+pub(crate) fn test_manifest(outcome: Outcome) -> RunManifest {
+    RunManifest {
+        schema: MANIFEST_SCHEMA,
+        experiment: "e".into(),
+        run_id: "b001-v".into(),
+        arm: "v".into(),
+        block: 1,
+        replicate: 1,
+        host: "n1".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        ended_at: "2026-01-01T00:00:01Z".into(),
+        elapsed_s: 1.0,
+        outcome,
+        exit_code: Some(0),
+        signal: None,
+        env_set: Default::default(),
+        env_unset: vec![],
+        environment: Default::default(),
+        environment_withheld: vec![],
+        conditions: None,
+        script: "run.sh".into(),
+        scheduler_job_id: None,
+        optgate_version: "0".into(),
+        attempt: Some(1),
+        step_governors: Default::default(),
+        resources: None,
+        isolation: None,
     }
 }
 

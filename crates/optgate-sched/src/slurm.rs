@@ -1,5 +1,5 @@
 //! The Slurm backend: a pure `render_script` (`#SBATCH` directives, then one
-//! `"$OPTGATE_BIN" exec-run RUN_DIR -- srun …` line per run), pure parsers of `sbatch`,
+//! `"$OPTGATE_BIN" exec-run RUN_DIR --attempt N -- srun …` line per run), pure parsers of `sbatch`,
 //! `squeue` and `sacct` output, and [`SlurmBackend`], which runs those commands through
 //! the command runner.
 //!
@@ -561,9 +561,9 @@ og_after() {
     esac
 }
 # Run 1 of 2: b003-omp6 (arm omp6).
-"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' -- srun -N 1 -n 16 -c 6 --export=ALL --cpu-bind=cores; og_after $?
+"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- srun -N 1 -n 16 -c 6 --export=ALL --cpu-bind=cores; og_after $?
 # Run 2 of 2: b003-baseline (arm baseline).
-"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?
+"$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?
 exit "$og_status"
 "#;
 
@@ -595,8 +595,8 @@ exit "$og_status"
         assert_eq!(
             launches,
             [
-                r#""$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' -- srun -N 1 -n 16 -c 6 --cpu-freq=performance --export=ALL --cpu-bind=cores; og_after $?"#,
-                r#""$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?"#,
+                r#""$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- srun -N 1 -n 16 -c 6 --cpu-freq=performance --export=ALL --cpu-bind=cores; og_after $?"#,
+                r#""$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?"#,
             ]
         );
         // Only the known cpufreq governors pass; anything else is refused, not quoted.
@@ -722,8 +722,8 @@ exit "$og_status"
         };
         // The stand-in's probe fails: the runs go ahead all the same.
         let probe = "probe --json\n";
-        let omp6 = "exec-run /p/lustre/me/vpic's run/runs/b003-omp6 -- srun -N 1 -n 16 -c 6 --export=ALL --cpu-bind=cores\n";
-        let base = "exec-run /p/lustre/me/vpic's run/runs/b003-baseline -- srun -N 1 -n 16 -c 1 --export=ALL\n";
+        let omp6 = "exec-run /p/lustre/me/vpic's run/runs/b003-omp6 --attempt 1 -- srun -N 1 -n 16 -c 6 --export=ALL --cpu-bind=cores\n";
+        let base = "exec-run /p/lustre/me/vpic's run/runs/b003-baseline --attempt 1 -- srun -N 1 -n 16 -c 1 --export=ALL\n";
         assert_eq!(run("0"), (Some(0), format!("{probe}{omp6}{base}")));
         assert_eq!(run("3"), (Some(1), format!("{probe}{omp6}{base}")));
         assert_eq!(run("130"), (Some(130), format!("{probe}{omp6}")));

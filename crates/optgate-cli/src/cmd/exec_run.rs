@@ -1,30 +1,25 @@
-//! `optgate exec-run RUN_DIR [-- LAUNCHER...]` (hidden): executes one rendered run where
-//! the job landed (this machine or a compute node) and writes its manifest. A run whose
-//! manifest says it finished is never executed again, so a requeued or resubmitted job
-//! cannot produce a second sample of the same run.
+//! `optgate exec-run [--attempt N] RUN_DIR [-- LAUNCHER...]` (hidden): executes one
+//! rendered run where the job landed (this machine or a compute node) and writes its
+//! manifest. A run whose manifest says it finished is never executed again, so a requeued
+//! or resubmitted job cannot produce a second sample of the same run; a run a newer job
+//! attempt claimed is not started, and a stale attempt never replaces its record.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use optgate_sched::local::execute_prepared;
-use optgate_sched::{Outcome, RunManifest};
+use optgate_sched::claim::Claim;
+use optgate_sched::local::{Attempt, Executed, execute_prepared};
+use optgate_sched::manifest::Outcome;
 
 use crate::exit;
 
-pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
-    if let Some(m) = RunManifest::read(run_dir)?
-        && m.outcome.is_final()
-    {
-        eprintln!(
-            "optgate exec-run: {} already finished ({:?}); not running it again",
-            run_dir.display(),
-            m.outcome
-        );
-        return Ok(exit::OK);
-    }
-    let job_id = scheduler_job_id(|k| std::env::var(k).ok());
+pub fn exec_run(run_dir: &Path, attempt: u32, launcher: &[String]) -> Result<i32> {
+    let attempt = Attempt {
+        number: attempt,
+        scheduler_job_id: scheduler_job_id(|k| std::env::var(k).ok()),
+    };
     // Inside the launcher's step (after `srun --cpu-freq` applied the arm's governor), this
     // same binary records the governor actually in force there, then becomes `bash run.sh`.
     let me = std::env::current_exe().context("cannot tell where this optgate binary is")?;
@@ -47,20 +42,51 @@ pub fn exec_run(run_dir: &Path, launcher: &[String]) -> Result<i32> {
         let _in_runtime = runtime.enter();
         stop_signals()?
     };
-    let manifest = runtime.block_on(async {
+    let executed = runtime.block_on(async {
         let cancel = CancellationToken::new();
         let c = cancel.clone();
         tokio::spawn(async move {
             stops.recv().await;
             c.cancel();
         });
-        execute_prepared(run_dir, launcher, &step_probe, job_id, &cancel).await
+        execute_prepared(run_dir, launcher, &step_probe, &attempt, &cancel).await
     })?;
-    Ok(match manifest.outcome {
-        Outcome::Completed => exit::OK,
-        Outcome::Interrupted => exit::INTERRUPTED,
-        _ => exit::FAILED,
-    })
+    Ok(exit_status(run_dir, attempt.number, &executed))
+}
+
+/// The exit status for the job script, with a line on stderr when the run did not run or
+/// was not recorded. A superseded attempt exits as interrupted: its job is a stale one, and
+/// the script must not go on to its next run.
+fn exit_status(run_dir: &Path, attempt: u32, executed: &Executed) -> i32 {
+    let dir = run_dir.display();
+    match executed {
+        Executed::Recorded(m) => match m.outcome {
+            Outcome::Completed => exit::OK,
+            Outcome::Interrupted => exit::INTERRUPTED,
+            _ => exit::FAILED,
+        },
+        Executed::NotStarted(Claim::Finished) | Executed::NotStarted(Claim::Held) => {
+            eprintln!("optgate exec-run: {dir} already finished; not running it again");
+            exit::OK
+        }
+        Executed::NotStarted(Claim::Superseded { by }) => {
+            eprintln!(
+                "optgate exec-run: attempt {attempt} does not start {dir}: attempt {by} holds it"
+            );
+            exit::INTERRUPTED
+        }
+        Executed::Stale { found, manifest } => {
+            let why = match found {
+                Claim::Superseded { by } => format!("attempt {by} claimed the run meanwhile"),
+                _ => "the run was finished meanwhile".to_string(),
+            };
+            eprintln!(
+                "optgate exec-run: attempt {attempt} of {dir} is stale ({why}); its record is kept as {} and its output as stdout.attempt-{attempt} and stderr.attempt-{attempt}, the run's own is unchanged",
+                manifest.display()
+            );
+            exit::INTERRUPTED
+        }
+    }
 }
 
 /// `optgate step-governor RUN_DIR -- COMMAND…`: inside a scheduler's step, writes the
@@ -107,12 +133,10 @@ fn record_step_governor(run_dir: &Path) -> Result<()> {
         "{}{host}",
         optgate_sched::local::STEP_GOVERNOR_PREFIX
     ));
-    // Tasks of one node may race; each writes a whole file under its own temporary name.
-    let tmp = run_dir.join(format!(".step-governor.{host}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, format!("{governor}\n"))
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
-    Ok(())
+    // Tasks of one node may race; each writes a whole file under its own temporary name
+    // (the process id's), fsynced and renamed into place.
+    optgate_sched::manifest::write_atomic(&path, format!("{governor}\n").as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The id of the scheduler job this run is part of, as the backend recorded it when it

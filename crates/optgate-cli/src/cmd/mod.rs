@@ -107,7 +107,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         ),
         Command::Gate { id, variant } => gate::gate(&id, variant.as_deref()),
         Command::Cancel { id } => cancel::cancel(&id),
-        Command::ExecRun { run_dir, launcher } => exec_run::exec_run(&run_dir, &launcher),
+        Command::ExecRun {
+            attempt,
+            run_dir,
+            launcher,
+        } => exec_run::exec_run(&run_dir, attempt, &launcher),
         Command::StepGovernor { run_dir, command } => exec_run::step_governor(&run_dir, &command),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

@@ -1,10 +1,13 @@
 //! analysing: a look at the complete blocks (`crate::look::take_look`, blocking, off the
 //! async workers), its files written, then the look and its consequence recorded in one
-//! transaction.
+//! transaction. A run recorded completed whose manifest no longer says so is not counted:
+//! the experiment goes back to `running` and the run to pending.
 
 use std::sync::Arc;
 
-use optgate_store::{AfterLook, ExperimentRow};
+use std::collections::BTreeSet;
+
+use optgate_store::{AfterLook, ExperimentRow, ExperimentState, RunState, RunUpdate};
 
 use crate::error::DaemonError;
 use crate::work::Work;
@@ -12,7 +15,7 @@ use crate::work::Work;
 use optgate_sched::manifest::write_atomic;
 
 use super::Engine;
-use crate::look::take_look;
+use crate::look::{LookError, take_look};
 
 impl Engine {
     /// analysing: a look at the complete blocks, then more blocks or the end.
@@ -22,7 +25,7 @@ impl Engine {
         work: Arc<Work>,
     ) -> Result<(), DaemonError> {
         let id = row.id.clone();
-        let (blocks, not_applicable, looks, jobs) = self
+        let (blocks, not_applicable, looks, jobs, runs) = self
             .ctx
             .db
             .call(move |s| {
@@ -31,20 +34,37 @@ impl Engine {
                     s.not_applicable(&id)?,
                     s.looks(&id)?,
                     s.jobs(&id)?,
+                    s.runs(&id)?,
                 ))
             })
             .await?;
+        let completed: BTreeSet<String> = runs
+            .into_iter()
+            .filter(|r| r.state == RunState::Completed)
+            .map(|r| r.run_id)
+            .collect();
         let node = self.node();
         let w = work.clone();
         let look = tokio::task::spawn_blocking(move || {
-            take_look(&w, &blocks, &not_applicable, &looks, &jobs, &node)
+            take_look(
+                &w,
+                &blocks,
+                &not_applicable,
+                &looks,
+                &jobs,
+                &node,
+                &completed,
+            )
         })
         .await
-        .map_err(crate::error::join_error)?
-        .map_err(|e| DaemonError::Experiment {
-            id: row.id.clone(),
-            message: e.to_string(),
-        })?;
+        .map_err(crate::error::join_error)?;
+        let look = match look {
+            Err(LookError::RecordedRunChanged { runs }) => return self.run_again(row, runs).await,
+            other => other.map_err(|e| DaemonError::Experiment {
+                id: row.id.clone(),
+                message: e.to_string(),
+            })?,
+        };
         let crate::look::Look {
             row: look_row,
             report_json,
@@ -81,6 +101,44 @@ impl Engine {
         self.ctx
             .db
             .call(move |s| s.record_look(&id, &look_row, &report_json, &after))
+            .await
+    }
+
+    /// Runs recorded completed whose manifests no longer say so: back to `running`, then
+    /// the runs to pending (in that order: a crash in between leaves `running` with
+    /// nothing pending, which looks again and finds the same runs).
+    async fn run_again(
+        &mut self,
+        row: &ExperimentRow,
+        runs: Vec<String>,
+    ) -> Result<(), DaemonError> {
+        tracing::warn!(
+            "experiment {}: run(s) {} were recorded completed but their manifests no longer say so; running them again",
+            row.id,
+            runs.join(", ")
+        );
+        let id = row.id.clone();
+        self.ctx
+            .db
+            .call(move |s| {
+                let detail =
+                    "recorded completed, but its manifest no longer says so; it will run again";
+                s.transition(
+                    &id,
+                    ExperimentState::Analysing,
+                    ExperimentState::Running,
+                    None,
+                )?;
+                let updates: Vec<RunUpdate> = runs
+                    .into_iter()
+                    .map(|run_id| RunUpdate {
+                        run_id,
+                        state: RunState::Pending,
+                        detail: Some(detail.to_string()),
+                    })
+                    .collect();
+                s.update_runs(&id, &updates)
+            })
             .await
     }
 }

@@ -174,7 +174,9 @@ impl Engine {
     }
 
     /// The fail-fast verdict on every finished run of the experiment after block `block`'s
-    /// job ended: whether to stop the whole experiment or some arms.
+    /// job ended: whether to stop the whole experiment or some arms. Only runs the engine
+    /// settled (completed or failed) count: an interrupted run (a lost job's) is pending
+    /// again, not a failure.
     pub(crate) async fn fail_fast(
         &mut self,
         row: &ExperimentRow,
@@ -182,18 +184,23 @@ impl Engine {
         block: u32,
     ) -> Result<optgate_runner::failfast::FailFast, DaemonError> {
         let id = row.id.clone();
-        let (blocks, na) = self
+        let (blocks, na, runs) = self
             .ctx
             .db
-            .call(move |s| Ok((s.blocks(&id)?, s.not_applicable(&id)?)))
+            .call(move |s| Ok((s.blocks(&id)?, s.not_applicable(&id)?, s.runs(&id)?)))
             .await?;
+        let settled: BTreeSet<String> = runs
+            .into_iter()
+            .filter(|r| matches!(r.state, RunState::Completed | RunState::Failed))
+            .map(|r| r.run_id)
+            .collect();
         let w = work.clone();
         let verdict = tokio::task::spawn_blocking(move || {
             let plan = w.plan(&blocks);
             let done: Vec<optgate_runner::RunResult> = plan
                 .runs()
                 .iter()
-                .filter(|r| !na.contains_key(&r.arm))
+                .filter(|r| !na.contains_key(&r.arm) && settled.contains(&r.id))
                 .map(|r| optgate_runner::collect::collect_run(&w.exp, r, &w.layout.run_dir(&r.id)))
                 .filter(|r| r.status != optgate_runner::RunStatus::NotRun)
                 .collect();
