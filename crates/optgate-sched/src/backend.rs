@@ -214,6 +214,41 @@ pub const TRANSIENT_MESSAGES: &[&str] = &[
 /// at `FLUX_URI` (`Unable to connect to Flux: broker socket … was not found`).
 pub const UNREACHABLE_MESSAGES: &[&str] = &["unable to connect to flux"];
 
+/// The services a Flux instance registers while it starts (its modules load one by one
+/// after the broker answers) and registers again when a module restarts. Until then the
+/// broker answers every request for them with `No service matching <topic> is
+/// registered` (flux-core 0.88.0, `src/broker/broker.c`, `broker_request_sendmsg_new`:
+/// `"No service matching %s is registered"`): a starting or restarting instance, asked
+/// again after a pause.
+pub const FLUX_STARTUP_SERVICES: &[&str] = &[
+    "job-ingest",
+    "job-manager",
+    "job-list",
+    "job-info",
+    "kvs",
+    "sched",
+    "feasibility",
+    "resource",
+];
+
+/// Whether `stderr` holds the broker's whole `No service matching <topic> is registered`
+/// answer for a topic of one of [`FLUX_STARTUP_SERVICES`] (`job-ingest.submit`, …).
+fn flux_service_not_yet_registered(stderr: &str) -> bool {
+    const BEFORE: &str = "no service matching ";
+    const AFTER: &str = " is registered";
+    let s = stderr.to_ascii_lowercase();
+    s.match_indices(BEFORE).any(|(at, _)| {
+        let rest = &s[at + BEFORE.len()..];
+        let Some((topic, _)) = rest.split_once(AFTER) else {
+            return false;
+        };
+        let service = topic.split('.').next().unwrap_or("");
+        !topic.contains(char::is_whitespace)
+            && topic.contains('.')
+            && FLUX_STARTUP_SERVICES.contains(&service)
+    })
+}
+
 /// How [`crate::command`] fills `status` for a command it stopped at its deadline.
 pub const TIMED_OUT_STATUS: &str = "timed out";
 
@@ -235,7 +270,9 @@ impl SchedError {
             SchedError::Command { status, .. } if status.starts_with(TIMED_OUT_STATUS) => {
                 FailureClass::Transient
             }
-            SchedError::Command { stderr, .. } if says(stderr, TRANSIENT_MESSAGES) => {
+            SchedError::Command { stderr, .. }
+                if says(stderr, TRANSIENT_MESSAGES) || flux_service_not_yet_registered(stderr) =>
+            {
                 FailureClass::Transient
             }
             SchedError::Command { .. }
@@ -326,6 +363,28 @@ mod class_tests {
                 Transient,
             ),
             ("timed out after 30s, killed", "", Transient),
+            // A Flux instance still starting (or a module restarting): the broker's answer.
+            (
+                "1",
+                "flux-batch: ERROR: No service matching job-ingest.submit is registered",
+                Transient,
+            ),
+            (
+                "1",
+                "flux-jobs: ERROR: [Errno 38] No service matching job-list.list is registered",
+                Transient,
+            ),
+            // The same words for a service no instance registers at start-up: a refusal.
+            (
+                "1",
+                "flux-batch: ERROR: No service matching mything.submit is registered",
+                Rejected,
+            ),
+            (
+                "1",
+                "flux-batch: ERROR: no service matching job-ingest is registered",
+                Rejected,
+            ),
             (
                 "1",
                 "flux-job: ERROR: Unable to connect to Flux: broker socket /run/flux/local was not found",
