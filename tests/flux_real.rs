@@ -27,7 +27,8 @@ use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::flux::{FluxBackend, f58_encode, render_script};
 use optgate_sched::replan::{read_manifests, replan_job, runs_to_replan};
-use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest, Scheduler};
+use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
+use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 /// A guard against hanging forever; nothing is asserted about how long anything took.
 const DEADLINE: Duration = Duration::from_secs(600);

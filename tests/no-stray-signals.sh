@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when the repository could signal a process it did not start. The rule (see
-# tests/support/mod.rs and crates/optgate-sched/src/signal.rs): process groups are signalled
+# tests/support/mod.rs and crates/optgate-wrapper/src/signal.rs): process groups are signalled
 # only with killpg on a group optgate or the test created, through `signal_group`; nothing
 # runs the `kill` command with a negative number (procps reads `kill -KILL -1234` as options
 # and can turn it into kill(-1): every process root may signal).
@@ -18,8 +18,8 @@ while IFS= read -r hit; do
   [ -n "$hit" ] && findings+=("$hit  (a negative pid)")
 done < <(git grep -nE 'Pid::from_raw\(\s*-|libc::kill\(\s*-' -- '*.rs')
 while IFS= read -r hit; do
-  [ -n "$hit" ] && findings+=("$hit  (killpg outside optgate_sched::signal::signal_group)")
-done < <(git grep -nE '(^|[^_[:alnum:]])killpg\(' -- '*.rs' ':!crates/optgate-sched/src/signal.rs')
+  [ -n "$hit" ] && findings+=("$hit  (killpg outside optgate_wrapper::signal::signal_group)")
+done < <(git grep -nE '(^|[^_[:alnum:]])killpg\(' -- '*.rs' ':!crates/optgate-wrapper/src/signal.rs')
 
 # Shell (scripts and snippets in any tracked text file but Rust and Markdown): `kill` with
 # an argument that is a negative number, -$VAR or "-$VAR", or `--` (which only precedes one).

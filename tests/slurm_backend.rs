@@ -24,7 +24,8 @@ use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::replan::{read_manifests, replan_job, runs_to_replan};
 use optgate_sched::slurm::{SlurmBackend, render_script};
-use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest, Scheduler};
+use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
+use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 /// Fails (never skips) when this machine has no working Slurm, saying how to get one.
 fn require_slurm() {
@@ -449,7 +450,7 @@ fn the_slurm_quickstart_runs_a_block_on_this_cluster() {
         .unwrap();
     for build in &s.exp.builds {
         let record = runtime
-            .block_on(optgate_sched::local::execute_build(
+            .block_on(optgate_sched::prepare::execute_build(
                 &s.exp,
                 build,
                 &s.layout.build_dir(&build.id),

@@ -130,5 +130,5 @@ pub fn status(home: &Path, id: &str) -> serde_json::Value {
 /// as options and become `kill(-1)`, which as root reaches every process on the machine.
 /// `tests/no-stray-signals.sh` (run by `tests/run-all.sh`) fails on any such call.
 pub fn signal_group_we_started(pgid: i32, signal: nix::sys::signal::Signal) {
-    let _ = optgate_sched::signal::signal_group(nix::unistd::Pid::from_raw(pgid), signal);
+    let _ = optgate_wrapper::signal::signal_group(nix::unistd::Pid::from_raw(pgid), signal);
 }

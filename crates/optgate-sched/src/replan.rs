@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::backend::{JobRun, JobSpec};
-use crate::manifest::{ManifestError, RunManifest};
+use optgate_wrapper::manifest::{ManifestError, RunManifest};
 
 /// Whether a run with this manifest (or none) must run again.
 pub fn needs_rerun(manifest: Option<&RunManifest>) -> bool {
@@ -73,7 +73,7 @@ pub fn replan_job(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{MANIFEST_SCHEMA, Outcome};
+    use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome};
     use std::time::Duration;
 
     fn run(id: &str, dir: &std::path::Path) -> JobRun {
