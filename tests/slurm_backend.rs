@@ -303,12 +303,17 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_replans_the_rest() {
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    // Mid-way: the first run has started and printed its first epoch.
+    // Mid-way: the first run has started and printed its first epoch (into its attempt's
+    // own output file while it runs).
     let first = &job.runs[0];
+    let live = first.run_dir.join(optgate_wrapper::run::attempt_file(
+        optgate_wrapper::run::STDOUT_FILE,
+        1,
+    ));
     wait_for(&b, &id, "running", |st| *st == JobState::Running);
-    wait_for_file(&first.run_dir.join("stdout"));
+    wait_for_file(&live);
     let give_up = Instant::now() + Duration::from_secs(300);
-    while !std::fs::read_to_string(first.run_dir.join("stdout"))
+    while !std::fs::read_to_string(&live)
         .unwrap_or_default()
         .contains("epoch 1")
     {
