@@ -26,7 +26,8 @@ use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::flux::{FluxBackend, f58_encode, render_script};
-use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest, Scheduler};
+use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
+use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 /// A guard against hanging forever; nothing is asserted about how long anything took.
 const DEADLINE: Duration = Duration::from_secs(600);
@@ -160,9 +161,10 @@ fn manifest(dir: &Path) -> RunManifest {
     RunManifest::read(dir).unwrap().unwrap()
 }
 
-/// Waits until the first run of `job` has printed its first epoch.
+/// Waits until the first run of `job` has printed its first epoch (into its attempt's own
+/// output file while it runs).
 fn wait_for_first_epoch(job: &JobSpec) {
-    let stdout: PathBuf = job.runs[0].run_dir.join("stdout");
+    let stdout: PathBuf = job.runs[0].run_dir.join("stdout.attempt-1");
     let give_up = Instant::now() + DEADLINE;
     while !std::fs::read_to_string(&stdout)
         .unwrap_or_default()
@@ -870,7 +872,7 @@ fn a_node_failure_is_lost_and_resubmitted_within_max_resubmits() {
             j["scheduler_job_id"].is_string()
                 && ids
                     .first()
-                    .is_some_and(|r| runs.join(r).join("stdout").exists())
+                    .is_some_and(|r| runs.join(r).join("stdout.attempt-1").exists())
                 && ids
                     .last()
                     .is_some_and(|r| !runs.join(r).join("manifest.json").exists())

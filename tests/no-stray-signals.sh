@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when the repository could signal a process it did not start. The rule (see
-# tests/support/mod.rs and crates/optgate-sched/src/signal.rs): process groups are signalled
+# tests/support/mod.rs and crates/optgate-wrapper/src/signal.rs): process groups are signalled
 # only with killpg on a group optgate or the test created, through `signal_group`; tests
 # signal only their own children or a `support::CheckedProcess`; nothing
 # runs the `kill` command with a negative number (procps reads `kill -KILL -1234` as options
@@ -19,8 +19,8 @@ while IFS= read -r hit; do
   [ -n "$hit" ] && findings+=("$hit  (a negative pid)")
 done < <(git grep -nE 'Pid::from_raw\(\s*-|libc::kill\(\s*-' -- '*.rs')
 while IFS= read -r hit; do
-  [ -n "$hit" ] && findings+=("$hit  (killpg outside optgate_sched::signal::signal_group)")
-done < <(git grep -nE '(^|[^_[:alnum:]])killpg\(' -- '*.rs' ':!crates/optgate-sched/src/signal.rs')
+  [ -n "$hit" ] && findings+=("$hit  (killpg outside optgate_wrapper::signal::signal_group)")
+done < <(git grep -nE '(^|[^_[:alnum:]])killpg\(' -- '*.rs' ':!crates/optgate-wrapper/src/signal.rs')
 
 # Tests: a signal goes to a child the test spawned (`Child::kill`, `Pid::from_raw(child.id()
 # as i32)`) or through tests/support's `CheckedProcess` (start time checked first); a pid

@@ -23,7 +23,8 @@ use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::slurm::{SlurmBackend, render_script};
-use optgate_sched::{JobId, JobSpec, JobState, Outcome, RunManifest, Scheduler};
+use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
+use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 /// Fails (never skips) when this machine has no working Slurm, saying how to get one.
 fn require_slurm() {
@@ -301,12 +302,17 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again(
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    // Mid-way: the first run has started and printed its first epoch.
+    // Mid-way: the first run has started and printed its first epoch (into its attempt's
+    // own output file while it runs).
     let first = &job.runs[0];
+    let live = first.run_dir.join(optgate_wrapper::run::attempt_file(
+        optgate_wrapper::run::STDOUT_FILE,
+        1,
+    ));
     wait_for(&b, &id, "running", |st| *st == JobState::Running);
-    wait_for_file(&first.run_dir.join("stdout"));
+    wait_for_file(&live);
     let give_up = Instant::now() + Duration::from_secs(300);
-    while !std::fs::read_to_string(first.run_dir.join("stdout"))
+    while !std::fs::read_to_string(&live)
         .unwrap_or_default()
         .contains("epoch 1")
     {
@@ -449,7 +455,7 @@ fn the_slurm_quickstart_runs_a_block_on_this_cluster() {
         .unwrap();
     for build in &s.exp.builds {
         let record = runtime
-            .block_on(optgate_sched::local::execute_build(
+            .block_on(optgate_sched::prepare::execute_build(
                 &s.exp,
                 build,
                 &s.layout.build_dir(&build.id),

@@ -129,7 +129,7 @@ pub fn status(home: &Path, id: &str) -> serde_json::Value {
 ///
 /// The rule for every test: signal a child it spawned (`Child::kill`, or its
 /// `child.id()`), or a `CheckedProcess`; signal process groups only through
-/// [`CheckedProcess::signal_group`] (`optgate_sched::signal::signal_group`), never by running
+/// [`CheckedProcess::signal_group`] (`optgate_wrapper::signal::signal_group`), never by running
 /// `kill` with a negative number — procps `kill -KILL -1234` may read the number as options
 /// and become `kill(-1)`, which as root reaches every process on the machine.
 /// `tests/no-stray-signals.sh` (run by `tests/run-all.sh`) fails on any other signal.
@@ -220,13 +220,13 @@ impl CheckedProcess {
     }
 
     /// Sends `signal` to the process group this process leads (through
-    /// `optgate_sched::signal::signal_group`); `false` when it is gone, its pid names
+    /// `optgate_wrapper::signal::signal_group`); `false` when it is gone, its pid names
     /// another process, or it leads no group.
     pub fn signal_group(&self, signal: nix::sys::signal::Signal) -> bool {
         let pid = nix::unistd::Pid::from_raw(self.pid);
         self.is_alive()
             && nix::unistd::getpgid(Some(pid)) == Ok(pid)
-            && optgate_sched::signal::signal_group(pid, signal).is_ok()
+            && optgate_wrapper::signal::signal_group(pid, signal).is_ok()
     }
 
     /// Waits (bounded) until the process has ended.
@@ -262,11 +262,11 @@ pub fn wait_for<T>(
 /// the job's order. This is what the engine reads when a job ends (`jobplan::outcomes`):
 /// a run whose outcome is final (completed, failed, timed out) is kept; every other run
 /// goes back to pending and runs again in the job's next attempt.
-pub fn run_outcomes(job: &optgate_sched::JobSpec) -> Vec<(String, Option<optgate_sched::Outcome>)> {
+pub fn run_outcomes(job: &optgate_sched::JobSpec) -> Vec<(String, Option<optgate_wrapper::manifest::Outcome>)> {
     job.runs
         .iter()
         .map(|r| {
-            let m = optgate_sched::RunManifest::read(&r.run_dir)
+            let m = optgate_wrapper::manifest::RunManifest::read(&r.run_dir)
                 .unwrap_or_else(|e| panic!("{}: {e}", r.run_dir.display()));
             (r.run_id.clone(), m.map(|m| m.outcome))
         })

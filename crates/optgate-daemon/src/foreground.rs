@@ -17,10 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Experiment, SchedulerKind};
 use optgate_sched::local_backend::LocalBackend;
-use optgate_sched::{JobId, Outcome, RunManifest, Scheduler};
+use optgate_sched::{JobId, Scheduler};
 use optgate_store::{
     ExperimentRow, ExperimentState, JobRecordState, RunRow, RunState, RunUpdate, Store,
 };
+use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 use crate::context::{Backends, Daemon, Db, UNREACHABLE_GIVE_UP};
 use crate::engine::{EngineSettings, run_with};
@@ -123,7 +124,7 @@ pub async fn run(
         // Every job runs here, whatever scheduler the file names (`optgate run --here`).
         backends: Backends::with_factory(Arc::new(move |_, _| backend.clone())),
         optgate_bin: opts.optgate_bin.clone(),
-        started_at: optgate_sched::local::now_rfc3339(),
+        started_at: optgate_wrapper::run::now_rfc3339(),
         shutdown: shutdown.clone(),
         unreachable_give_up: UNREACHABLE_GIVE_UP,
         failpoints: Default::default(),

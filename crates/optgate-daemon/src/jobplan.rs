@@ -7,8 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 use optgate_experiment::PlannedRun;
 use optgate_runner::RunStatus;
 use optgate_runner::collect::collect_run;
-use optgate_sched::{JobSpec, JobState, RunManifest};
+use optgate_sched::{JobSpec, JobState};
 use optgate_store::{BlockRow, JobRow, NewJob, RunRow, RunState, RunUpdate};
+use optgate_wrapper::manifest::RunManifest;
 
 use crate::work::Work;
 

@@ -48,7 +48,7 @@ impl InstanceLock {
             }
         })?;
         let pid_path = paths.pid();
-        optgate_sched::manifest::write_atomic(
+        optgate_wrapper::manifest::write_atomic(
             &pid_path,
             format!("{}\n", std::process::id()).as_bytes(),
         )
@@ -137,7 +137,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
             wake: tokio::sync::Notify::new(),
             backends: Backends::new(shutdown.clone()),
             optgate_bin,
-            started_at: optgate_sched::local::now_rfc3339(),
+            started_at: optgate_wrapper::run::now_rfc3339(),
             shutdown: shutdown.clone(),
             unreachable_give_up,
             failpoints: Default::default(),

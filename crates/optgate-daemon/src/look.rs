@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use optgate_probe::Probe;
-use optgate_sched::RunManifest;
 use optgate_store::{AfterLook, BlockRow, ExperimentState, JobRow, LookRow};
+use optgate_wrapper::manifest::RunManifest;
 
 use crate::decide::{Next, next_step, next_step_staged};
 use crate::protocol::VariantDecision;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use optgate_sched::signal::signal_group;
+use optgate_wrapper::signal::signal_group;
 
 /// How long orphans get between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);

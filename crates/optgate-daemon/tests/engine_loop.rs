@@ -22,10 +22,10 @@ use optgate_daemon::context::{Backends, Daemon, Db};
 use optgate_daemon::engine::{EngineSettings, run_with};
 use optgate_daemon::protocol::{Request, Response, SubmitRequest};
 use optgate_daemon::{StatePaths, handlers};
-use optgate_sched::manifest::{MANIFEST_SCHEMA, Outcome, RunManifest};
 use optgate_sched::poll::PollSchedule;
 use optgate_sched::{JobId, JobSpec, JobState, SchedError, Scheduler};
 use optgate_store::{ExperimentState, Store};
+use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome, RunManifest};
 
 /// What the fake does with submissions.
 #[derive(Clone, Copy, PartialEq)]

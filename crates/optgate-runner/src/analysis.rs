@@ -51,7 +51,7 @@ pub fn system_resource(exp: &Experiment, collected: &Collected) -> Option<System
         .filter(|r| r.status == RunStatus::Complete)
         .peekable();
     complete.peek()?;
-    let all = |f: &dyn Fn(&optgate_sched::manifest::Resources) -> bool| {
+    let all = |f: &dyn Fn(&optgate_wrapper::manifest::Resources) -> bool| {
         collected
             .runs
             .iter()

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use optgate_experiment::{BASELINE, Experiment, MetricSource, Plan, PlannedRun};
 use optgate_metrics::{EpochSeconds, extract_epochs, extract_values, within_tolerance};
-use optgate_sched::local::STDOUT_FILE;
-use optgate_sched::{Outcome, RunManifest};
+use optgate_wrapper::manifest::{Outcome, RunManifest};
+use optgate_wrapper::run::STDOUT_FILE;
 
 use crate::layout::Layout;
 
@@ -37,7 +37,7 @@ pub struct RunResult {
     /// CPU time, peak memory and energy, from the manifest (None before optgate recorded
     /// them, or when the wait failed).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resources: Option<optgate_sched::manifest::Resources>,
+    pub resources: Option<optgate_wrapper::manifest::Resources>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
     /// When the run started and ended (RFC 3339, from its manifest).
@@ -45,7 +45,7 @@ pub struct RunResult {
     pub interval: Option<(String, String)>,
     /// How busy the node was around the run (from its manifest).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<optgate_sched::manifest::NodeConditions>,
+    pub conditions: Option<optgate_wrapper::manifest::NodeConditions>,
     /// DFTracer metrics only: the run's traced seconds per category.
     pub trace_categories: Option<BTreeMap<String, f64>>,
     /// A failed run's last lines of stderr (at most [`STDERR_TAIL_LINES`] lines and
@@ -164,7 +164,7 @@ pub const STDERR_TAIL_BYTES: usize = 400;
 /// The last lines of `run_dir/stderr`, or None when it is missing or empty.
 pub fn stderr_tail(run_dir: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(run_dir.join(optgate_sched::local::STDERR_FILE)).ok()?;
+    let mut f = std::fs::File::open(run_dir.join(optgate_wrapper::run::STDERR_FILE)).ok()?;
     let len = f.metadata().ok()?.len();
     let start = len.saturating_sub(4 * STDERR_TAIL_BYTES as u64);
     f.seek(SeekFrom::Start(start)).ok()?;
@@ -580,7 +580,7 @@ fn overlaps(a: &RunResult, b: &RunResult) -> bool {
 #[cfg(test)]
 mod interference_tests {
     use super::*;
-    use optgate_sched::manifest::NodeConditions;
+    use optgate_wrapper::manifest::NodeConditions;
 
     fn run(id: &str, host: &str, from: &str, to: &str, c: Option<NodeConditions>) -> RunResult {
         RunResult {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use optgate_experiment::{BASELINE, Experiment};
-use optgate_sched::local::STDOUT_FILE;
+use optgate_wrapper::run::STDOUT_FILE;
 
 use crate::collect::{RunResult, RunStatus};
 use crate::layout::Layout;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use optgate_experiment::{
     Design, Experiment, MAX_TIME_LIMIT, PlannedBlock, PlannedRun, plan::run_id,
 };
-use optgate_sched::local::{LocalError, write_run_files};
+use optgate_sched::prepare::{LocalError, write_run_files};
 use optgate_sched::script::RunContext;
 use optgate_sched::{JobRun, JobSpec};
 

@@ -264,9 +264,9 @@ pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
 /// runs (interrupted ones are ignored); an arm none of whose runs finished is not judged.
 pub fn step_governor_not_applicable<'a>(
     exp: &Experiment,
-    manifests: impl IntoIterator<Item = (&'a str, &'a optgate_sched::RunManifest)>,
+    manifests: impl IntoIterator<Item = (&'a str, &'a optgate_wrapper::manifest::RunManifest)>,
 ) -> BTreeMap<String, String> {
-    let mut by_arm: BTreeMap<&str, Vec<&optgate_sched::RunManifest>> = BTreeMap::new();
+    let mut by_arm: BTreeMap<&str, Vec<&optgate_wrapper::manifest::RunManifest>> = BTreeMap::new();
     for (arm, m) in manifests {
         if m.outcome.is_final() {
             by_arm.entry(arm).or_default().push(m);
@@ -379,11 +379,11 @@ mod tests {
 
     fn manifest(
         run_id: &str,
-        outcome: optgate_sched::Outcome,
+        outcome: optgate_wrapper::manifest::Outcome,
         steps: &[(&str, &str)],
-    ) -> optgate_sched::RunManifest {
-        optgate_sched::RunManifest {
-            schema: optgate_sched::manifest::MANIFEST_SCHEMA,
+    ) -> optgate_wrapper::manifest::RunManifest {
+        optgate_wrapper::manifest::RunManifest {
+            schema: optgate_wrapper::manifest::MANIFEST_SCHEMA,
             experiment: "t".into(),
             run_id: run_id.into(),
             arm: "perf".into(),
@@ -416,9 +416,9 @@ mod tests {
 
     #[test]
     fn a_governor_variant_counts_only_when_its_steps_ran_under_that_governor() {
-        use optgate_sched::Outcome::{Completed, Failed, Interrupted};
+        use optgate_wrapper::manifest::Outcome::{Completed, Failed, Interrupted};
         let exp = experiment("slurm", GOV);
-        let judge = |ms: &[optgate_sched::RunManifest]| {
+        let judge = |ms: &[optgate_wrapper::manifest::RunManifest]| {
             step_governor_not_applicable(&exp, ms.iter().map(|m| (m.arm.as_str(), m)))
         };
         let ok = manifest(

@@ -172,7 +172,7 @@ fn provenance(
         .runs
         .iter()
         .map(|r| {
-            let manifest = optgate_sched::RunManifest::read(&layout.run_dir(&r.id))
+            let manifest = optgate_wrapper::manifest::RunManifest::read(&layout.run_dir(&r.id))
                 .ok()
                 .flatten();
             let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use optgate_experiment::{Experiment, Plan};
-use optgate_sched::manifest::write_atomic;
+use optgate_wrapper::manifest::write_atomic;
 
 use crate::layout::Layout;
 

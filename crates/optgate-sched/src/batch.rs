@@ -377,10 +377,12 @@ pub fn write_job_script(job: &JobSpec, script: &str) -> Result<std::path::PathBu
         source,
     })?;
     let path = job.dir.join(JOB_SCRIPT);
-    crate::manifest::write_atomic(&path, script.as_bytes()).map_err(|source| SchedError::Io {
-        op: "write",
-        path: path.clone(),
-        source,
+    optgate_wrapper::manifest::write_atomic(&path, script.as_bytes()).map_err(|source| {
+        SchedError::Io {
+            op: "write",
+            path: path.clone(),
+            source,
+        }
     })?;
     Ok(path)
 }
@@ -407,13 +409,13 @@ pub fn submit_idempotently(
         submit_once()
     })?;
     let id_path = job.dir.join(JOB_ID_FILE);
-    crate::manifest::write_atomic(&id_path, format!("{id}\n").as_bytes()).map_err(|source| {
-        SchedError::Io {
+    optgate_wrapper::manifest::write_atomic(&id_path, format!("{id}\n").as_bytes()).map_err(
+        |source| SchedError::Io {
             op: "write",
             path: id_path.clone(),
             source,
-        }
-    })?;
+        },
+    )?;
     Ok(id)
 }
 

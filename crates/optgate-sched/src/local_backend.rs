@@ -22,8 +22,8 @@ use nix::unistd::Pid;
 
 use crate::backend::{JobId, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::{JOB_ID_FILE, JOB_SCRIPT, render_body};
-use crate::manifest::write_atomic;
 use crate::shell::quote;
+use optgate_wrapper::manifest::write_atomic;
 
 /// The job script's stdout and stderr (the runs' own output goes to their directories).
 pub const JOB_OUTPUT: &str = "job.out";
@@ -323,7 +323,7 @@ impl Scheduler for LocalBackend {
             {
                 // The script leads its own session and process group: the signal reaches
                 // `exec-run`, which stops the app and writes an `interrupted` manifest.
-                let _ = crate::signal::signal_group(Pid::from_raw(pid), Signal::SIGTERM);
+                let _ = optgate_wrapper::signal::signal_group(Pid::from_raw(pid), Signal::SIGTERM);
             }
         }
         Ok(())

@@ -9,9 +9,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use optgate_sched::claim::Claim;
-use optgate_sched::local::{Attempt, Executed, execute_prepared};
-use optgate_sched::manifest::Outcome;
+use optgate_wrapper::claim::Claim;
+use optgate_wrapper::manifest::Outcome;
+use optgate_wrapper::run::{Attempt, Executed, execute_prepared};
 
 use crate::exit;
 
@@ -124,18 +124,18 @@ fn record_step_governor(run_dir: &Path) -> Result<()> {
         })
         .context("cannot read Cpus_allowed_list of /proc/self/status")?;
     let governor = optgate_probe::governor::governor_in_force(&root, &cpus);
-    let host = optgate_sched::local::hostname();
+    let host = optgate_wrapper::run::hostname();
     anyhow::ensure!(
         !host.is_empty() && !host.contains('/') && !host.starts_with('.'),
         "host name {host:?} cannot name a file"
     );
     let path = run_dir.join(format!(
         "{}{host}",
-        optgate_sched::local::STEP_GOVERNOR_PREFIX
+        optgate_wrapper::run::STEP_GOVERNOR_PREFIX
     ));
     // Tasks of one node may race; each writes a whole file under its own temporary name
     // (the process id's), fsynced and renamed into place.
-    optgate_sched::manifest::write_atomic(&path, format!("{governor}\n").as_bytes())
+    optgate_wrapper::manifest::write_atomic(&path, format!("{governor}\n").as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
 }
 

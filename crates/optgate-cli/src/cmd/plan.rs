@@ -42,7 +42,7 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     for b in &exp.builds {
         let dir = layout.build_dir(&b.id);
         write(
-            &dir.join(optgate_sched::local::BUILD_SCRIPT),
+            &dir.join(optgate_sched::prepare::BUILD_SCRIPT),
             render_build(exp, b, &dir),
         )?;
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use optgate_sched::local::{BUILD_RECORD, BuildRecord, execute_build};
+use optgate_sched::prepare::{BUILD_RECORD, BuildRecord, execute_build};
 use optgate_store::{ExperimentRow, ExperimentState};
 
 use crate::context::Daemon;

@@ -12,7 +12,7 @@ use optgate_store::{AfterLook, ExperimentRow, ExperimentState, RunState, RunUpda
 use crate::error::DaemonError;
 use crate::work::Work;
 
-use optgate_sched::manifest::write_atomic;
+use optgate_wrapper::manifest::write_atomic;
 
 use super::Engine;
 use crate::look::{LookError, take_look};

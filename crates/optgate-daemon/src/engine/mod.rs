@@ -32,8 +32,9 @@ use tokio_util::task::TaskTracker;
 use optgate_experiment::SchedulerKind;
 use optgate_probe::Probe;
 use optgate_sched::poll::Activity;
-use optgate_sched::{JobId, JobState, Outcome, RunManifest};
+use optgate_sched::{JobId, JobState};
 use optgate_store::{ExperimentRow, ExperimentState, JobRecordState, JobRow, RunState, RunUpdate};
+use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 use crate::context::{Daemon, kind_of};
 use crate::error::DaemonError;

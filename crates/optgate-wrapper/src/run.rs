@@ -1,5 +1,6 @@
-//! The local backend: builds and runs on this machine, strictly one at a time (timings must
-//! not compete), each run in its own directory with its script, output and manifest.
+//! One run, executed where its job landed: the plain run spec (`run.json`, [`RunRecord`])
+//! read, the run claimed for the job's attempt, isolation and governor set up, the app timed
+//! in its own process group, then the manifest ([`execute_prepared`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,26 +10,20 @@ use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use optgate_experiment::{Build, CacheMode, Experiment, PageCacheMode};
-
 use crate::claim::{self, Claim, ClaimError};
-use crate::isolation::{WARMUP_DIR, WARMUP_SCRIPT, apply_page_cache, warm_up_once};
+use crate::isolation::{CacheMode, PageCacheMode, apply_page_cache, warm_up_once};
 use crate::manifest::{
     EnergySource, IsolationRecord, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome,
     PageCacheRecord, Resources, RunManifest, write_atomic,
 };
-use crate::process::{Finished, ProcessEnd, ProcessError, run_command, run_script};
-use crate::script::{RunContext, render_build, render_local_run, run_env};
+use crate::process::{Finished, ProcessEnd, ProcessError, run_command};
 
 pub const RUN_SCRIPT: &str = "run.sh";
 pub const STDOUT_FILE: &str = "stdout";
 pub const STDERR_FILE: &str = "stderr";
-pub const BUILD_SCRIPT: &str = "build.sh";
-pub const BUILD_LOG: &str = "build.log";
-pub const BUILD_RECORD: &str = "build.json";
 
 #[derive(Debug, thiserror::Error)]
-pub enum LocalError {
+pub enum RunError {
     #[error("cannot {op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -48,8 +43,8 @@ pub enum LocalError {
     GovernorNotTunable(String),
 }
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
-    move |source| LocalError::Io {
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> RunError + 'a {
+    move |source| RunError::Io {
         op,
         path: path.to_path_buf(),
         source,
@@ -111,52 +106,6 @@ pub const RUN_RECORD: &str = "run.json";
 /// `step_governors`.
 pub const STEP_GOVERNOR_PREFIX: &str = "step-governor.";
 
-/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created).
-pub fn write_run_files(
-    ctx: &RunContext<'_>,
-    time_limit: Option<Duration>,
-) -> Result<RunRecord, LocalError> {
-    let dir = ctx.run_dir;
-    std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
-    let script = dir.join(RUN_SCRIPT);
-    write_atomic(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
-    let warmup = dir.join(WARMUP_SCRIPT);
-    if ctx.arm.caches == CacheMode::Warm {
-        // The same run, in the arm's cache folder, so that its outputs stay out of the run's.
-        let warm_dir = ctx.cache_dir.join(WARMUP_DIR);
-        let warm_ctx = RunContext {
-            run_dir: &warm_dir,
-            ..*ctx
-        };
-        write_atomic(&warmup, render_local_run(&warm_ctx).as_bytes())
-            .map_err(io("write", &warmup))?;
-    }
-    let record = RunRecord {
-        experiment: ctx.experiment.name().to_string(),
-        run_id: ctx.run_id.to_string(),
-        arm: ctx.arm.name.clone(),
-        block: ctx.block,
-        replicate: ctx.replicate,
-        env_set: run_env(ctx),
-        env_unset: ctx.arm.unset.clone(),
-        time_limit_s: time_limit.map(|d| d.as_secs_f64()),
-        caches: ctx.arm.caches,
-        cache_dir: Some(ctx.cache_dir.to_path_buf()),
-        page_cache: ctx.arm.page_cache,
-        inputs: ctx.experiment.inputs.clone(),
-        governor: ctx.arm.governor.clone(),
-        governor_helper: ctx.experiment.governor_helper.clone(),
-        governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
-    };
-    let path = dir.join(RUN_RECORD);
-    write_atomic(
-        &path,
-        &serde_json::to_vec_pretty(&record).expect("serialises"),
-    )
-    .map_err(io("write", &path))?;
-    Ok(record)
-}
-
 /// Which job attempt runs a run (from its job script: 1 for a block's first job, 2 for its
 /// first resubmission, …) and the scheduler's id of that job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +152,7 @@ pub async fn execute_prepared(
     step_probe: &[String],
     attempt: &Attempt,
     cancel: &CancellationToken,
-) -> Result<Executed, LocalError> {
+) -> Result<Executed, RunError> {
     let (record, time_limit) = read_record(run_dir)?;
     match claim::claim(run_dir, attempt.number)? {
         Claim::Held => {}
@@ -245,9 +194,9 @@ pub async fn execute_prepared(
 }
 
 /// Reads `run.json` and its time limit.
-fn read_record(run_dir: &Path) -> Result<(RunRecord, Option<Duration>), LocalError> {
+fn read_record(run_dir: &Path) -> Result<(RunRecord, Option<Duration>), RunError> {
     let record_path = run_dir.join(RUN_RECORD);
-    let invalid = |e: String| LocalError::Io {
+    let invalid = |e: String| RunError::Io {
         op: "parse",
         path: record_path.clone(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
@@ -334,7 +283,7 @@ async fn timed_run(
     attempt: u32,
     time_limit: Option<Duration>,
     cancel: &CancellationToken,
-) -> Result<TimedRun, LocalError> {
+) -> Result<TimedRun, RunError> {
     let before = crate::manifest::NodeSnapshot::take();
     let energy_root = optgate_probe::sysfs_root();
     let energy_before = crate::energy::take(&energy_root);
@@ -444,7 +393,7 @@ fn step_governors(run_dir: &Path) -> BTreeMap<String, String> {
 
 /// Puts the attempt's output and `manifest` in place if the attempt still holds the run;
 /// otherwise keeps them under the attempt's own names.
-fn commit(run_dir: &Path, attempt: u32, manifest: RunManifest) -> Result<Executed, LocalError> {
+fn commit(run_dir: &Path, attempt: u32, manifest: RunManifest) -> Result<Executed, RunError> {
     let found = claim::commit_if_held(run_dir, attempt, || {
         for name in [STDOUT_FILE, STDERR_FILE] {
             let own = run_dir.join(attempt_file(name, attempt));
@@ -455,7 +404,7 @@ fn commit(run_dir: &Path, attempt: u32, manifest: RunManifest) -> Result<Execute
                 r => r.map_err(io("rename into place", &own))?,
             }
         }
-        manifest.write(run_dir).map_err(LocalError::from)
+        manifest.write(run_dir).map_err(RunError::from)
     })??;
     if found == Claim::Held {
         return Ok(Executed::Recorded(Box::new(manifest)));
@@ -477,7 +426,7 @@ pub const GOVERNOR_CHANGES_FILE: &str = "governor.json";
 
 /// Restores the governors a killed run of this execution left changed (its restore file
 /// is still there).
-fn restore_leftover_governor(restore_file: Option<&Path>) -> Result<(), LocalError> {
+fn restore_leftover_governor(restore_file: Option<&Path>) -> Result<(), RunError> {
     let Some(file) = restore_file.filter(|f| f.exists()) else {
         return Ok(());
     };
@@ -496,12 +445,12 @@ fn set_governor(
     run_dir: &Path,
     target: &str,
     record: &RunRecord,
-) -> Result<optgate_probe::governor::GovernorGuard, LocalError> {
+) -> Result<optgate_probe::governor::GovernorGuard, RunError> {
     use optgate_probe::governor::{CpuSelection, GovernorGuard, Tunability, tunability};
     let root = optgate_probe::sysfs_root();
     let via = match tunability(&root, record.governor_helper.as_deref()) {
         Tunability::Tunable { via } => via,
-        Tunability::NotTunable { reason } => return Err(LocalError::GovernorNotTunable(reason)),
+        Tunability::NotTunable { reason } => return Err(RunError::GovernorNotTunable(reason)),
     };
     let restore = record
         .governor_restore_file
@@ -531,71 +480,6 @@ fn step_governor_files(run_dir: &Path) -> Vec<(PathBuf, String)> {
                 .then(|| (e.path(), host.to_string()))
         })
         .collect()
-}
-
-/// What a build did, kept beside its output as `build.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct BuildRecord {
-    pub id: String,
-    pub command: String,
-    pub started_at: String,
-    pub ended_at: String,
-    pub exit_code: Option<i32>,
-    pub succeeded: bool,
-    pub log: PathBuf,
-}
-
-/// Runs one build into `build_dir` (created fresh). stdout and stderr both go to the
-/// build log, since a person reads them together.
-pub async fn execute_build(
-    exp: &Experiment,
-    build: &Build,
-    build_dir: &Path,
-    cancel: &CancellationToken,
-) -> Result<BuildRecord, LocalError> {
-    std::fs::create_dir_all(build_dir).map_err(io("create build directory", build_dir))?;
-    let script = build_dir.join(BUILD_SCRIPT);
-    std::fs::write(&script, render_build(exp, build, build_dir)).map_err(io("write", &script))?;
-    let log = build_dir.join(BUILD_LOG);
-    let started_at = now_rfc3339();
-    let end = run_script(
-        &script,
-        &exp.workdir,
-        &log,
-        &build_dir.join("build.err"),
-        None,
-        cancel,
-    )
-    .await?;
-    // Fold stderr into the log so one file tells the whole story.
-    let err_path = build_dir.join("build.err");
-    if let Ok(err) = std::fs::read(&err_path) {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&log) {
-            let _ = f.write_all(&err);
-        }
-        let _ = std::fs::remove_file(&err_path);
-    }
-    let exit_code = match end {
-        ProcessEnd::Exited(c) => Some(c),
-        _ => None,
-    };
-    let record = BuildRecord {
-        id: build.id.clone(),
-        command: crate::script::app_command_line(build.command(), &[]),
-        started_at,
-        ended_at: now_rfc3339(),
-        exit_code,
-        succeeded: exit_code == Some(0),
-        log,
-    };
-    let path = build_dir.join(BUILD_RECORD);
-    write_atomic(
-        &path,
-        &serde_json::to_vec_pretty(&record).expect("serialises"),
-    )
-    .map_err(io("write", &path))?;
-    Ok(record)
 }
 
 #[cfg(test)]
@@ -634,7 +518,7 @@ mod tests {
         }
     }
 
-    fn recorded(r: Result<Executed, LocalError>) -> RunManifest {
+    fn recorded(r: Result<Executed, RunError>) -> RunManifest {
         match r.unwrap() {
             Executed::Recorded(m) => *m,
             other => panic!("the run was not recorded: {other:?}"),

@@ -88,7 +88,7 @@ pub struct RunManifest {
 /// What the manifest says about a run's isolation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IsolationRecord {
-    pub caches: optgate_experiment::CacheMode,
+    pub caches: crate::isolation::CacheMode,
     /// The folder `OPTGATE_CACHE_DIR` (and the Inductor and Triton caches below it) named.
     pub cache_dir: PathBuf,
     /// `caches: warm`: whether this run did the arm's warm-up, and how it went.
@@ -107,12 +107,12 @@ pub struct WarmupRecord {
 /// What was done to the page cache of the inputs before the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageCacheRecord {
-    pub mode: optgate_experiment::PageCacheMode,
+    pub mode: crate::isolation::PageCacheMode,
     /// Files evicted or read (0 for `leave`).
     pub files: usize,
     pub bytes: u64,
     /// Anything that did not go as asked: missing inputs, unreadable files, `drop` without
-    /// root, more files than [`optgate_experiment::limits::MAX_INPUT_FILES`].
+    /// root, more files than [`crate::isolation::MAX_INPUT_FILES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }

@@ -1,0 +1,182 @@
+//! What the login node prepares for runs: a run's files rendered from the experiment
+//! (`run.sh`, the warm-up script, and the plain run spec `run.json` that the run wrapper,
+//! `optgate_wrapper::run`, reads), and builds, executed here before any job is submitted.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use optgate_experiment::{Build, Experiment};
+use optgate_wrapper::isolation::{CacheMode, PageCacheMode, WARMUP_DIR, WARMUP_SCRIPT};
+use optgate_wrapper::manifest::write_atomic;
+use optgate_wrapper::process::{ProcessEnd, ProcessError, run_script};
+use optgate_wrapper::run::{RUN_RECORD, RUN_SCRIPT, RunRecord, now_rfc3339};
+
+use crate::script::{RunContext, render_build, render_local_run, run_env};
+
+pub const BUILD_SCRIPT: &str = "build.sh";
+pub const BUILD_LOG: &str = "build.log";
+pub const BUILD_RECORD: &str = "build.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
+    move |source| LocalError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The wrapper's cache mode for an arm's (the wrapper knows nothing of the experiment).
+pub fn cache_mode(mode: optgate_experiment::CacheMode) -> CacheMode {
+    match mode {
+        optgate_experiment::CacheMode::Cold => CacheMode::Cold,
+        optgate_experiment::CacheMode::Warm => CacheMode::Warm,
+    }
+}
+
+/// The wrapper's page-cache mode for an arm's.
+pub fn page_cache_mode(mode: optgate_experiment::PageCacheMode) -> PageCacheMode {
+    match mode {
+        optgate_experiment::PageCacheMode::Leave => PageCacheMode::Leave,
+        optgate_experiment::PageCacheMode::Cold => PageCacheMode::Cold,
+        optgate_experiment::PageCacheMode::Warm => PageCacheMode::Warm,
+        optgate_experiment::PageCacheMode::Drop => PageCacheMode::Drop,
+    }
+}
+
+/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created).
+pub fn write_run_files(
+    ctx: &RunContext<'_>,
+    time_limit: Option<Duration>,
+) -> Result<RunRecord, LocalError> {
+    let dir = ctx.run_dir;
+    std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
+    let script = dir.join(RUN_SCRIPT);
+    write_atomic(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
+    let warmup = dir.join(WARMUP_SCRIPT);
+    if ctx.arm.caches == optgate_experiment::CacheMode::Warm {
+        // The same run, in the arm's cache folder, so that its outputs stay out of the run's.
+        let warm_dir = ctx.cache_dir.join(WARMUP_DIR);
+        let warm_ctx = RunContext {
+            run_dir: &warm_dir,
+            ..*ctx
+        };
+        write_atomic(&warmup, render_local_run(&warm_ctx).as_bytes())
+            .map_err(io("write", &warmup))?;
+    }
+    let record = RunRecord {
+        experiment: ctx.experiment.name().to_string(),
+        run_id: ctx.run_id.to_string(),
+        arm: ctx.arm.name.clone(),
+        block: ctx.block,
+        replicate: ctx.replicate,
+        env_set: run_env(ctx),
+        env_unset: ctx.arm.unset.clone(),
+        time_limit_s: time_limit.map(|d| d.as_secs_f64()),
+        caches: cache_mode(ctx.arm.caches),
+        cache_dir: Some(ctx.cache_dir.to_path_buf()),
+        page_cache: page_cache_mode(ctx.arm.page_cache),
+        inputs: ctx.experiment.inputs.clone(),
+        governor: ctx.arm.governor.clone(),
+        governor_helper: ctx.experiment.governor_helper.clone(),
+        governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
+    };
+    let path = dir.join(RUN_RECORD);
+    write_atomic(
+        &path,
+        &serde_json::to_vec_pretty(&record).expect("serialises"),
+    )
+    .map_err(io("write", &path))?;
+    Ok(record)
+}
+
+/// What a build did, kept beside its output as `build.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BuildRecord {
+    pub id: String,
+    pub command: String,
+    pub started_at: String,
+    pub ended_at: String,
+    pub exit_code: Option<i32>,
+    pub succeeded: bool,
+    pub log: PathBuf,
+}
+
+/// Runs one build into `build_dir` (created fresh). stdout and stderr both go to the
+/// build log, since a person reads them together.
+pub async fn execute_build(
+    exp: &Experiment,
+    build: &Build,
+    build_dir: &Path,
+    cancel: &CancellationToken,
+) -> Result<BuildRecord, LocalError> {
+    std::fs::create_dir_all(build_dir).map_err(io("create build directory", build_dir))?;
+    let script = build_dir.join(BUILD_SCRIPT);
+    std::fs::write(&script, render_build(exp, build, build_dir)).map_err(io("write", &script))?;
+    let log = build_dir.join(BUILD_LOG);
+    let started_at = now_rfc3339();
+    let end = run_script(
+        &script,
+        &exp.workdir,
+        &log,
+        &build_dir.join("build.err"),
+        None,
+        cancel,
+    )
+    .await?;
+    // Fold stderr into the log so one file tells the whole story.
+    let err_path = build_dir.join("build.err");
+    if let Ok(err) = std::fs::read(&err_path) {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&log) {
+            let _ = f.write_all(&err);
+        }
+        let _ = std::fs::remove_file(&err_path);
+    }
+    let exit_code = match end {
+        ProcessEnd::Exited(c) => Some(c),
+        _ => None,
+    };
+    let record = BuildRecord {
+        id: build.id.clone(),
+        command: crate::script::app_command_line(build.command(), &[]),
+        started_at,
+        ended_at: now_rfc3339(),
+        exit_code,
+        succeeded: exit_code == Some(0),
+        log,
+    };
+    let path = build_dir.join(BUILD_RECORD);
+    write_atomic(
+        &path,
+        &serde_json::to_vec_pretty(&record).expect("serialises"),
+    )
+    .map_err(io("write", &path))?;
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_wrapper_visits_as_many_input_files_as_the_documented_limit() {
+        assert_eq!(
+            optgate_wrapper::isolation::MAX_INPUT_FILES,
+            optgate_experiment::limits::MAX_INPUT_FILES
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! The run wrapper, the compute-node side of optgate: executes one prepared run (`run.json`
+//! and `run.sh`, written on the login node) in its own process group, with its isolation,
+//! governor and energy readings, and writes its manifest. Knows nothing of the experiment
+//! file: the login side (`optgate-sched`) renders the plain run spec it reads.
+
+pub mod claim;
+pub mod energy;
+pub mod isolation;
+pub mod manifest;
+pub mod process;
+pub mod run;
+pub mod signal;
