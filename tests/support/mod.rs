@@ -262,7 +262,9 @@ pub fn wait_for<T>(
 /// the job's order. This is what the engine reads when a job ends (`jobplan::outcomes`):
 /// a run whose outcome is final (completed, failed, timed out) is kept; every other run
 /// goes back to pending and runs again in the job's next attempt.
-pub fn run_outcomes(job: &optgate_sched::JobSpec) -> Vec<(String, Option<optgate_wrapper::manifest::Outcome>)> {
+pub fn run_outcomes(
+    job: &optgate_sched::JobSpec,
+) -> Vec<(String, Option<optgate_wrapper::manifest::Outcome>)> {
     job.runs
         .iter()
         .map(|r| {

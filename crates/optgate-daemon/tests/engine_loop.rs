@@ -115,8 +115,8 @@ fn run_the_job(spec: &JobSpec, id: &str) {
 }
 
 impl Scheduler for FakeScheduler {
-    fn kind(&self) -> &'static str {
-        "slurm"
+    fn kind(&self) -> optgate_experiment::SchedulerKind {
+        optgate_experiment::SchedulerKind::Slurm
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
@@ -444,4 +444,54 @@ async fn each_crash_window_is_repaired_by_the_next_engine() {
         let looks = ctx.db.call(move |s| s.looks(&i)).await.unwrap();
         assert_eq!(looks.len(), 1, "{point}:{at}: {looks:?}");
     }
+}
+
+/// A stored scheduler kind no backend has (a damaged row) ends the experiment `failed`
+/// with the stored value quoted, and no backend of another kind is ever made for it: the
+/// engine does not fall back to the local backend to poll, cancel or submit its jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_scheduler_kind_fails_the_experiment_and_reaches_no_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let fake = FakeScheduler::new(Script::Normal);
+    let asked: Arc<Mutex<Vec<optgate_experiment::SchedulerKind>>> = Arc::default();
+    let ctx = {
+        let (fake, asked) = (fake.clone(), asked.clone());
+        let paths = StatePaths::new(&state);
+        paths.prepare().unwrap();
+        Arc::new(Daemon {
+            db: Db::new(Store::open(&paths.db()).unwrap()),
+            paths,
+            wake: tokio::sync::Notify::new(),
+            backends: Backends::with_factory(Arc::new(move |kind, _| {
+                asked.lock().unwrap().push(kind);
+                fake.clone()
+            })),
+            optgate_bin: "/nonexistent/optgate".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            shutdown: CancellationToken::new(),
+            unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
+            failpoints: Default::default(),
+        })
+    };
+    let id = submit(dir.path(), &ctx).await;
+    let db = rusqlite::Connection::open(ctx.paths.db()).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE experiments SET scheduler = 'slurn' WHERE id = ?1",
+            [&id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let row = run_engine_until_ended(&ctx, &id).await;
+    assert_eq!(row.state, ExperimentState::Failed, "{row:?}");
+    let reason = row.state_reason.unwrap_or_default();
+    assert!(reason.contains("\"slurn\""), "{reason}");
+    assert!(fake.submitted().is_empty(), "{:?}", fake.submitted());
+    let asked = asked.lock().unwrap();
+    assert!(
+        asked.is_empty(),
+        "backends made for a damaged kind: {asked:?}"
+    );
 }

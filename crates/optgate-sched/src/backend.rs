@@ -306,8 +306,8 @@ impl SchedError {
 /// A scheduler backend. Calls block (they run scheduler commands); the daemon calls them
 /// from a blocking task.
 pub trait Scheduler: Send + Sync {
-    /// `local`, `slurm` or `flux`, for logs and the database.
-    fn kind(&self) -> &'static str;
+    /// Which scheduler this backend talks to.
+    fn kind(&self) -> optgate_experiment::SchedulerKind;
 
     /// Writes the job's script into `job.dir` and submits it.
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError>;

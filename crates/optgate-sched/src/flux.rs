@@ -397,8 +397,8 @@ impl FluxBackend {
 }
 
 impl Scheduler for FluxBackend {
-    fn kind(&self) -> &'static str {
-        "flux"
+    fn kind(&self) -> optgate_experiment::SchedulerKind {
+        optgate_experiment::SchedulerKind::Flux
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {

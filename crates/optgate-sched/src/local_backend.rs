@@ -211,8 +211,8 @@ fn process_alive(pid: i32, start: u64) -> bool {
 }
 
 impl Scheduler for LocalBackend {
-    fn kind(&self) -> &'static str {
-        "local"
+    fn kind(&self) -> optgate_experiment::SchedulerKind {
+        optgate_experiment::SchedulerKind::Local
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {

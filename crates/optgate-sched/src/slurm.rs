@@ -428,8 +428,8 @@ fn numeric(id: &str) -> u64 {
 }
 
 impl Scheduler for SlurmBackend {
-    fn kind(&self) -> &'static str {
-        "slurm"
+    fn kind(&self) -> optgate_experiment::SchedulerKind {
+        optgate_experiment::SchedulerKind::Slurm
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {

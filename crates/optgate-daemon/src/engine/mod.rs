@@ -108,8 +108,25 @@ pub(crate) const UNREACHABLE: &str = "cannot reach the";
 const WAITING: &str = "; waiting for it (asked again at each pass, at the longest poll interval)";
 
 /// The reason shown while `kind`'s scheduler cannot be reached.
-pub(crate) fn unreachable_reason(kind: &str, e: &optgate_sched::SchedError) -> String {
+pub(crate) fn unreachable_reason(
+    kind: impl std::fmt::Display,
+    e: &optgate_sched::SchedError,
+) -> String {
     format!("{UNREACHABLE} {kind} scheduler: {e}{WAITING}")
+}
+
+/// The scheduler kind an experiment's row names. A value none of the backends has (a
+/// damaged row) is the experiment's own error — it ends `failed` with it — never a reason
+/// to poll, cancel or submit through some other backend.
+pub(crate) fn stored_kind(row: &ExperimentRow) -> Result<SchedulerKind, DaemonError> {
+    kind_of(&row.scheduler).ok_or_else(|| DaemonError::Experiment {
+        id: row.id.clone(),
+        message: format!(
+            "its stored scheduler kind {:?} is none of local, slurm, flux; nothing is \
+             submitted, polled or cancelled for it",
+            row.scheduler
+        ),
+    })
 }
 
 /// The reason of an experiment that waited `limit` for its scheduler in vain; `reason` is
@@ -235,7 +252,7 @@ impl Engine {
             .call(move |s| s.source_text(&id))
             .await?
             .unwrap_or_default();
-        let kind = kind_of(&row.scheduler).unwrap_or(SchedulerKind::Local);
+        let kind = stored_kind(row)?;
         let work = Work::load(row, &text, self.ctx.backend(kind)).map_err(|e| {
             DaemonError::Experiment {
                 id: row.id.clone(),
@@ -361,9 +378,13 @@ impl Engine {
         by_kind.retain(|kind, _| self.clocks.is_due(kind, now));
         self.polled.extend(by_kind.keys().cloned());
         for (kind, jobs) in by_kind {
-            let backend = self
-                .ctx
-                .backend(kind_of(&kind).unwrap_or(SchedulerKind::Local));
+            // A kind no backend has is never asked through another backend: its jobs stay
+            // as they were, and its experiment ends failed when it next loads.
+            let Some(kind) = kind_of(&kind) else {
+                tracing::error!("not polling jobs of unknown scheduler kind {kind:?}");
+                continue;
+            };
+            let backend = self.ctx.backend(kind);
             let ids: Vec<JobId> = jobs
                 .iter()
                 .filter_map(|j| j.scheduler_job_id.clone().map(JobId))
@@ -440,9 +461,15 @@ impl Engine {
             let Some(row) = self.ctx.db.call(move |s| s.experiment(&id)).await? else {
                 continue;
             };
-            let backend = self
-                .ctx
-                .backend(kind_of(&row.scheduler).unwrap_or(SchedulerKind::Local));
+            let Ok(kind) = stored_kind(&row) else {
+                tracing::error!(
+                    "not cancelling job {}: {:?} is no scheduler kind",
+                    job.name,
+                    row.scheduler
+                );
+                continue;
+            };
+            let backend = self.ctx.backend(kind);
             let finished = states.get(&job.id).is_some_and(|s| s.is_finished());
             if let (Some(sid), false) = (&job.scheduler_job_id, finished) {
                 let ids = vec![JobId(sid.clone())];

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use optgate_experiment::SchedulerKind;
 use optgate_store::{ExperimentRow, ExperimentState, JobRecordState, JobRow};
 
 use super::{Engine, unreachable_reason};
@@ -44,9 +43,11 @@ impl Engine {
             }
         }
         for (kind, jobs) in by_kind {
-            let backend = self
-                .ctx
-                .backend(kind_of(&kind).unwrap_or(SchedulerKind::Local));
+            let Some(kind) = kind_of(&kind) else {
+                tracing::error!("not looking up jobs of unknown scheduler kind {kind:?}");
+                continue;
+            };
+            let backend = self.ctx.backend(kind);
             let names: Vec<String> = jobs.iter().map(|(j, _)| j.name.clone()).collect();
             let found = tokio::task::spawn_blocking(move || backend.find_by_name(&names))
                 .await

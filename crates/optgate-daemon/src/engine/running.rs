@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use optgate_experiment::SchedulerKind;
 use optgate_sched::{JobSpec, JobState};
 use optgate_store::{
     ExperimentRow, ExperimentState, JobRecordState, JobRow, RunRow, RunState, RunUpdate,
@@ -237,7 +238,7 @@ impl Engine {
             .filter(|r| r.state == RunState::Pending)
             .map(|r| r.run_id.clone())
             .collect();
-        if work.backend.kind() == "local" {
+        if work.backend.kind() == SchedulerKind::Local {
             // Local jobs run one at a time anyway (the machine-wide lock): submit the next
             // block's only when the last one ended, so fail fast can still leave out the
             // runs of an arm that keeps failing, and a cancel has one job to stop.
