@@ -8,9 +8,9 @@ use optgate_probe::Probe;
 use optgate_sched::RunManifest;
 use optgate_store::{AfterLook, BlockRow, ExperimentState, JobRow, LookRow};
 
-use crate::decide::{Next, next_step, next_step_staged};
-use crate::protocol::VariantDecision;
 use crate::work::Work;
+use optgate_policy::decide::{Next, next_step, next_step_staged};
+use optgate_policy::staged::VariantDecision;
 
 /// A look taken: its record, its report, what follows, and the files to write into the
 /// run root before it is recorded.
@@ -134,7 +134,7 @@ pub(crate) fn look_report(
             at.node,
             |base, others, cfg| {
                 let (analysis, l) =
-                    crate::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
+                    optgate_policy::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
                 staged_look = Some(l);
                 Ok(analysis)
             },
@@ -170,7 +170,10 @@ pub(crate) fn take_look(
     let not_applicable = &merged;
     let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
     // The staged rule: variants decided at earlier looks are out of the block plan.
-    let closed = crate::staged::closed_variants(looks);
+    let closed =
+        optgate_policy::staged::closed_variants(looks.iter().map(|l| {
+            serde_json::from_str::<Vec<VariantDecision>>(&l.decisions).unwrap_or_default()
+        }));
     let at = LookAt {
         plan: &plan,
         collected: &collected,
@@ -277,7 +280,7 @@ fn next_after(
                 .filter(|(a, _)| !closed.contains_key(a))
                 .cloned()
                 .collect();
-            crate::staged::next(next_step_staged(l, n_blocks, sp, &open))
+            optgate_policy::staged::next(next_step_staged(l, n_blocks, sp, &open))
         }
         _ => (
             next_step(&report.analysis, n_blocks, &work.schedule, &counts),
@@ -301,7 +304,7 @@ fn decisions_of(
                 .iter()
                 .map(|v| v.name.as_str())
                 .collect();
-            crate::staged::decisions(l, closed, n_blocks, &order)
+            optgate_policy::staged::decisions(l, closed, n_blocks, &order)
         }
         None => report
             .analysis
@@ -396,7 +399,7 @@ fn extend(
     let had = plan.blocks.len();
     plan.extend(n);
     if let Some(open) = keep {
-        crate::staged::keep_only(plan, had as u32, open);
+        optgate_policy::staged::keep_only(plan, had as u32, open);
     }
     let (blocks, runs) =
         crate::work::plan_rows(plan, had as u32, |arm| not_applicable.contains_key(arm));
