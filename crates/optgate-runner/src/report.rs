@@ -340,3 +340,44 @@ fn breakdown(exp: &Experiment, collected: &Collected) -> Option<Vec<ArmBreakdown
     }
     Some(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 8 blocks of 3 epochs, each run `factor` times the baseline's time.
+    fn arm(name: &str, factor: f64) -> ArmData {
+        ArmData {
+            name: name.into(),
+            runs: (1..=8u32)
+                .map(|b| {
+                    let t = (1.0 + 0.01 * b as f64) * factor;
+                    optgate_stats::RunSamples {
+                        replicate: b,
+                        block: Some(b),
+                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
+                    }
+                })
+                .collect(),
+            ..ArmData::default()
+        }
+    }
+
+    /// The noise floor names the A/A arm, reports its apparent effect as the speed-up's
+    /// estimate in percent (an A/A arm 4 % slower reads about −3.8 %, never +4 %), and
+    /// carries the experiment's worthwhile effect for comparison.
+    #[test]
+    fn the_noise_floor_is_the_aa_arms_apparent_effect_in_percent() {
+        let cfg = AnalysisConfig {
+            min_effect_pct: 2.5,
+            ..AnalysisConfig::default()
+        };
+        let nf = noise_floor(&arm("baseline", 1.0), &arm(AA_CONTROL, 1.04), &cfg).unwrap();
+        assert_eq!(nf.arm, AA_CONTROL);
+        let est = nf.speedup.estimate.unwrap();
+        assert!((est - 1.0 / 1.04).abs() < 1e-9, "{est}");
+        let pct = nf.apparent_effect_pct.unwrap();
+        assert!((pct - 100.0 * (1.0 / 1.04 - 1.0)).abs() < 1e-6, "{pct}");
+        assert_eq!(nf.min_effect_pct, 2.5);
+    }
+}
