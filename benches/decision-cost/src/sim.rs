@@ -1,12 +1,12 @@
 //! The simulated app and the five designs run on it. Every design decides through the
-//! daemon's own look code (`optgate_daemon::decide`: `analyse_look` + `next_step` for the
+//! daemon's own look code (`optgate_policy::decide`: `analyse_look` + `next_step` for the
 //! shipped rule, `analyse_staged_look` + `next_step_staged` for the staged one, plain
 //! `optgate_stats::analyze` for fixed n), on blocks drawn once per experiment and shared by
 //! all designs (common random numbers: the designs differ by their rule, not their luck).
 
 use std::collections::BTreeMap;
 
-use optgate_daemon::decide::{
+use optgate_policy::decide::{
     LookSchedule, Next, StagedNext, analyse_look, analyse_staged_look, next_step, next_step_staged,
 };
 use optgate_stats::{

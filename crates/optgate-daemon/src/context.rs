@@ -13,7 +13,7 @@ use optgate_experiment::SchedulerKind;
 use optgate_sched::Scheduler;
 use optgate_store::{Store, StoreError};
 
-use crate::error::DaemonError;
+use crate::error::{DaemonError, SettingError};
 use crate::paths::StatePaths;
 use crate::protocol::{DaemonInfo, PROTOCOL_VERSION};
 
@@ -110,20 +110,6 @@ pub const UNREACHABLE_GIVE_UP: std::time::Duration = std::time::Duration::from_s
 /// The variable that overrides [`UNREACHABLE_GIVE_UP`]: a duration such as `90s`, `10m`,
 /// `2h` (the experiment file's syntax).
 pub const UNREACHABLE_GIVE_UP_VAR: &str = "OPTGATE_UNREACHABLE_GIVE_UP";
-
-/// A setting of the daemon's environment that cannot be used.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SettingError {
-    #[error("{var} is not UTF-8")]
-    NotUtf8 { var: &'static str },
-    #[error("{var}={value:?}: {source}")]
-    NotADuration {
-        var: &'static str,
-        value: String,
-        #[source]
-        source: optgate_experiment::DurationError,
-    },
-}
 
 /// The give-up limit from `value` (`$OPTGATE_UNREACHABLE_GIVE_UP`): the default when unset
 /// or empty, an error naming the variable when it is not a duration.

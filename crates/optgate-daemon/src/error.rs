@@ -12,7 +12,7 @@ pub enum DaemonError {
     )]
     NoStateDir,
     #[error(transparent)]
-    Setting(#[from] crate::context::SettingError),
+    Setting(#[from] SettingError),
     #[error("{task} died {deaths} times within the restart window; the last time: {message}")]
     EngineDied {
         task: &'static str,
@@ -108,4 +108,18 @@ impl ClientError {
 /// A blocking task that panicked or was cancelled, as the daemon reports it.
 pub fn join_error(e: tokio::task::JoinError) -> DaemonError {
     DaemonError::Join(e.to_string())
+}
+
+/// A setting of the daemon's environment that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingError {
+    #[error("{var} is not UTF-8")]
+    NotUtf8 { var: &'static str },
+    #[error("{var}={value:?}: {source}")]
+    NotADuration {
+        var: &'static str,
+        value: String,
+        #[source]
+        source: optgate_experiment::DurationError,
+    },
 }

@@ -5,8 +5,7 @@
 //! Code map: [`paths`] (state directory), [`protocol`] (the socket's messages), [`server`]
 //! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
 //! machine and polling), [`reconcile`] (what crash repair does, decided purely), [`look`] (a look: data in,
-//! decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), [`decide`] (the pure sequential
-//! decision rule), [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
+//! decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), the decision policy is `optgate-policy`, [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
 //! `optgate run`'s own process), [`lifecycle`] (lock,
 //! socket, signals), [`client`] (the CLI's side).
 //!
@@ -16,7 +15,6 @@
 
 pub mod client;
 pub mod context;
-pub mod decide;
 pub mod engine;
 pub mod error;
 pub mod failpoint;
@@ -30,7 +28,6 @@ pub mod paths;
 pub mod protocol;
 pub mod reconcile;
 pub mod server;
-pub mod staged;
 pub mod supervise;
 pub mod work;
 

@@ -8,9 +8,9 @@ use optgate_probe::Probe;
 use optgate_store::{AfterLook, BlockRow, ExperimentState, JobRow, LookRow};
 use optgate_wrapper::manifest::RunManifest;
 
-use crate::decide::{Next, next_step, next_step_staged};
-use crate::protocol::VariantDecision;
 use crate::work::Work;
+use optgate_policy::decide::{Next, next_step, next_step_staged};
+use optgate_policy::staged::VariantDecision;
 
 /// A look taken: its record, its report, what follows, and the files to write into the
 /// run root before it is recorded.
@@ -141,7 +141,7 @@ pub(crate) fn look_report(
             at.node,
             |base, others, cfg| {
                 let (analysis, l) =
-                    crate::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
+                    optgate_policy::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
                 staged_look = Some(l);
                 Ok(analysis)
             },
@@ -182,7 +182,10 @@ pub(crate) fn take_look(
         return Err(LookError::RecordedRunChanged { runs: changed });
     }
     // The staged rule: variants decided at earlier looks are out of the block plan.
-    let closed = crate::staged::closed_variants(looks);
+    let closed =
+        optgate_policy::staged::closed_variants(looks.iter().map(|l| {
+            serde_json::from_str::<Vec<VariantDecision>>(&l.decisions).unwrap_or_default()
+        }));
     let at = LookAt {
         plan: &plan,
         collected: &collected,
@@ -289,7 +292,7 @@ fn next_after(
                 .filter(|(a, _)| !closed.contains_key(a))
                 .cloned()
                 .collect();
-            crate::staged::next(next_step_staged(l, n_blocks, sp, &open))
+            optgate_policy::staged::next(next_step_staged(l, n_blocks, sp, &open))
         }
         _ => (
             next_step(&report.analysis, n_blocks, &work.schedule, &counts),
@@ -313,7 +316,7 @@ fn decisions_of(
                 .iter()
                 .map(|v| v.name.as_str())
                 .collect();
-            crate::staged::decisions(l, closed, n_blocks, &order)
+            optgate_policy::staged::decisions(l, closed, n_blocks, &order)
         }
         None => report
             .analysis
@@ -408,7 +411,7 @@ fn extend(
     let had = plan.blocks.len();
     plan.extend(n);
     if let Some(open) = keep {
-        crate::staged::keep_only(plan, had as u32, open);
+        optgate_policy::staged::keep_only(plan, had as u32, open);
     }
     let (blocks, runs) =
         crate::work::plan_rows(plan, had as u32, |arm| not_applicable.contains_key(arm));

@@ -10,6 +10,7 @@
 //! Bump [`PROTOCOL_VERSION`] for any change an older peer would misread (a renamed or
 //! removed field, a new required one); new optional fields need no bump.
 
+use optgate_policy::staged::VariantDecision;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -188,23 +189,6 @@ impl From<RunCounts> for RunCountsJson {
             pending: c.pending,
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VariantDecision {
-    pub variant: String,
-    /// accept, reject, inconclusive, not_applicable, failed.
-    pub decision: Decision,
-    pub reason: String,
-    /// Staged rule only: why the variant left the block plan (absent while it is open).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stop: Option<optgate_stats::Stop>,
-    /// Staged rule only: the blocks it ran in (1…this) once it left the plan.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks: Option<u32>,
-    /// Staged rule only: it left without an acceptance and stays in Holm's family.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retired: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use optgate_sched::{JobSpec, Scheduler};
 use optgate_stats::{SequentialPlan, StagedPlan};
 use optgate_store::{BlockRow, ExperimentRow, JobRow, NewRun};
 
-use crate::decide::LookSchedule;
+use optgate_policy::decide::LookSchedule;
 
 /// The rows to record for the plan's blocks after the first `after` (0: all of them) and
 /// their runs, leaving out the runs of the arms `skip` names (not applicable here).
@@ -88,8 +88,8 @@ impl Work {
         let sequential = schedule
             .sequential_plan(exp.alpha)
             .map_err(|e| WorkError::NoSequentialPlan(e.to_string()))?;
-        let staged =
-            crate::decide::staged_plan(&exp).map_err(|e| WorkError::NoStagedPlan(e.to_string()))?;
+        let staged = optgate_policy::decide::staged_plan(&exp)
+            .map_err(|e| WorkError::NoStagedPlan(e.to_string()))?;
         Ok(Work {
             sequential,
             staged,

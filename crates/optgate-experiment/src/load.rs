@@ -216,13 +216,6 @@ fn fmt_small_p(p: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-fn stats_design(d: Design) -> optgate_stats::Design {
-    match d {
-        Design::Blocked => optgate_stats::Design::Paired,
-        Design::Independent => optgate_stats::Design::Independent,
-    }
-}
-
 /// The smallest one-sided p-value the exact test can give with `n` replicates per arm,
 /// after Holm's first step over `family` variants: `family · 2^−n` (paired signed-rank) or
 /// `family / C(2n, n)` (Mann–Whitney, `n` per arm), at most 1.
@@ -353,6 +346,7 @@ impl Checker {
                 .max(file.replicates),
             seed: file.seed,
             alpha: file.compare.alpha,
+            sequential: file.compare.sequential,
             source: path.to_path_buf(),
             source_sha256,
             source_text: text.to_string(),
@@ -506,7 +500,7 @@ impl Checker {
         {
             return; // reported by check_compare / check_variants
         }
-        let design = stats_design(f.design);
+        let design = f.design.stats();
         let family = f.variants.len();
         let needed = smallest_deciding_replicates(design, family, alpha);
         let given = self.locator.has("replicates");

@@ -283,6 +283,16 @@ pub enum Design {
     Independent,
 }
 
+impl Design {
+    /// The statistics' design: blocked runs are compared as pairs within their block.
+    pub fn stats(self) -> optgate_stats::Design {
+        match self {
+            Design::Blocked => optgate_stats::Design::Paired,
+            Design::Independent => optgate_stats::Design::Independent,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CompareSpec {

@@ -37,6 +37,8 @@ pub struct Experiment {
     pub seed: u64,
     /// The false-accept rate over all looks (`compare.alpha`).
     pub alpha: f64,
+    /// How the looks are analysed (`compare.sequential`).
+    pub sequential: crate::model::SequentialRule,
     /// Absolute working directory of the runs.
     pub workdir: PathBuf,
     /// Baseline first, then the A/A control if asked for, then variants in file order.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use optgate_experiment::{BASELINE, Better, Design, Experiment};
+use optgate_experiment::{BASELINE, Better, Experiment};
 use optgate_stats::{AnalysisConfig, ArmData, RunSamples};
 
 use optgate_report::SystemResource;
@@ -19,11 +19,8 @@ pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
         Better::Higher => optgate_stats::Better::Higher,
     };
     AnalysisConfig {
-        design: match f.design {
-            Design::Blocked => optgate_stats::Design::Paired,
-            Design::Independent => optgate_stats::Design::Independent,
-        },
-        alpha: f.compare.alpha,
+        design: exp.design.stats(),
+        alpha: exp.alpha,
         min_effect_pct: f.compare.min_effect_pct,
         steady_epochs: exp.steady_epochs,
         production_epochs: f.compare.production_epochs,

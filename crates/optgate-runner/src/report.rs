@@ -60,19 +60,44 @@ pub fn build_report_with(
     let analysis = analyse(&base, &others, &cfg)?;
     let mut report = Report::new(analysis, &base, &others);
     if let Some(aa) = aa {
-        let a = optgate_stats::analyze(&base, std::slice::from_ref(&aa), &cfg)?;
-        let v = &a.variants[0];
-        report.noise_floor = Some(NoiseFloor {
-            arm: aa.name.clone(),
-            speedup: v.speedup,
-            apparent_effect_pct: v.speedup.estimate.map(|e| 100.0 * (e - 1.0)),
-            min_effect_pct: cfg.min_effect_pct,
-        });
+        report.noise_floor = Some(noise_floor(&base, &aa, &cfg)?);
     }
     report.breakdown = breakdown(exp, collected);
     report.interference = crate::collect::interference(collected);
     report.system_resource = crate::analysis::system_resource(exp, collected);
-    report.isolation = Some(optgate_report::Isolation {
+    report.isolation = Some(isolation(exp));
+    report.experiment = Some(experiment_meta(exp));
+    report.checklist = Some(checklist(exp, &report.analysis));
+    report.provenance = Some(provenance(
+        exp,
+        plan,
+        layout,
+        collected,
+        not_applicable,
+        node,
+    ));
+    Ok(report)
+}
+
+/// The A/A control analysed on its own against the baseline: the noise floor.
+fn noise_floor(
+    base: &ArmData,
+    aa: &ArmData,
+    cfg: &AnalysisConfig,
+) -> Result<NoiseFloor, StatsError> {
+    let a = optgate_stats::analyze(base, std::slice::from_ref(aa), cfg)?;
+    let v = &a.variants[0];
+    Ok(NoiseFloor {
+        arm: aa.name.clone(),
+        speedup: v.speedup,
+        apparent_effect_pct: v.speedup.estimate.map(|e| 100.0 * (e - 1.0)),
+        min_effect_pct: cfg.min_effect_pct,
+    })
+}
+
+/// How each arm's runs were isolated (caches, page cache) and how many inputs were declared.
+fn isolation(exp: &Experiment) -> optgate_report::Isolation {
+    optgate_report::Isolation {
         arms: exp
             .arms
             .iter()
@@ -83,8 +108,12 @@ pub fn build_report_with(
             })
             .collect(),
         inputs: exp.inputs.len(),
-    });
-    report.experiment = Some(ExperimentMeta {
+    }
+}
+
+/// The experiment's name, description, metric and variants as the report shows them.
+fn experiment_meta(exp: &Experiment) -> ExperimentMeta {
+    ExperimentMeta {
         name: exp.name().to_string(),
         description: exp.file.description.clone(),
         metric: Some(metric_words(exp)),
@@ -97,7 +126,11 @@ pub fn build_report_with(
                 description: a.description.clone(),
             })
             .collect(),
-    });
+    }
+}
+
+/// The checklist of the 10 dimensions: measured by the analysis, or declared in the file.
+fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::ChecklistRow> {
     let dimensions: BTreeMap<String, String> = exp
         .arms
         .iter()
@@ -121,20 +154,7 @@ pub fn build_report_with(
             )
         })
         .collect();
-    report.checklist = Some(optgate_report::build_checklist(
-        &report.analysis,
-        &dimensions,
-        &declared,
-    ));
-    report.provenance = Some(provenance(
-        exp,
-        plan,
-        layout,
-        collected,
-        not_applicable,
-        node,
-    ));
-    Ok(report)
+    optgate_report::build_checklist(analysis, &dimensions, &declared)
 }
 
 /// Everything needed to tell later how the numbers were made.
@@ -146,53 +166,8 @@ fn provenance(
     not_applicable: &BTreeMap<String, String>,
     probe: &Probe,
 ) -> serde_json::Value {
-    let arms: Vec<_> = exp
-        .arms
-        .iter()
-        .map(|a| {
-            let build = a.build.map(|i| &exp.builds[i]);
-            json!({
-                "name": a.name,
-                "env": a.env,
-                "unset": a.unset,
-                "resources": a.resources,
-                "args": a.args,
-                "command": optgate_sched::script::app_command_line(&exp.file.app.command, &a.args),
-                "build": build.map(|b| json!({
-                    "id": b.id,
-                    "command": optgate_sched::script::app_command_line(b.command(), &[]),
-                })),
-                "governor": a.governor,
-                "requires": a.requires,
-                "not_applicable": not_applicable.get(&a.name),
-            })
-        })
-        .collect();
-    let runs: Vec<_> = collected
-        .runs
-        .iter()
-        .map(|r| {
-            let manifest = optgate_wrapper::manifest::RunManifest::read(&layout.run_dir(&r.id))
-                .ok()
-                .flatten();
-            let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-            json!({
-                "id": r.id,
-                "arm": r.arm,
-                "block": r.block,
-                "status": r.status,
-                "host": r.host,
-                "elapsed_s": r.elapsed_s,
-                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
-                "ended_at": manifest.as_ref().map(|m| m.ended_at.clone()),
-                "exit_code": manifest.as_ref().and_then(|m| m.exit_code),
-                "scheduler_job_id": manifest.as_ref().and_then(|m| m.scheduler_job_id.clone()),
-                "governor_changes": governor,
-            })
-        })
-        .collect();
+    let arms = arms_provenance(exp, not_applicable);
+    let runs = runs_provenance(layout, collected);
     let correctness = match &collected.correctness {
         None => json!("not checked: the experiment declares no correctness files or values"),
         Some(c) => json!(c),
@@ -221,6 +196,65 @@ fn provenance(
         "runs": runs,
         "failed_runs": collected.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count(),
     })
+}
+
+/// Each arm as it ran: its variables, resources, command line, build, governor, and why
+/// it was not applicable.
+fn arms_provenance(
+    exp: &Experiment,
+    not_applicable: &BTreeMap<String, String>,
+) -> Vec<serde_json::Value> {
+    exp.arms
+        .iter()
+        .map(|a| {
+            let build = a.build.map(|i| &exp.builds[i]);
+            json!({
+                "name": a.name,
+                "env": a.env,
+                "unset": a.unset,
+                "resources": a.resources,
+                "args": a.args,
+                "command": optgate_sched::script::app_command_line(&exp.file.app.command, &a.args),
+                "build": build.map(|b| json!({
+                    "id": b.id,
+                    "command": optgate_sched::script::app_command_line(b.command(), &[]),
+                })),
+                "governor": a.governor,
+                "requires": a.requires,
+                "not_applicable": not_applicable.get(&a.name),
+            })
+        })
+        .collect()
+}
+
+/// Each collected run with its manifest's times, exit code and job id, and the governor
+/// changes it recorded.
+fn runs_provenance(layout: &Layout, collected: &Collected) -> Vec<serde_json::Value> {
+    collected
+        .runs
+        .iter()
+        .map(|r| {
+            let manifest = optgate_wrapper::manifest::RunManifest::read(&layout.run_dir(&r.id))
+                .ok()
+                .flatten();
+            let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+            json!({
+                "id": r.id,
+                "arm": r.arm,
+                "block": r.block,
+                "status": r.status,
+                "host": r.host,
+                "elapsed_s": r.elapsed_s,
+                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
+                "ended_at": manifest.as_ref().map(|m| m.ended_at.clone()),
+                "exit_code": manifest.as_ref().and_then(|m| m.exit_code),
+                "scheduler_job_id": manifest.as_ref().and_then(|m| m.scheduler_job_id.clone()),
+                "governor_changes": governor,
+            })
+        })
+        .collect()
 }
 
 /// What the per-epoch values are, for the report's header.
@@ -305,4 +339,45 @@ fn breakdown(exp: &Experiment, collected: &Collected) -> Option<Vec<ArmBreakdown
         r.categories.retain(|c, _| !all_zero.contains(c));
     }
     Some(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 8 blocks of 3 epochs, each run `factor` times the baseline's time.
+    fn arm(name: &str, factor: f64) -> ArmData {
+        ArmData {
+            name: name.into(),
+            runs: (1..=8u32)
+                .map(|b| {
+                    let t = (1.0 + 0.01 * b as f64) * factor;
+                    optgate_stats::RunSamples {
+                        replicate: b,
+                        block: Some(b),
+                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
+                    }
+                })
+                .collect(),
+            ..ArmData::default()
+        }
+    }
+
+    /// The noise floor names the A/A arm, reports its apparent effect as the speed-up's
+    /// estimate in percent (an A/A arm 4 % slower reads about −3.8 %, never +4 %), and
+    /// carries the experiment's worthwhile effect for comparison.
+    #[test]
+    fn the_noise_floor_is_the_aa_arms_apparent_effect_in_percent() {
+        let cfg = AnalysisConfig {
+            min_effect_pct: 2.5,
+            ..AnalysisConfig::default()
+        };
+        let nf = noise_floor(&arm("baseline", 1.0), &arm(AA_CONTROL, 1.04), &cfg).unwrap();
+        assert_eq!(nf.arm, AA_CONTROL);
+        let est = nf.speedup.estimate.unwrap();
+        assert!((est - 1.0 / 1.04).abs() < 1e-9, "{est}");
+        let pct = nf.apparent_effect_pct.unwrap();
+        assert!((pct - 100.0 * (1.0 / 1.04 - 1.0)).abs() < 1e-6, "{pct}");
+        assert_eq!(nf.min_effect_pct, 2.5);
+    }
 }

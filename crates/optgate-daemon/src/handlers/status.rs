@@ -3,10 +3,8 @@
 
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
-use crate::decide::LookSchedule;
-use crate::protocol::{
-    ExperimentStatus, JobStatus, Response, StatusReply, StatusRequest, VariantDecision,
-};
+use crate::protocol::{ExperimentStatus, JobStatus, Response, StatusReply, StatusRequest};
+use optgate_policy::decide::LookSchedule;
 
 pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
     let info = ctx.info();
@@ -58,8 +56,10 @@ pub fn answer(
                 planned_looks: schedule.planned_looks(),
                 decisions: look
                     .map(|l| {
-                        serde_json::from_str::<Vec<VariantDecision>>(&l.decisions)
-                            .unwrap_or_default()
+                        serde_json::from_str::<Vec<optgate_policy::staged::VariantDecision>>(
+                            &l.decisions,
+                        )
+                        .unwrap_or_default()
                     })
                     .unwrap_or_default(),
                 jobs: jobs.as_ref().map(|jobs| {

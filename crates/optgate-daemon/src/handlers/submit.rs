@@ -59,7 +59,7 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
 /// variants at `replicates: 5`).
 pub fn first_plan(exp: &Experiment) -> Plan {
     let mut plan = Plan::for_experiment(exp);
-    if let Ok(Some(staged)) = crate::decide::staged_plan(exp)
+    if let Ok(Some(staged)) = optgate_policy::decide::staged_plan(exp)
         && let Some(first) = staged.next_look_after(0)
     {
         plan.extend(first.saturating_sub(plan.blocks.len() as u32));

@@ -157,9 +157,8 @@ pub fn analyse_staged_look(
 /// above `replicates`; `None` otherwise (the rule of §13, or a single look). The Holm
 /// family at the start is the proposals: every arm but the baseline and the A/A control.
 pub fn staged_plan(exp: &Experiment) -> Result<Option<StagedPlan>, StatsError> {
-    let f = &exp.file;
-    let schedule = LookSchedule::new(f.replicates, f.max_replicates);
-    if f.compare.sequential != SequentialRule::Staged || schedule.planned_looks() == 1 {
+    let schedule = LookSchedule::new(exp.replicates, Some(exp.max_replicates));
+    if exp.sequential != SequentialRule::Staged || schedule.planned_looks() == 1 {
         return Ok(None);
     }
     let proposals = exp
@@ -167,16 +166,12 @@ pub fn staged_plan(exp: &Experiment) -> Result<Option<StagedPlan>, StatsError> {
         .iter()
         .filter(|a| a.name != BASELINE && a.name != AA_CONTROL)
         .count();
-    let design = match f.design {
-        optgate_experiment::Design::Blocked => optgate_stats::Design::Paired,
-        optgate_experiment::Design::Independent => optgate_stats::Design::Independent,
-    };
     StagedPlan::new(
         schedule.first,
         schedule.max,
-        f.compare.alpha,
+        exp.alpha,
         proposals,
-        design,
+        exp.design.stats(),
     )
     .map(Some)
 }

@@ -2,7 +2,7 @@
 //! which variants left the block plan at earlier looks (from the stored looks' decisions),
 //! the analysis of a look (the open variants through `decide::analyse_staged_look`, the
 //! decided ones re-analysed on their own blocks and keeping their decision), and the arms
-//! of the blocks added next. Pure; `engine::take_look` calls it.
+//! of the blocks added next. Pure; the daemon's `look::take_look` calls it.
 
 use std::collections::BTreeMap;
 
@@ -10,18 +10,36 @@ use optgate_experiment::{AA_CONTROL, BASELINE, Plan};
 use optgate_stats::{
     Analysis, AnalysisConfig, ArmData, StagedLook, StagedPlan, StatsError, analyze_in_family,
 };
-use optgate_store::LookRow;
+use serde::{Deserialize, Serialize};
 
 use crate::decide::{Next, StagedNext, analyse_staged_look};
-use crate::protocol::VariantDecision;
+
+/// The decision a look recorded for one variant (stored with the look, shown by `status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantDecision {
+    pub variant: String,
+    /// accept, reject, inconclusive, not_applicable, failed.
+    pub decision: optgate_stats::Decision,
+    pub reason: String,
+    /// Staged rule only: why the variant left the block plan (absent while it is open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<optgate_stats::Stop>,
+    /// Staged rule only: the blocks it ran in (1…this) once it left the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u32>,
+    /// Staged rule only: it left without an acceptance and stays in Holm's family.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
+}
 
 /// The variants that left the block plan at earlier looks, by name, with the decision they
-/// left with (the first look that stopped each).
-pub fn closed_variants(looks: &[LookRow]) -> BTreeMap<String, VariantDecision> {
+/// left with (the first look that stopped each): `looks` gives each earlier look's
+/// decisions, oldest first.
+pub fn closed_variants(
+    looks: impl IntoIterator<Item = Vec<VariantDecision>>,
+) -> BTreeMap<String, VariantDecision> {
     let mut closed = BTreeMap::new();
-    for look in looks {
-        let decisions: Vec<VariantDecision> =
-            serde_json::from_str(&look.decisions).unwrap_or_default();
+    for decisions in looks {
         for d in decisions.into_iter().filter(|d| d.stop.is_some()) {
             closed.entry(d.variant.clone()).or_insert(d);
         }
@@ -145,47 +163,28 @@ mod tests {
         }
     }
 
-    fn look(blocks: u32, decisions: &[VariantDecision]) -> LookRow {
-        LookRow {
-            look: blocks,
-            blocks,
-            nominal_alpha: 0.01,
-            decisions: serde_json::to_string(decisions).unwrap(),
-            created_at: String::new(),
-        }
-    }
-
     /// The first look that stopped a variant is the one that counts; open ones are not
     /// closed; a look row of the O'Brien–Fleming rule (no `stop`) closes nothing.
     #[test]
     fn closed_variants_come_from_the_first_stopping_look() {
         let looks = [
-            look(
-                7,
-                &[
-                    decision("fast", Some(Stop::Efficacy), Some(7)),
-                    decision("slow", None, None),
-                ],
-            ),
-            look(
-                8,
-                &[
-                    decision("fast", Some(Stop::Efficacy), Some(7)),
-                    decision("slow", Some(Stop::Futility), Some(8)),
-                ],
-            ),
+            vec![
+                decision("fast", Some(Stop::Efficacy), Some(7)),
+                decision("slow", None, None),
+            ],
+            vec![
+                decision("fast", Some(Stop::Efficacy), Some(7)),
+                decision("slow", Some(Stop::Futility), Some(8)),
+            ],
         ];
-        let closed = closed_variants(&looks);
+        let closed = closed_variants(looks.clone());
         assert_eq!(closed["fast"].blocks, Some(7));
         assert_eq!(closed["slow"].stop, Some(Stop::Futility));
         assert!(closed["slow"].retired && !closed["fast"].retired);
-        assert!(!closed_variants(&looks[..1]).contains_key("slow"));
+        assert!(!closed_variants(looks[..1].to_vec()).contains_key("slow"));
         let shipped = r#"[{"variant":"v","decision":"accept","reason":"r"}]"#;
-        let old = LookRow {
-            decisions: shipped.into(),
-            ..look(5, &[])
-        };
-        assert!(closed_variants(&[old]).is_empty());
+        let old: Vec<VariantDecision> = serde_json::from_str(shipped).unwrap();
+        assert!(closed_variants([old]).is_empty());
     }
 
     /// `blocks` blocks of 3 epochs; `speed(b)` is the arm's speed-up in block `b`.
