@@ -958,98 +958,169 @@ fn compare_arms(
     production_epochs: u32,
 ) -> Result<Partial, StatsError> {
     let mut warnings = Vec::new();
-    let mut partial = Partial {
-        name: var.name().to_string(),
-        not_applicable: var.data.not_applicable.clone(),
-        failed: var.data.failed.clone(),
-        correctness_mismatch: var.data.correctness_mismatch.clone(),
-        n_baseline: base.runs.len(),
-        n_variant: var.runs.len(),
-        steady: Vec::new(),
-        steady_est: None,
-        p_imp: None,
-        p_nw: None,
-        sd: None,
-        min_p: None,
-        first: FirstEpoch::default(),
-        first_log: None,
-        app_impact_pct: None,
-        app_impact_ci: (None, None),
-        app_impact_best: None,
-        system_impact_pct: None,
-        system_impact_ci: (None, None),
-        breakeven: None,
-        per_epoch: per_epoch_rows(base, var, cfg.better),
-        warnings: Vec::new(),
-        trend_blocks: Vec::new(),
-    };
+    let mut partial = Partial::unanalysed(base, var, cfg);
     // Not applicable: no p-values, nothing else to compute.
     if partial.not_applicable.is_some() || var.runs.is_empty() || base.runs.is_empty() {
         return Ok(partial);
     }
-
-    // Alignment of runs for the design.
-    let (base_idx, var_idx): (Vec<usize>, Vec<usize>) = match cfg.design {
-        Design::Paired => {
-            let (pairs, dropped) = pair_runs(base, var)?;
-            warnings.extend(dropped);
-            pairs.into_iter().unzip()
-        }
-        Design::Independent => (
-            (0..base.runs.len()).collect(),
-            (0..var.runs.len()).collect(),
-        ),
-    };
-    partial.n_baseline = base_idx.len();
-    partial.n_variant = var_idx.len();
-
-    let steady = window_epochs(&[base, var], window);
-    let wanted: BTreeSet<u32> = base
-        .runs
-        .iter()
-        .chain(&var.runs)
-        .flat_map(|r| r.t.keys().copied())
-        .filter(|e| window.contains(*e))
-        .collect();
-    let left_out: Vec<u32> = wanted.into_iter().filter(|e| !steady.contains(e)).collect();
-    if !left_out.is_empty() {
-        warnings.push(format!(
-            "epochs {} of the steady window are missing in some runs and were left out",
-            epochs_text(&left_out).unwrap_or_default()
-        ));
-    }
-
-    let has_first = base
-        .runs
-        .iter()
-        .chain(&var.runs)
-        .all(|r| r.t.contains_key(&1));
-    let first =
-        |arm: &Arm, idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| arm.runs[i].t[&1]).collect() };
-    let steady_of = |arm: &Arm, idx: &[usize]| -> Vec<f64> {
-        idx.iter()
-            .map(|&i| steady_value(&arm.runs[i], &steady))
-            .collect()
-    };
-
-    if !steady.is_empty() {
-        let s = Samples {
-            base: steady_of(base, &base_idx),
-            var: steady_of(var, &var_idx),
-        };
-        let c = compare(cfg.design, &s, delta, cfg.alpha, true);
+    let runs = AlignedRuns::of(base, var, cfg.design, window, &mut warnings)?;
+    partial.n_baseline = runs.base_idx.len();
+    partial.n_variant = runs.var_idx.len();
+    if !runs.steady.is_empty() {
+        let c = compare(cfg.design, &runs.steady_samples(), delta, cfg.alpha, true);
         partial.steady_est = c.est;
         partial.p_imp = c.p_imp;
         partial.p_nw = c.p_nw;
         partial.sd = c.sd;
         partial.min_p = c.min_p;
     }
-    partial.steady = steady.clone();
+    partial.steady = runs.steady.clone();
+    if runs.has_first {
+        runs.compare_first_epoch(cfg, &mut partial);
+    } else {
+        warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
+    }
+    if !runs.steady.is_empty() {
+        runs.project_production(production_epochs, &mut partial);
+    }
+    compare_system_metric(&runs, cfg, &mut partial, &mut warnings);
+    // Stability: the variant's own findings, and trends of either arm that gate.
+    let var_trend = arm_warnings(var, &runs.steady, cfg, &mut warnings);
+    // The baseline's finding over its own window is reused when the windows agree.
+    let base_finding = if base_trend.0 == runs.steady {
+        base_trend.1.clone()
+    } else {
+        trend_finding(base, &runs.steady, cfg)
+    };
+    for t in [base_finding, var_trend].into_iter().flatten() {
+        if t.material {
+            partial.trend_blocks.push(t.message);
+        }
+    }
+    partial.warnings = warnings;
+    Ok(partial)
+}
 
-    if has_first {
+impl Partial {
+    /// The variant before any comparison: its name, states and per-epoch table.
+    fn unanalysed(base: &Arm, var: &Arm, cfg: &AnalysisConfig) -> Partial {
+        Partial {
+            name: var.name().to_string(),
+            not_applicable: var.data.not_applicable.clone(),
+            failed: var.data.failed.clone(),
+            correctness_mismatch: var.data.correctness_mismatch.clone(),
+            n_baseline: base.runs.len(),
+            n_variant: var.runs.len(),
+            steady: Vec::new(),
+            steady_est: None,
+            p_imp: None,
+            p_nw: None,
+            sd: None,
+            min_p: None,
+            first: FirstEpoch::default(),
+            first_log: None,
+            app_impact_pct: None,
+            app_impact_ci: (None, None),
+            app_impact_best: None,
+            system_impact_pct: None,
+            system_impact_ci: (None, None),
+            breakeven: None,
+            per_epoch: per_epoch_rows(base, var, cfg.better),
+            warnings: Vec::new(),
+            trend_blocks: Vec::new(),
+        }
+    }
+}
+
+/// The runs of both arms that are compared, aligned for the design, and the epochs they
+/// share.
+struct AlignedRuns<'a> {
+    base: &'a Arm<'a>,
+    var: &'a Arm<'a>,
+    base_idx: Vec<usize>,
+    var_idx: Vec<usize>,
+    /// The steady-window epochs every run has.
+    steady: Vec<u32>,
+    /// Whether every run has epoch 1.
+    has_first: bool,
+}
+
+impl<'a> AlignedRuns<'a> {
+    /// Pairs the runs (paired design; unpaired runs dropped with a warning) and finds the
+    /// steady epochs (those missing in some run left out with a warning).
+    fn of(
+        base: &'a Arm<'a>,
+        var: &'a Arm<'a>,
+        design: Design,
+        window: &EpochWindow,
+        warnings: &mut Vec<String>,
+    ) -> Result<AlignedRuns<'a>, StatsError> {
+        let (base_idx, var_idx): (Vec<usize>, Vec<usize>) = match design {
+            Design::Paired => {
+                let (pairs, dropped) = pair_runs(base, var)?;
+                warnings.extend(dropped);
+                pairs.into_iter().unzip()
+            }
+            Design::Independent => (
+                (0..base.runs.len()).collect(),
+                (0..var.runs.len()).collect(),
+            ),
+        };
+        let steady = window_epochs(&[base, var], window);
+        let wanted: BTreeSet<u32> = base
+            .runs
+            .iter()
+            .chain(&var.runs)
+            .flat_map(|r| r.t.keys().copied())
+            .filter(|e| window.contains(*e))
+            .collect();
+        let left_out: Vec<u32> = wanted.into_iter().filter(|e| !steady.contains(e)).collect();
+        if !left_out.is_empty() {
+            warnings.push(format!(
+                "epochs {} of the steady window are missing in some runs and were left out",
+                epochs_text(&left_out).unwrap_or_default()
+            ));
+        }
+        let has_first = base
+            .runs
+            .iter()
+            .chain(&var.runs)
+            .all(|r| r.t.contains_key(&1));
+        Ok(AlignedRuns {
+            base,
+            var,
+            base_idx,
+            var_idx,
+            steady,
+            has_first,
+        })
+    }
+
+    /// Epoch 1 of the aligned runs of `arm`.
+    fn first(&self, arm: &Arm, idx: &[usize]) -> Vec<f64> {
+        idx.iter().map(|&i| arm.runs[i].t[&1]).collect()
+    }
+
+    /// The steady value of the aligned runs of `arm`.
+    fn steady_of(&self, arm: &Arm, idx: &[usize]) -> Vec<f64> {
+        idx.iter()
+            .map(|&i| steady_value(&arm.runs[i], &self.steady))
+            .collect()
+    }
+
+    fn steady_samples(&self) -> Samples {
+        Samples {
+            base: self.steady_of(self.base, &self.base_idx),
+            var: self.steady_of(self.var, &self.var_idx),
+        }
+    }
+
+    /// The first-epoch effect: medians in seconds and the change with its interval.
+    fn compare_first_epoch(&self, cfg: &AnalysisConfig, partial: &mut Partial) {
+        let (base, var) = (self.base, self.var);
         let f = Samples {
-            base: first(base, &base_idx),
-            var: first(var, &var_idx),
+            base: self.first(base, &self.base_idx),
+            var: self.first(var, &self.var_idx),
         };
         let c = compare(cfg.design, &f, 0.0, cfg.alpha, false);
         let raw_median = |arm: &Arm, idx: &[usize]| {
@@ -1057,26 +1128,27 @@ fn compare_arms(
         };
         let change = |log_speedup: f64| 100.0 * ((-log_speedup).exp() - 1.0);
         partial.first = FirstEpoch {
-            baseline_s: Some(raw_median(base, &base_idx)),
-            variant_s: Some(raw_median(var, &var_idx)),
+            baseline_s: Some(raw_median(base, &self.base_idx)),
+            variant_s: Some(raw_median(var, &self.var_idx)),
             change_pct: c.est.map(|e| change(e.estimate)),
             change_ci_low_pct: c.est.and_then(|e| e.ci_high).map(change),
             change_ci_high_pct: c.est.and_then(|e| e.ci_low).map(change),
         };
         partial.first_log = c.est;
-    } else {
-        warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
     }
 
-    // Production projection T = f + (E − 1)·s per replicate (E·s without epoch 1).
-    if !steady.is_empty() {
+    /// Production projection T = f + (E − 1)·s per replicate (E·s without epoch 1): the
+    /// application impact, its interval, rule 5′'s bound and the break-even epoch.
+    fn project_production(&self, production_epochs: u32, partial: &mut Partial) {
+        let (base, var, has_first) = (self.base, self.var, self.has_first);
+        let (base_idx, var_idx) = (&self.base_idx, &self.var_idx);
         let e = production_epochs as f64;
         // `scale` multiplies the steady values (1 for the point estimate).
         let t = |arm: &Arm, idx: &[usize], scale: f64| -> Vec<f64> {
             idx.iter()
                 .map(|&i| {
                     let r = &arm.runs[i];
-                    let s = steady_value(r, &steady) * scale;
+                    let s = steady_value(r, &self.steady) * scale;
                     match r.t.get(&1) {
                         Some(f) if has_first => f + (e - 1.0) * s,
                         _ => e * s,
@@ -1084,48 +1156,64 @@ fn compare_arms(
                 })
                 .collect()
         };
-        let tb = median(&t(base, &base_idx, 1.0));
-        let app = |scale: f64| 100.0 * (1.0 - median(&t(var, &var_idx, scale)) / tb);
+        let tb = median(&t(base, base_idx, 1.0));
+        let app = |scale: f64| 100.0 * (1.0 - median(&t(var, var_idx, scale)) / tb);
         partial.app_impact_pct = Some(app(1.0));
         // The interval: the variant's steady values as if its speed-up were each end of
         // the steady interval (HL and its bounds are log speed-ups).
         if let Some(est) = partial.steady_est {
             let at = |bound: Option<f64>| bound.map(|b| app((est.estimate - b).exp()));
             partial.app_impact_ci = (at(est.ci_low), at(est.ci_high));
-            // Rule 5′'s bound: the projection of the baseline's medians with the variant
-            // at the favourable ends of the paired intervals — the steady speed-up's and
-            // (when measured) the epoch-1 speed-up's — so that it moves with the paired
-            // comparisons only, not with the arms' unpaired medians. Unbounded when either
-            // end is.
-            let sb = median(&steady_of(base, &base_idx));
-            let (fb, first_high) = if has_first {
-                (
-                    median(&first(base, &base_idx)),
-                    partial.first_log.and_then(|f| f.ci_high),
-                )
-            } else {
-                (0.0, Some(0.0))
-            };
-            let weight_f = if has_first { 1.0 } else { 0.0 };
-            let steady_epochs = if has_first { e - 1.0 } else { e };
-            partial.app_impact_best = est.ci_high.zip(first_high).map(|(hs, hf)| {
-                let tb = weight_f * fb + steady_epochs * sb;
-                let tv = weight_f * fb * (-hf).exp() + steady_epochs * sb * (-hs).exp();
-                100.0 * (1.0 - tv / tb)
-            });
+            partial.app_impact_best = self.best_app_impact(e, est, partial.first_log);
         }
-
         if has_first {
-            let fb = median(&first(base, &base_idx));
-            let fv = median(&first(var, &var_idx));
-            let sb = median(&steady_of(base, &base_idx));
-            let sv = median(&steady_of(var, &var_idx));
+            let fb = median(&self.first(base, base_idx));
+            let fv = median(&self.first(var, var_idx));
+            let sb = median(&self.steady_of(base, base_idx));
+            let sv = median(&self.steady_of(var, var_idx));
             partial.breakeven = breakeven(fv - fb, sb - sv);
         }
     }
 
-    // System metric: one value per run, compared as the speed-up is (same pairs).
-    match system_samples(base, var, &base_idx, &var_idx) {
+    /// Rule 5′'s bound: the projection of the baseline's medians with the variant at the
+    /// favourable ends of the paired intervals — the steady speed-up's and (when measured)
+    /// the epoch-1 speed-up's — so that it moves with the paired comparisons only, not
+    /// with the arms' unpaired medians. Unbounded when either end is.
+    fn best_app_impact(
+        &self,
+        e: f64,
+        est: ShiftEstimate,
+        first_log: Option<ShiftEstimate>,
+    ) -> Option<f64> {
+        let has_first = self.has_first;
+        let sb = median(&self.steady_of(self.base, &self.base_idx));
+        let (fb, first_high) = if has_first {
+            (
+                median(&self.first(self.base, &self.base_idx)),
+                first_log.and_then(|f| f.ci_high),
+            )
+        } else {
+            (0.0, Some(0.0))
+        };
+        let weight_f = if has_first { 1.0 } else { 0.0 };
+        let steady_epochs = if has_first { e - 1.0 } else { e };
+        est.ci_high.zip(first_high).map(|(hs, hf)| {
+            let tb = weight_f * fb + steady_epochs * sb;
+            let tv = weight_f * fb * (-hf).exp() + steady_epochs * sb * (-hs).exp();
+            100.0 * (1.0 - tv / tb)
+        })
+    }
+}
+
+/// System metric: one value per run, compared as the speed-up is (same pairs).
+fn compare_system_metric(
+    runs: &AlignedRuns,
+    cfg: &AnalysisConfig,
+    partial: &mut Partial,
+    warnings: &mut Vec<String>,
+) {
+    let (base, var) = (runs.base, runs.var);
+    match system_samples(base, var, &runs.base_idx, &runs.var_idx) {
         Some(samples) => {
             let c = compare(cfg.design, &samples, 0.0, cfg.alpha, false);
             let (pct, ci) = system_impact(c.est, cfg.system_better);
@@ -1140,22 +1228,6 @@ fn compare_arms(
         }
         None => {}
     }
-
-    // Stability: the variant's own findings, and trends of either arm that gate.
-    let var_trend = arm_warnings(var, &steady, cfg, &mut warnings);
-    // The baseline's finding over its own window is reused when the windows agree.
-    let base_finding = if base_trend.0 == steady {
-        base_trend.1.clone()
-    } else {
-        trend_finding(base, &steady, cfg)
-    };
-    for t in [base_finding, var_trend].into_iter().flatten() {
-        if t.material {
-            partial.trend_blocks.push(t.message);
-        }
-    }
-    partial.warnings = warnings;
-    Ok(partial)
 }
 
 /// First epoch N ≥ 1 with `(N − 1)·saving ≥ extra` that holds for every later N too.
