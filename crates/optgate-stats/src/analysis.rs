@@ -1368,18 +1368,18 @@ fn finish_variant(
     let app = p.app_impact_pct;
     let weighted_score = app.map(|a| 0.5 * a + 0.5 * p.system_impact_pct.unwrap_or(0.0));
 
-    let (decision, reason) = decide(
-        &p,
+    let (decision, reason) = decide(&DecisionInput {
+        p: &p,
         adj_imp,
         adj_nw,
         family,
         min_p_adj,
         replicates_to_decide,
         mde_pct,
-        &speedup,
+        speedup: &speedup,
         cfg,
         production_epochs,
-    );
+    });
     let not_applicable = matches!(decision, Decision::NotApplicable | Decision::Failed);
     let p_method = (!not_applicable)
         .then(|| p.p_imp.map(|t| p_method_text(cfg.design, t.method)))
@@ -1444,160 +1444,46 @@ fn p_method_text(design: Design, m: PMethod) -> String {
 
 /// Decision rules 1–6 of docs/STATISTICS.md, in order.
 #[allow(clippy::too_many_arguments)]
-fn decide(
-    p: &Partial,
+/// What one variant's decision is made from.
+struct DecisionInput<'a> {
+    p: &'a Partial,
+    /// Holm-adjusted p-values of the improvement and no-worthwhile-effect tests.
     adj_imp: Option<f64>,
     adj_nw: Option<f64>,
+    /// Variants in the Holm family.
     family: usize,
+    /// The smallest reachable p-value after Holm.
     min_p_adj: Option<f64>,
     replicates_to_decide: Option<u32>,
     mde_pct: Option<f64>,
-    speedup: &SpeedUp,
-    cfg: &AnalysisConfig,
+    speedup: &'a SpeedUp,
+    cfg: &'a AnalysisConfig,
     production_epochs: u32,
-) -> (Decision, String) {
-    let alpha = cfg.alpha;
-    // 1. Correctness.
-    if let Some(diff) = &p.correctness_mismatch {
-        return (
-            Decision::Reject,
-            format!(
-                "outputs differ from the baseline ({diff}): the variant changes the computation"
-            ),
-        );
+}
+
+fn decide(input: &DecisionInput) -> (Decision, String) {
+    let (p, cfg, alpha) = (input.p, input.cfg, input.cfg.alpha);
+    if let Some(d) = decide_before_tests(input) {
+        return d;
     }
-    // 2. Not applicable.
-    if let Some(why) = &p.not_applicable {
-        return (Decision::NotApplicable, why.clone());
-    }
-    // 2′. The variant's app failed in every run (and none completed).
-    if let Some(why) = &p.failed
-        && p.n_variant == 0
-    {
-        return (
-            Decision::Failed,
-            format!("every run of the variant failed: {why}"),
-        );
-    }
-    // 3. Not enough data, or no steady window.
-    let n = p.n_baseline.min(p.n_variant);
-    if n < MIN_REPLICATES {
-        return (
-            Decision::Inconclusive,
-            format!(
-                "only {n} complete replicate{} per arm (baseline {}, {} {}); at least \
-                 {MIN_REPLICATES} are needed",
-                if n == 1 { "" } else { "s" },
-                p.n_baseline,
-                p.name,
-                p.n_variant
-            ),
-        );
-    }
-    if p.steady.is_empty() {
-        return (
-            Decision::Inconclusive,
-            format!(
-                "no steady window: no epoch of {} was measured in every run (with one epoch \
-                 per run, set the steady window explicitly, e.g. --steady-epochs 1)",
-                cfg.steady_epochs.unwrap_or_default()
-            ),
-        );
-    }
-    if let Some(msg) = p.trend_blocks.first() {
-        return (Decision::Inconclusive, msg.clone());
-    }
-    let est = describe_speedup(speedup, alpha);
+    let est = describe_speedup(input.speedup, alpha);
     let one_time = one_time_text(p, cfg.min_effect_pct);
-    // 5′. Acceptance is impossible: even with the steady speed-up at the upper end of its
-    // interval and epoch 1 at the favourable end of its own, the projected App Impact is
-    // not positive, so rule 4 cannot accept. Applies where the result would otherwise be
-    // inconclusive (3d, 6); it only turns "inconclusive" into "reject", so it cannot raise
-    // the false-accept rate.
-    let futile = || -> Option<(Decision, String)> {
-        let best = p.app_impact_best?;
-        if best > 0.0 {
-            return None;
-        }
-        Some((
-            Decision::Reject,
-            format!(
-                "acceptance is impossible: App Impact {} over {production_epochs} epochs \
-                 (interval {} to {}) stays ≤ 0 even with the steady speed-up at the upper \
-                 end of {est} and epoch 1 at the favourable end of its interval ({}){}",
-                p.app_impact_pct.map_or("n/a".to_string(), fmt_signed_pct),
-                p.app_impact_ci.0.map_or("n/a".to_string(), fmt_signed_pct),
-                p.app_impact_ci.1.map_or("n/a".to_string(), fmt_signed_pct),
-                fmt_signed_pct(best),
-                one_time
-                    .as_ref()
-                    .map(|t| format!("; {t}, {}", breakeven_text(p.breakeven)))
-                    .unwrap_or_default()
-            ),
-        ))
-    };
-    if let Some(mp) = min_p_adj
+    if let Some(mp) = input.min_p_adj
         && mp >= alpha
     {
-        if let Some(d) = futile() {
-            return d;
-        }
-        let more = replicates_to_decide
-            .map(|r| format!("; about {r} replicates per arm would be needed to decide"))
-            .unwrap_or_default();
-        return (
-            Decision::Inconclusive,
-            format!(
-                "with n = {n} the smallest reachable p-value is {}{} — not below α = {}, so \
-                 no test can decide{more}",
-                fmt_p(p.min_p.unwrap_or(1.0)),
-                if family > 1 {
-                    format!(" ({} after Holm over {family} variants)", fmt_p(mp))
-                } else {
-                    String::new()
-                },
-                fmt_p(alpha)
-            ),
-        );
+        return futile(input, &est, &one_time).unwrap_or_else(|| unreachable_alpha(input, mp));
     }
     // 4. Improvement.
-    if let Some(pi) = adj_imp
+    if let Some(pi) = input.adj_imp
         && pi < alpha
     {
-        return match p.app_impact_pct {
-            Some(app) if app <= 0.0 => (
-                Decision::Reject,
-                format!(
-                    "the steady-state gain is real ({est}, p_adj = {}) but the one-time cost is \
-                     not repaid within {production_epochs} production epochs: App Impact \
-                     {}{}; {}",
-                    fmt_p(pi),
-                    fmt_signed_pct(app),
-                    one_time.map(|t| format!(", {t}")).unwrap_or_default(),
-                    breakeven_text(p.breakeven)
-                ),
-            ),
-            app => (
-                Decision::Accept,
-                format!(
-                    "steady-state speed-up {est} beats the {}% worth having (p_adj = {} < {}){}",
-                    cfg.min_effect_pct,
-                    fmt_p(pi),
-                    fmt_p(alpha),
-                    app.map(|a| format!(
-                        "; App Impact {} over {production_epochs} epochs",
-                        fmt_signed_pct(a)
-                    ))
-                    .unwrap_or_default()
-                ),
-            ),
-        };
+        return improvement(input, pi, &est, one_time);
     }
     // 5. Cannot reach the minimum worthwhile effect.
-    if let Some(pn) = adj_nw
+    if let Some(pn) = input.adj_nw
         && pn < alpha
     {
-        let regression = speedup.ci_high.is_some_and(|h| h < 1.0);
+        let regression = input.speedup.ci_high.is_some_and(|h| h < 1.0);
         let mut reason = format!(
             "steady-state speed-up {est} cannot reach the {}% worth having (p_adj = {} < {})",
             cfg.min_effect_pct,
@@ -1612,11 +1498,171 @@ fn decide(
         }
         return (Decision::Reject, reason);
     }
-    if let Some(d) = futile() {
+    if let Some(d) = futile(input, &est, &one_time) {
         return d;
     }
-    // 6. Inconclusive.
-    let more = match replicates_to_decide {
+    inconclusive(input, &est, one_time)
+}
+
+/// Rules 1–3: correctness, not applicable, failed, too few replicates, no steady window,
+/// a trend that gates. None when the tests decide.
+fn decide_before_tests(input: &DecisionInput) -> Option<(Decision, String)> {
+    let p = input.p;
+    // 1. Correctness.
+    if let Some(diff) = &p.correctness_mismatch {
+        return Some((
+            Decision::Reject,
+            format!(
+                "outputs differ from the baseline ({diff}): the variant changes the computation"
+            ),
+        ));
+    }
+    // 2. Not applicable.
+    if let Some(why) = &p.not_applicable {
+        return Some((Decision::NotApplicable, why.clone()));
+    }
+    // 2′. The variant's app failed in every run (and none completed).
+    if let Some(why) = &p.failed
+        && p.n_variant == 0
+    {
+        return Some((
+            Decision::Failed,
+            format!("every run of the variant failed: {why}"),
+        ));
+    }
+    // 3. Not enough data, or no steady window.
+    let n = p.n_baseline.min(p.n_variant);
+    if n < MIN_REPLICATES {
+        return Some((
+            Decision::Inconclusive,
+            format!(
+                "only {n} complete replicate{} per arm (baseline {}, {} {}); at least \
+                 {MIN_REPLICATES} are needed",
+                if n == 1 { "" } else { "s" },
+                p.n_baseline,
+                p.name,
+                p.n_variant
+            ),
+        ));
+    }
+    if p.steady.is_empty() {
+        return Some((
+            Decision::Inconclusive,
+            format!(
+                "no steady window: no epoch of {} was measured in every run (with one epoch \
+                 per run, set the steady window explicitly, e.g. --steady-epochs 1)",
+                input.cfg.steady_epochs.unwrap_or_default()
+            ),
+        ));
+    }
+    p.trend_blocks
+        .first()
+        .map(|msg| (Decision::Inconclusive, msg.clone()))
+}
+
+/// 5′. Acceptance is impossible: even with the steady speed-up at the upper end of its
+/// interval and epoch 1 at the favourable end of its own, the projected App Impact is
+/// not positive, so rule 4 cannot accept. Applies where the result would otherwise be
+/// inconclusive (3d, 6); it only turns "inconclusive" into "reject", so it cannot raise
+/// the false-accept rate.
+fn futile(
+    input: &DecisionInput,
+    est: &str,
+    one_time: &Option<String>,
+) -> Option<(Decision, String)> {
+    let p = input.p;
+    let best = p.app_impact_best?;
+    if best > 0.0 {
+        return None;
+    }
+    Some((
+        Decision::Reject,
+        format!(
+            "acceptance is impossible: App Impact {} over {} epochs \
+             (interval {} to {}) stays ≤ 0 even with the steady speed-up at the upper \
+             end of {est} and epoch 1 at the favourable end of its interval ({}){}",
+            p.app_impact_pct.map_or("n/a".to_string(), fmt_signed_pct),
+            input.production_epochs,
+            p.app_impact_ci.0.map_or("n/a".to_string(), fmt_signed_pct),
+            p.app_impact_ci.1.map_or("n/a".to_string(), fmt_signed_pct),
+            fmt_signed_pct(best),
+            one_time
+                .as_ref()
+                .map(|t| format!("; {t}, {}", breakeven_text(p.breakeven)))
+                .unwrap_or_default()
+        ),
+    ))
+}
+
+/// 3d. No test can decide: the smallest reachable p-value (`mp` after Holm) is not
+/// below α.
+fn unreachable_alpha(input: &DecisionInput, mp: f64) -> (Decision, String) {
+    let (p, family) = (input.p, input.family);
+    let n = p.n_baseline.min(p.n_variant);
+    let more = input
+        .replicates_to_decide
+        .map(|r| format!("; about {r} replicates per arm would be needed to decide"))
+        .unwrap_or_default();
+    (
+        Decision::Inconclusive,
+        format!(
+            "with n = {n} the smallest reachable p-value is {}{} — not below α = {}, so \
+             no test can decide{more}",
+            fmt_p(p.min_p.unwrap_or(1.0)),
+            if family > 1 {
+                format!(" ({} after Holm over {family} variants)", fmt_p(mp))
+            } else {
+                String::new()
+            },
+            fmt_p(input.cfg.alpha)
+        ),
+    )
+}
+
+/// 4. The improvement test is significant (`pi` adjusted): accept, unless the one-time
+/// cost is not repaid within the production epochs.
+fn improvement(
+    input: &DecisionInput,
+    pi: f64,
+    est: &str,
+    one_time: Option<String>,
+) -> (Decision, String) {
+    let (p, production_epochs) = (input.p, input.production_epochs);
+    match p.app_impact_pct {
+        Some(app) if app <= 0.0 => (
+            Decision::Reject,
+            format!(
+                "the steady-state gain is real ({est}, p_adj = {}) but the one-time cost is \
+                 not repaid within {production_epochs} production epochs: App Impact \
+                 {}{}; {}",
+                fmt_p(pi),
+                fmt_signed_pct(app),
+                one_time.map(|t| format!(", {t}")).unwrap_or_default(),
+                breakeven_text(p.breakeven)
+            ),
+        ),
+        app => (
+            Decision::Accept,
+            format!(
+                "steady-state speed-up {est} beats the {}% worth having (p_adj = {} < {}){}",
+                input.cfg.min_effect_pct,
+                fmt_p(pi),
+                fmt_p(input.cfg.alpha),
+                app.map(|a| format!(
+                    "; App Impact {} over {production_epochs} epochs",
+                    fmt_signed_pct(a)
+                ))
+                .unwrap_or_default()
+            ),
+        ),
+    }
+}
+
+/// 6. Inconclusive: neither test is significant; how many replicates would decide.
+fn inconclusive(input: &DecisionInput, est: &str, one_time: Option<String>) -> (Decision, String) {
+    let (p, production_epochs) = (input.p, input.production_epochs);
+    let n = p.n_baseline.min(p.n_variant);
+    let more = match input.replicates_to_decide {
         // Worded as the simulation found it calibrated (docs/STATISTICS.md §8): right for
         // clear effects, optimistic near min_effect_pct.
         Some(r) => format!(
@@ -1629,10 +1675,11 @@ fn decide(
         format!(
             "neither test is significant at α = {} ({est}; p_improvement_adj = {}, \
              p_no_worthwhile_adj = {}); {more}{}",
-            fmt_p(alpha),
-            adj_imp.map_or("n/a".into(), fmt_p),
-            adj_nw.map_or("n/a".into(), fmt_p),
-            mde_pct
+            fmt_p(input.cfg.alpha),
+            input.adj_imp.map_or("n/a".into(), fmt_p),
+            input.adj_nw.map_or("n/a".into(), fmt_p),
+            input
+                .mde_pct
                 .map(|m| format!("; detectable now: ≈ {m:.1}% speed-up"))
                 .unwrap_or_default()
         ) + &one_time
