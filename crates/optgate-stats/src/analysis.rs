@@ -1325,8 +1325,6 @@ fn finish_variant(
     delta: f64,
     production_epochs: u32,
 ) -> VariantAnalysis {
-    let alpha = cfg.alpha;
-    let n = p.n_baseline.min(p.n_variant);
     let speedup = SpeedUp {
         estimate: p.steady_est.map(|e| e.estimate.exp()),
         ci_low: p.steady_est.and_then(|e| e.ci_low).map(f64::exp),
@@ -1334,37 +1332,7 @@ fn finish_variant(
     };
     let min_p_adj = p.min_p.map(|m| (m * family as f64).min(1.0));
 
-    // Normal-theory MDE and the replicates that would likely decide.
-    let z = normal::quantile(1.0 - alpha / family as f64) + normal::quantile(MDE_POWER);
-    let are = std::f64::consts::PI / 3.0;
-    let se_unit = match cfg.design {
-        Design::Paired => p.sd.map(|sd| sd / (n.max(1) as f64).sqrt()),
-        Design::Independent => p.sd.map(|sd| {
-            sd * (1.0 / p.n_baseline.max(1) as f64 + 1.0 / p.n_variant.max(1) as f64).sqrt()
-        }),
-    };
-    let mde_pct = se_unit.map(|se| 100.0 * ((delta + z * se * are.sqrt()).exp() - 1.0));
-    let replicates_to_decide = match (p.sd, p.steady_est) {
-        (Some(sd), Some(est)) => {
-            let gap = (est.estimate - delta).abs();
-            let factor = match cfg.design {
-                Design::Paired => 1.0,
-                Design::Independent => 2.0,
-            };
-            let needed = if gap > 0.0 {
-                (are * factor * (z * sd / gap).powi(2)).ceil()
-            } else {
-                f64::INFINITY
-            };
-            let floor = min_n_for_alpha(cfg.design, alpha / family as f64) as f64;
-            let needed = needed
-                .max(floor)
-                .max(MIN_REPLICATES as f64)
-                .max(n as f64 + 1.0);
-            (needed <= MAX_SUGGESTED_REPLICATES).then_some(needed as u32)
-        }
-        _ => None,
-    };
+    let (mde_pct, replicates_to_decide) = planning_figures(&p, cfg, family, delta);
     let app = p.app_impact_pct;
     let weighted_score = app.map(|a| 0.5 * a + 0.5 * p.system_impact_pct.unwrap_or(0.0));
 
@@ -1416,6 +1384,49 @@ fn finish_variant(
         per_epoch: p.per_epoch,
         warnings: p.warnings,
     }
+}
+
+/// Normal-theory planning figures: the minimum detectable effect now (percent speed-up)
+/// and the replicates per arm that would likely decide, when realistic.
+fn planning_figures(
+    p: &Partial,
+    cfg: &AnalysisConfig,
+    family: usize,
+    delta: f64,
+) -> (Option<f64>, Option<u32>) {
+    let alpha = cfg.alpha;
+    let n = p.n_baseline.min(p.n_variant);
+    let z = normal::quantile(1.0 - alpha / family as f64) + normal::quantile(MDE_POWER);
+    let are = std::f64::consts::PI / 3.0;
+    let se_unit = match cfg.design {
+        Design::Paired => p.sd.map(|sd| sd / (n.max(1) as f64).sqrt()),
+        Design::Independent => p.sd.map(|sd| {
+            sd * (1.0 / p.n_baseline.max(1) as f64 + 1.0 / p.n_variant.max(1) as f64).sqrt()
+        }),
+    };
+    let mde_pct = se_unit.map(|se| 100.0 * ((delta + z * se * are.sqrt()).exp() - 1.0));
+    let replicates_to_decide = match (p.sd, p.steady_est) {
+        (Some(sd), Some(est)) => {
+            let gap = (est.estimate - delta).abs();
+            let factor = match cfg.design {
+                Design::Paired => 1.0,
+                Design::Independent => 2.0,
+            };
+            let needed = if gap > 0.0 {
+                (are * factor * (z * sd / gap).powi(2)).ceil()
+            } else {
+                f64::INFINITY
+            };
+            let floor = min_n_for_alpha(cfg.design, alpha / family as f64) as f64;
+            let needed = needed
+                .max(floor)
+                .max(MIN_REPLICATES as f64)
+                .max(n as f64 + 1.0);
+            (needed <= MAX_SUGGESTED_REPLICATES).then_some(needed as u32)
+        }
+        _ => None,
+    };
+    (mde_pct, replicates_to_decide)
 }
 
 /// Smallest n (pairs, or per arm) whose exact test can reach `level`.
