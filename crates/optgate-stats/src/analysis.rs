@@ -178,37 +178,8 @@ pub struct Method {
 
 impl Method {
     fn new(design: Design) -> Self {
-        let (estimate, interval, test, exact, approximation, sample_size) = match design {
-            Design::Paired => (
-                "Hodges–Lehmann: median of the Walsh averages (d_i + d_j)/2, i ≤ j, of \
-                 d_b = ln s[base,b] − ln s[var,b]; speed-up = exp(HL)",
-                "distribution-free, level 1 − 2α: Walsh averages A_(k) and A_(M+1−k), \
-                 M = n(n+1)/2, k − 1 = largest c with P(W+ ≤ c) ≤ α under the exact \
-                 Wilcoxon signed-rank null distribution for n pairs",
-                "one-sided Wilcoxon signed-rank on d − δ, δ = ln(1 + min_effect_pct/100): \
-                 p_improvement for H1 median(d) > δ, p_no_worthwhile for H1 median(d) < δ",
-                "exact Wilcoxon signed-rank null distribution (dynamic programming over rank \
-                 sums) when there are no ties and no zeros; zeros are dropped (Wilcox); \
-                 SciPy: wilcoxon(d - δ, method='exact')",
-                "normal approximation with tie and continuity correction when ties or zeros \
-                 occur; SciPy: wilcoxon(d - δ, method='asymptotic', correction=True)",
-                "smallest reachable one-sided p-value 2^-n for n pairs",
-            ),
-            Design::Independent => (
-                "Hodges–Lehmann shift: median of all x_i − y_j with x = ln s[base,·], \
-                 y = ln s[var,·]; speed-up = exp(HL)",
-                "distribution-free, level 1 − 2α: differences D_(k) and D_(M+1−k), M = m·n, \
-                 k − 1 = largest c with P(U ≤ c) ≤ α under the exact Mann–Whitney null \
-                 distribution",
-                "one-sided Mann–Whitney U of x against y + δ, δ = ln(1 + min_effect_pct/100): \
-                 p_improvement for H1 x > y + δ, p_no_worthwhile for H1 x < y + δ",
-                "exact Mann–Whitney U null distribution when there are no ties (m + n ≤ 125); \
-                 SciPy: mannwhitneyu(x, y + δ, method='exact')",
-                "normal approximation with tie and continuity correction when ties occur; \
-                 SciPy: mannwhitneyu(x, y + δ, method='asymptotic', use_continuity=True)",
-                "smallest reachable one-sided p-value 1/C(m+n, m)",
-            ),
-        };
+        let (estimate, interval, test, exact, approximation, sample_size) =
+            Method::design_texts(design);
         Method {
             unit: "the replicate: s[a,r] = mean of t[a,r,e] over the steady window (matched \
                    epoch numbers in both arms), compared on the log scale; epochs are never \
@@ -256,6 +227,52 @@ impl Method {
             outliers: format!(
                 "modified z-score 0.6745·(x − median)/MAD > {OUTLIER_Z} on each arm's steady \
                  and epoch-1 values; flagged, never removed"
+            ),
+        }
+    }
+
+    /// The estimator, interval, test, exact method, approximation and sample-size texts
+    /// of `design`'s comparison.
+    #[allow(clippy::type_complexity)]
+    fn design_texts(
+        design: Design,
+    ) -> (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    ) {
+        match design {
+            Design::Paired => (
+                "Hodges–Lehmann: median of the Walsh averages (d_i + d_j)/2, i ≤ j, of \
+                 d_b = ln s[base,b] − ln s[var,b]; speed-up = exp(HL)",
+                "distribution-free, level 1 − 2α: Walsh averages A_(k) and A_(M+1−k), \
+                 M = n(n+1)/2, k − 1 = largest c with P(W+ ≤ c) ≤ α under the exact \
+                 Wilcoxon signed-rank null distribution for n pairs",
+                "one-sided Wilcoxon signed-rank on d − δ, δ = ln(1 + min_effect_pct/100): \
+                 p_improvement for H1 median(d) > δ, p_no_worthwhile for H1 median(d) < δ",
+                "exact Wilcoxon signed-rank null distribution (dynamic programming over rank \
+                 sums) when there are no ties and no zeros; zeros are dropped (Wilcox); \
+                 SciPy: wilcoxon(d - δ, method='exact')",
+                "normal approximation with tie and continuity correction when ties or zeros \
+                 occur; SciPy: wilcoxon(d - δ, method='asymptotic', correction=True)",
+                "smallest reachable one-sided p-value 2^-n for n pairs",
+            ),
+            Design::Independent => (
+                "Hodges–Lehmann shift: median of all x_i − y_j with x = ln s[base,·], \
+                 y = ln s[var,·]; speed-up = exp(HL)",
+                "distribution-free, level 1 − 2α: differences D_(k) and D_(M+1−k), M = m·n, \
+                 k − 1 = largest c with P(U ≤ c) ≤ α under the exact Mann–Whitney null \
+                 distribution",
+                "one-sided Mann–Whitney U of x against y + δ, δ = ln(1 + min_effect_pct/100): \
+                 p_improvement for H1 x > y + δ, p_no_worthwhile for H1 x < y + δ",
+                "exact Mann–Whitney U null distribution when there are no ties (m + n ≤ 125); \
+                 SciPy: mannwhitneyu(x, y + δ, method='exact')",
+                "normal approximation with tie and continuity correction when ties occur; \
+                 SciPy: mannwhitneyu(x, y + δ, method='asymptotic', use_continuity=True)",
+                "smallest reachable one-sided p-value 1/C(m+n, m)",
             ),
         }
     }
