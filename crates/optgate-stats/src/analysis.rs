@@ -352,24 +352,8 @@ pub fn analyze_in_family(
     retired: usize,
 ) -> Result<Analysis, StatsError> {
     validate_config(cfg)?;
-    let mut names = BTreeSet::new();
-    for arm in std::iter::once(baseline).chain(variants) {
-        if !names.insert(arm.name.as_str()) {
-            return Err(StatsError::DuplicateArm(arm.name.clone()));
-        }
-    }
-    let base = prepare(baseline, cfg.better)?;
-    let vars: Vec<Arm> = variants
-        .iter()
-        .map(|v| prepare(v, cfg.better))
-        .collect::<Result<_, _>>()?;
-
-    let epochs_measured = std::iter::once(&base)
-        .chain(&vars)
-        .flat_map(|a| a.runs.iter())
-        .filter_map(|r| r.t.keys().next_back().copied())
-        .max()
-        .unwrap_or(0);
+    let (base, vars) = prepare_arms(baseline, variants, cfg)?;
+    let epochs_measured = last_epoch_measured(&base, &vars);
     let production_epochs = cfg.production_epochs.unwrap_or(epochs_measured.max(1));
     let window = cfg.steady_epochs.unwrap_or_default();
     let delta = (1.0 + cfg.min_effect_pct / 100.0).ln();
@@ -430,6 +414,36 @@ pub fn analyze_in_family(
         warnings: top_warnings,
         variants: variants_out,
     })
+}
+
+/// The arms prepared for analysis; arm names must be distinct.
+fn prepare_arms<'a>(
+    baseline: &'a ArmData,
+    variants: &'a [ArmData],
+    cfg: &AnalysisConfig,
+) -> Result<(Arm<'a>, Vec<Arm<'a>>), StatsError> {
+    let mut names = BTreeSet::new();
+    for arm in std::iter::once(baseline).chain(variants) {
+        if !names.insert(arm.name.as_str()) {
+            return Err(StatsError::DuplicateArm(arm.name.clone()));
+        }
+    }
+    let base = prepare(baseline, cfg.better)?;
+    let vars: Vec<Arm> = variants
+        .iter()
+        .map(|v| prepare(v, cfg.better))
+        .collect::<Result<_, _>>()?;
+    Ok((base, vars))
+}
+
+/// The last epoch any run measured (0 with no epochs).
+fn last_epoch_measured(base: &Arm, vars: &[Arm]) -> u32 {
+    std::iter::once(base)
+        .chain(vars)
+        .flat_map(|a| a.runs.iter())
+        .filter_map(|r| r.t.keys().next_back().copied())
+        .max()
+        .unwrap_or(0)
 }
 
 /// [`analyze`] at look `look` (1-based) of a sequential plan: decisions use the plan's
