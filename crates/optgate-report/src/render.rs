@@ -849,8 +849,18 @@ fn md_table(header: &[String], rows: &[Vec<String>]) -> String {
 
 /// Markdown (GitHub-flavoured tables).
 pub fn render_markdown(report: &Report) -> String {
-    let a = &report.analysis;
     let mut out = String::new();
+    md_title(&mut out, report);
+    md_proposals(&mut out, report);
+    md_statistics(&mut out, report);
+    md_checklist(&mut out, report);
+    md_notes_and_method(&mut out, report);
+    out
+}
+
+/// The title, description, design and metric.
+fn md_title(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     let name = report
         .experiment
         .as_ref()
@@ -869,7 +879,11 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(out, "metric: {m}");
     }
     let _ = writeln!(out);
+}
 
+/// The proposal table with each decision's reason.
+fn md_proposals(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     let _ = writeln!(out, "## Proposal table\n");
     let _ = writeln!(
         out,
@@ -902,7 +916,11 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(out, "\n{NOISE_LEGEND}");
     }
     let _ = writeln!(out, "\n{}", system_resource_line(report));
+}
 
+/// The steady-state statistics, the warnings and the matched per-epoch table.
+fn md_statistics(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     let _ = writeln!(out, "\n## Steady-state statistics\n");
     let _ = writeln!(
         out,
@@ -925,7 +943,10 @@ pub fn render_markdown(report: &Report) -> String {
     let _ = writeln!(out, "\n## Matched per-epoch table\n");
     let (header, rows) = epoch_table(&report.arms);
     out.push_str(&md_table(&header, &rows));
+}
 
+/// The 10-dimension checklist (or why there is none).
+fn md_checklist(out: &mut String, report: &Report) {
     let _ = writeln!(out, "\n## Checklist\n");
     match &report.checklist {
         None => {
@@ -952,7 +973,11 @@ pub fn render_markdown(report: &Report) -> String {
             ));
         }
     }
+}
 
+/// Noise floor, isolation, interference, traced time, provenance and the method.
+fn md_notes_and_method(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     if let Some(line) = noise_floor_line(report) {
         let _ = writeln!(out, "\n{line}");
     }
@@ -987,7 +1012,6 @@ pub fn render_markdown(report: &Report) -> String {
     for (k, v) in method_entries(a) {
         let _ = writeln!(out, "- **{k}**: {v}");
     }
-    out
 }
 
 /// Quotes a CSV field when it needs it.
