@@ -1602,7 +1602,7 @@ fn decide_before_tests(input: &DecisionInput) -> Option<(Decision, String)> {
         .map(|msg| (Decision::Inconclusive, msg.clone()))
 }
 
-/// 5′. Acceptance is impossible: even with the steady speed-up at the upper end of its
+/// Rule 5′: acceptance is impossible: even with the steady speed-up at the upper end of its
 /// interval and epoch 1 at the favourable end of its own, the projected App Impact is
 /// not positive, so rule 4 cannot accept. Applies where the result would otherwise be
 /// inconclusive (3d, 6); it only turns "inconclusive" into "reject", so it cannot raise
@@ -1636,7 +1636,7 @@ fn futile(
     ))
 }
 
-/// 3d. No test can decide: the smallest reachable p-value (`mp` after Holm) is not
+/// Rule 3d: no test can decide: the smallest reachable p-value (`mp` after Holm) is not
 /// below α.
 fn unreachable_alpha(input: &DecisionInput, mp: f64) -> (Decision, String) {
     let (p, family) = (input.p, input.family);
@@ -1661,7 +1661,7 @@ fn unreachable_alpha(input: &DecisionInput, mp: f64) -> (Decision, String) {
     )
 }
 
-/// 4. The improvement test is significant (`pi` adjusted): accept, unless the one-time
+/// Rule 4: the improvement test is significant (`pi` adjusted): accept, unless the one-time
 /// cost is not repaid within the production epochs.
 fn improvement(
     input: &DecisionInput,
@@ -1700,7 +1700,7 @@ fn improvement(
     }
 }
 
-/// 6. Inconclusive: neither test is significant; how many replicates would decide.
+/// Rule 6, inconclusive: neither test is significant; how many replicates would decide.
 fn inconclusive(input: &DecisionInput, est: &str, one_time: Option<String>) -> (Decision, String) {
     let (p, production_epochs) = (input.p, input.production_epochs);
     let n = p.n_baseline.min(p.n_variant);
