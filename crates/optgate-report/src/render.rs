@@ -498,22 +498,37 @@ pub fn render_table(report: &Report) -> String {
 /// Plain text for a terminal of `width` columns: no line is longer, except where a single
 /// prefix and a 20-character share of text cannot fit (a width under about 30).
 pub fn render_table_width(report: &Report, width: usize) -> String {
-    let a = &report.analysis;
     let mut out = String::new();
+    table_title(&mut out, report, width);
+    table_proposals(&mut out, report, width);
+    table_notes(&mut out, report, width);
+    table_statistics(&mut out, report, width);
+    table_checklist(&mut out, report, width);
+    table_breakdown_and_method(&mut out, report, width);
+    out
+}
+
+/// The title lines: experiment, design and the metric.
+fn table_title(out: &mut String, report: &Report, width: usize) {
+    let a = &report.analysis;
     let name = report
         .experiment
         .as_ref()
         .map(|e| format!(" '{}'", e.name))
         .unwrap_or_default();
-    para(&mut out, "", "  ", &format!("optgate report{name}"), width);
-    para(&mut out, "", "  ", &title_line(a), width);
+    para(out, "", "  ", &format!("optgate report{name}"), width);
+    para(out, "", "  ", &title_line(a), width);
     if let Some(m) = report.experiment.as_ref().and_then(|e| e.metric.as_deref()) {
-        para(&mut out, "metric: ", "  ", m, width);
+        para(out, "metric: ", "  ", m, width);
     }
     let _ = writeln!(out);
+}
 
+/// The proposal table and each variant's decision with its reason.
+fn table_proposals(out: &mut String, report: &Report, width: usize) {
+    let a = &report.analysis;
     para(
-        &mut out,
+        out,
         "",
         "  ",
         "Proposal table (sorted by Weighted Score = 0.5·App + 0.5·System)",
@@ -534,36 +549,43 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
         width,
     ));
     if any_marked(&rows) {
-        para(&mut out, "", "  ", NOISE_LEGEND, width);
+        para(out, "", "  ", NOISE_LEGEND, width);
     }
-    para(&mut out, "", "  ", &system_resource_line(report), width);
+    para(out, "", "  ", &system_resource_line(report), width);
     let _ = writeln!(out, "\nDecisions");
     for (i, v) in proposal_order(a).into_iter().enumerate() {
         let first = format!("  {}. ", i + 1);
         let cont = " ".repeat(chars(&first));
         let text = format!("{} — {}: {}", v.name, v.decision, v.reason);
-        para(&mut out, &first, &cont, &text, width);
+        para(out, &first, &cont, &text, width);
     }
+}
 
+/// The noise floor, how replicates were isolated, runs measured under interference.
+fn table_notes(out: &mut String, report: &Report, width: usize) {
     if let Some(line) = noise_floor_line(report) {
         let _ = writeln!(out);
-        para(&mut out, "", "  ", &line, width);
+        para(out, "", "  ", &line, width);
     }
     if let Some(i) = &report.isolation {
         let _ = writeln!(out);
-        para(&mut out, "", "  ", &i.describe(), width);
+        para(out, "", "  ", &i.describe(), width);
     }
     if !report.interference.is_empty() {
         let _ = writeln!(out, "\nRuns measured under interference");
         for f in &report.interference {
             let text = format!("{} ({}): {}", f.run_id, f.arm, f.reason);
-            para(&mut out, "  ", "    ", &text, width);
+            para(out, "  ", "    ", &text, width);
         }
     }
+}
 
+/// The steady-state statistics, the warnings and the matched per-epoch table.
+fn table_statistics(out: &mut String, report: &Report, width: usize) {
+    let a = &report.analysis;
     let _ = writeln!(out);
     para(
-        &mut out,
+        out,
         "",
         "  ",
         "Steady-state statistics (speed-up > 1 = variant faster; p raw (Holm-adjusted))",
@@ -572,20 +594,20 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
     let rows: Vec<Vec<String>> = stats_rows(a).into_iter().map(Vec::from).collect();
     out.push_str(&text_table(&strings(STATS_HEADER), &rows, width));
     if any_marked(&rows) {
-        para(&mut out, "", "  ", STATS_LEGEND, width);
+        para(out, "", "  ", STATS_LEGEND, width);
     }
 
     let warnings = collect_warnings(report);
     if !warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings");
         for w in warnings {
-            para(&mut out, "  - ", "    ", &w, width);
+            para(out, "  - ", "    ", &w, width);
         }
     }
 
     let _ = writeln!(out);
     para(
-        &mut out,
+        out,
         "",
         "  ",
         "Matched per-epoch table (epoch N of every arm side by side)",
@@ -593,7 +615,10 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
     );
     let (header, rows) = epoch_table(&report.arms);
     out.push_str(&text_table(&header, &rows, width));
+}
 
+/// The 10-dimension checklist (or why there is none).
+fn table_checklist(out: &mut String, report: &Report, width: usize) {
     let _ = writeln!(out);
     match &report.checklist {
         None => {
@@ -601,7 +626,7 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
         }
         Some(rows) => {
             para(
-                &mut out,
+                out,
                 "",
                 "  ",
                 &format!("10-dimension checklist (recommended order: {APPLICATION_ORDER})"),
@@ -627,11 +652,15 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
             ));
         }
     }
+}
 
+/// The traced time per category, provenance and the method.
+fn table_breakdown_and_method(out: &mut String, report: &Report, width: usize) {
+    let a = &report.analysis;
     if let Some(b) = &report.breakdown {
         let _ = writeln!(out);
         para(
-            &mut out,
+            out,
             "",
             "  ",
             "Traced time per category beside wall time (median per run, seconds)",
@@ -644,14 +673,13 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
     if let Some(p) = &report.provenance {
         let _ = writeln!(out, "\nProvenance");
         for (k, v) in provenance_entries(p) {
-            para(&mut out, &format!("  {k}: "), "    ", &v, width);
+            para(out, &format!("  {k}: "), "    ", &v, width);
         }
     }
     let _ = writeln!(out, "\nMethod");
     for (k, v) in method_entries(a) {
-        para(&mut out, &format!("  {k}: "), "    ", v, width);
+        para(out, &format!("  {k}: "), "    ", v, width);
     }
-    out
 }
 
 fn checklist_detail(r: &crate::ChecklistRow) -> String {
@@ -821,8 +849,18 @@ fn md_table(header: &[String], rows: &[Vec<String>]) -> String {
 
 /// Markdown (GitHub-flavoured tables).
 pub fn render_markdown(report: &Report) -> String {
-    let a = &report.analysis;
     let mut out = String::new();
+    md_title(&mut out, report);
+    md_proposals(&mut out, report);
+    md_statistics(&mut out, report);
+    md_checklist(&mut out, report);
+    md_notes_and_method(&mut out, report);
+    out
+}
+
+/// The title, description, design and metric.
+fn md_title(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     let name = report
         .experiment
         .as_ref()
@@ -841,7 +879,11 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(out, "metric: {m}");
     }
     let _ = writeln!(out);
+}
 
+/// The proposal table with each decision's reason.
+fn md_proposals(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     let _ = writeln!(out, "## Proposal table\n");
     let _ = writeln!(
         out,
@@ -874,7 +916,11 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(out, "\n{NOISE_LEGEND}");
     }
     let _ = writeln!(out, "\n{}", system_resource_line(report));
+}
 
+/// The steady-state statistics, the warnings and the matched per-epoch table.
+fn md_statistics(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     let _ = writeln!(out, "\n## Steady-state statistics\n");
     let _ = writeln!(
         out,
@@ -897,7 +943,10 @@ pub fn render_markdown(report: &Report) -> String {
     let _ = writeln!(out, "\n## Matched per-epoch table\n");
     let (header, rows) = epoch_table(&report.arms);
     out.push_str(&md_table(&header, &rows));
+}
 
+/// The 10-dimension checklist (or why there is none).
+fn md_checklist(out: &mut String, report: &Report) {
     let _ = writeln!(out, "\n## Checklist\n");
     match &report.checklist {
         None => {
@@ -924,7 +973,11 @@ pub fn render_markdown(report: &Report) -> String {
             ));
         }
     }
+}
 
+/// Noise floor, isolation, interference, traced time, provenance and the method.
+fn md_notes_and_method(out: &mut String, report: &Report) {
+    let a = &report.analysis;
     if let Some(line) = noise_floor_line(report) {
         let _ = writeln!(out, "\n{line}");
     }
@@ -959,7 +1012,6 @@ pub fn render_markdown(report: &Report) -> String {
     for (k, v) in method_entries(a) {
         let _ = writeln!(out, "- **{k}**: {v}");
     }
-    out
 }
 
 /// Quotes a CSV field when it needs it.

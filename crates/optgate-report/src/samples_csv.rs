@@ -21,12 +21,15 @@ use thiserror::Error;
 /// rows, empty where not measured). `optgate analyze` compares `energy_j` (when every run
 /// has it) or else `cpu_s` as System Impact, so a run root's `samples.csv` re-analyses to
 /// the same report; `max_rss_kib` is carried but not compared.
+///
+/// This is also the order [`write_samples`] writes them in (the order of the files optgate
+/// has always written).
 pub const COLUMNS: [&str; 8] = [
     "variant",
     "replicate",
+    "block",
     "epoch",
     "seconds",
-    "block",
     "cpu_s",
     "max_rss_kib",
     "energy_j",
@@ -481,6 +484,59 @@ impl Problems {
         }
         self.shown
     }
+}
+
+/// One row of a samples file: a run's epoch and the run's resources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRow<'a> {
+    pub variant: &'a str,
+    pub replicate: u32,
+    pub epoch: u32,
+    pub seconds: f64,
+    pub block: Option<u32>,
+    pub cpu_s: Option<f64>,
+    pub max_rss_kib: Option<u64>,
+    pub energy_j: Option<f64>,
+}
+
+impl SampleRow<'_> {
+    /// The field of `column` (one of [`COLUMNS`]), empty where not measured.
+    fn field(&self, column: &str) -> String {
+        let text = |v: Option<String>| v.unwrap_or_default();
+        match column {
+            "variant" => csv_field(self.variant),
+            "replicate" => self.replicate.to_string(),
+            "epoch" => self.epoch.to_string(),
+            "seconds" => self.seconds.to_string(),
+            "block" => text(self.block.map(|b| b.to_string())),
+            "cpu_s" => text(self.cpu_s.map(|c| c.to_string())),
+            "max_rss_kib" => text(self.max_rss_kib.map(|r| r.to_string())),
+            "energy_j" => text(self.energy_j.map(|e| e.to_string())),
+            _ => String::new(),
+        }
+    }
+}
+
+/// A field quoted where [`split_fields`] would otherwise split or trim it.
+fn csv_field(value: &str) -> String {
+    if value.contains([',', '"']) || value.trim() != value {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value.to_string()
+    }
+}
+
+/// The samples file of `rows`: a header of [`COLUMNS`], then one line per row with its
+/// fields in that order — the order [`parse_samples`] reads them by.
+pub fn write_samples<'a>(rows: impl IntoIterator<Item = SampleRow<'a>>) -> String {
+    let mut s = COLUMNS.join(",");
+    s.push('\n');
+    for row in rows {
+        let fields: Vec<String> = COLUMNS.iter().map(|c| row.field(c)).collect();
+        s.push_str(&fields.join(","));
+        s.push('\n');
+    }
+    s
 }
 
 /// Reads the samples file at `path`: a regular file (not a directory, device or pipe) of at
@@ -1134,5 +1190,60 @@ mod tests {
     fn line_ranges() {
         assert_eq!(lines_text(&[9, 4, 5, 6]), "lines 4–6, 9");
         assert_eq!(lines_text(&[3]), "line 3");
+    }
+
+    #[test]
+    fn written_samples_read_back_as_the_same_rows() {
+        let row = |variant, replicate, epoch, seconds, block, energy_j| SampleRow {
+            variant,
+            replicate,
+            epoch,
+            seconds,
+            block,
+            cpu_s: Some(1.25 * f64::from(replicate + 1)),
+            max_rss_kib: Some(2048),
+            energy_j,
+        };
+        let mut rows = Vec::new();
+        for (variant, scale) in [("base", 1.0), ("v,\"odd\"", 0.5)] {
+            for replicate in 0..3 {
+                for epoch in 1..=2 {
+                    let seconds = scale * f64::from(epoch) + 0.1 * f64::from(replicate);
+                    let energy = Some(10.0 + f64::from(replicate));
+                    rows.push(row(
+                        variant,
+                        replicate,
+                        epoch,
+                        seconds,
+                        Some(replicate + 7),
+                        energy,
+                    ));
+                }
+            }
+        }
+        let text = write_samples(rows.clone());
+        assert!(text.starts_with(&COLUMNS.join(",")), "{text}");
+        let samples = parse_samples(&text, "t", "base", Design::Paired).unwrap();
+        assert!(samples.has_blocks);
+        assert_eq!(samples.system_resource, Some(crate::SystemResource::Energy));
+        // Every row comes back: variant, replicate, block, epoch, seconds, energy.
+        let mut read = Vec::new();
+        for arm in std::iter::once(&samples.baseline).chain(&samples.variants) {
+            for (run, energy) in arm.runs.iter().zip(&arm.system_metric) {
+                for (&epoch, &seconds) in &run.epochs {
+                    read.push(SampleRow {
+                        variant: rows.iter().find(|r| r.variant == arm.name).unwrap().variant,
+                        replicate: run.replicate,
+                        epoch,
+                        seconds,
+                        block: run.block,
+                        cpu_s: Some(1.25 * f64::from(run.replicate + 1)),
+                        max_rss_kib: Some(2048),
+                        energy_j: Some(*energy),
+                    });
+                }
+            }
+        }
+        assert_eq!(read, rows);
     }
 }

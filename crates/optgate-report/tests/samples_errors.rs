@@ -151,7 +151,7 @@ fn header_problems() {
     assert_eq!(
         paired("variant,replicate,epoch,secs\nbase,1,1,2\n"),
         vec![
-            "line 1: unknown column 'secs' (allowed: variant, replicate, epoch, seconds, block, cpu_s, max_rss_kib, energy_j)",
+            "line 1: unknown column 'secs' (allowed: variant, replicate, block, epoch, seconds, cpu_s, max_rss_kib, energy_j)",
             "line 1: the header has no 'seconds' column",
         ]
     );

@@ -167,29 +167,28 @@ pub fn failures(collected: &Collected) -> Vec<(String, String)> {
 }
 
 /// The complete runs as a samples CSV, the input format of `optgate analyze`, so any
-/// execution can be re-analysed with other settings: `variant,replicate,block,epoch,seconds`
+/// execution can be re-analysed with other settings: the columns of
+/// `optgate_report::samples_csv::COLUMNS` in that order (`variant,replicate,block,epoch,seconds`)
 /// and, per run (repeated on its rows, empty where not measured), the resources it used:
 /// `cpu_s` (user + system), `max_rss_kib`, `energy_j`.
 pub fn samples_csv(collected: &Collected) -> String {
-    let mut s = String::from("variant,replicate,block,epoch,seconds,cpu_s,max_rss_kib,energy_j\n");
-    for r in collected
+    use optgate_report::samples_csv::{SampleRow, write_samples};
+    let rows = collected
         .runs
         .iter()
         .filter(|r| r.status == RunStatus::Complete)
-    {
-        let u = r.resources;
-        let cpu = u.map(|u| u.cpu_s().to_string()).unwrap_or_default();
-        let rss = u.map(|u| u.max_rss_kib.to_string()).unwrap_or_default();
-        let energy = u
-            .and_then(|u| u.energy_j)
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        for (e, secs) in &r.epochs {
-            s.push_str(&format!(
-                "{},{},{},{},{},{cpu},{rss},{energy}\n",
-                r.arm, r.replicate, r.block, e, secs
-            ));
-        }
-    }
-    s
+        .flat_map(|r| {
+            let u = r.resources;
+            r.epochs.iter().map(move |(&epoch, &seconds)| SampleRow {
+                variant: &r.arm,
+                replicate: r.replicate,
+                epoch,
+                seconds,
+                block: Some(r.block),
+                cpu_s: u.map(|u| u.cpu_s()),
+                max_rss_kib: u.map(|u| u.max_rss_kib),
+                energy_j: u.and_then(|u| u.energy_j),
+            })
+        });
+    write_samples(rows)
 }

@@ -178,37 +178,8 @@ pub struct Method {
 
 impl Method {
     fn new(design: Design) -> Self {
-        let (estimate, interval, test, exact, approximation, sample_size) = match design {
-            Design::Paired => (
-                "Hodges–Lehmann: median of the Walsh averages (d_i + d_j)/2, i ≤ j, of \
-                 d_b = ln s[base,b] − ln s[var,b]; speed-up = exp(HL)",
-                "distribution-free, level 1 − 2α: Walsh averages A_(k) and A_(M+1−k), \
-                 M = n(n+1)/2, k − 1 = largest c with P(W+ ≤ c) ≤ α under the exact \
-                 Wilcoxon signed-rank null distribution for n pairs",
-                "one-sided Wilcoxon signed-rank on d − δ, δ = ln(1 + min_effect_pct/100): \
-                 p_improvement for H1 median(d) > δ, p_no_worthwhile for H1 median(d) < δ",
-                "exact Wilcoxon signed-rank null distribution (dynamic programming over rank \
-                 sums) when there are no ties and no zeros; zeros are dropped (Wilcox); \
-                 SciPy: wilcoxon(d - δ, method='exact')",
-                "normal approximation with tie and continuity correction when ties or zeros \
-                 occur; SciPy: wilcoxon(d - δ, method='asymptotic', correction=True)",
-                "smallest reachable one-sided p-value 2^-n for n pairs",
-            ),
-            Design::Independent => (
-                "Hodges–Lehmann shift: median of all x_i − y_j with x = ln s[base,·], \
-                 y = ln s[var,·]; speed-up = exp(HL)",
-                "distribution-free, level 1 − 2α: differences D_(k) and D_(M+1−k), M = m·n, \
-                 k − 1 = largest c with P(U ≤ c) ≤ α under the exact Mann–Whitney null \
-                 distribution",
-                "one-sided Mann–Whitney U of x against y + δ, δ = ln(1 + min_effect_pct/100): \
-                 p_improvement for H1 x > y + δ, p_no_worthwhile for H1 x < y + δ",
-                "exact Mann–Whitney U null distribution when there are no ties (m + n ≤ 125); \
-                 SciPy: mannwhitneyu(x, y + δ, method='exact')",
-                "normal approximation with tie and continuity correction when ties occur; \
-                 SciPy: mannwhitneyu(x, y + δ, method='asymptotic', use_continuity=True)",
-                "smallest reachable one-sided p-value 1/C(m+n, m)",
-            ),
-        };
+        let (estimate, interval, test, exact, approximation, sample_size) =
+            Method::design_texts(design);
         Method {
             unit: "the replicate: s[a,r] = mean of t[a,r,e] over the steady window (matched \
                    epoch numbers in both arms), compared on the log scale; epochs are never \
@@ -256,6 +227,52 @@ impl Method {
             outliers: format!(
                 "modified z-score 0.6745·(x − median)/MAD > {OUTLIER_Z} on each arm's steady \
                  and epoch-1 values; flagged, never removed"
+            ),
+        }
+    }
+
+    /// The estimator, interval, test, exact method, approximation and sample-size texts
+    /// of `design`'s comparison.
+    #[allow(clippy::type_complexity)]
+    fn design_texts(
+        design: Design,
+    ) -> (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    ) {
+        match design {
+            Design::Paired => (
+                "Hodges–Lehmann: median of the Walsh averages (d_i + d_j)/2, i ≤ j, of \
+                 d_b = ln s[base,b] − ln s[var,b]; speed-up = exp(HL)",
+                "distribution-free, level 1 − 2α: Walsh averages A_(k) and A_(M+1−k), \
+                 M = n(n+1)/2, k − 1 = largest c with P(W+ ≤ c) ≤ α under the exact \
+                 Wilcoxon signed-rank null distribution for n pairs",
+                "one-sided Wilcoxon signed-rank on d − δ, δ = ln(1 + min_effect_pct/100): \
+                 p_improvement for H1 median(d) > δ, p_no_worthwhile for H1 median(d) < δ",
+                "exact Wilcoxon signed-rank null distribution (dynamic programming over rank \
+                 sums) when there are no ties and no zeros; zeros are dropped (Wilcox); \
+                 SciPy: wilcoxon(d - δ, method='exact')",
+                "normal approximation with tie and continuity correction when ties or zeros \
+                 occur; SciPy: wilcoxon(d - δ, method='asymptotic', correction=True)",
+                "smallest reachable one-sided p-value 2^-n for n pairs",
+            ),
+            Design::Independent => (
+                "Hodges–Lehmann shift: median of all x_i − y_j with x = ln s[base,·], \
+                 y = ln s[var,·]; speed-up = exp(HL)",
+                "distribution-free, level 1 − 2α: differences D_(k) and D_(M+1−k), M = m·n, \
+                 k − 1 = largest c with P(U ≤ c) ≤ α under the exact Mann–Whitney null \
+                 distribution",
+                "one-sided Mann–Whitney U of x against y + δ, δ = ln(1 + min_effect_pct/100): \
+                 p_improvement for H1 x > y + δ, p_no_worthwhile for H1 x < y + δ",
+                "exact Mann–Whitney U null distribution when there are no ties (m + n ≤ 125); \
+                 SciPy: mannwhitneyu(x, y + δ, method='exact')",
+                "normal approximation with tie and continuity correction when ties occur; \
+                 SciPy: mannwhitneyu(x, y + δ, method='asymptotic', use_continuity=True)",
+                "smallest reachable one-sided p-value 1/C(m+n, m)",
             ),
         }
     }
@@ -335,24 +352,8 @@ pub fn analyze_in_family(
     retired: usize,
 ) -> Result<Analysis, StatsError> {
     validate_config(cfg)?;
-    let mut names = BTreeSet::new();
-    for arm in std::iter::once(baseline).chain(variants) {
-        if !names.insert(arm.name.as_str()) {
-            return Err(StatsError::DuplicateArm(arm.name.clone()));
-        }
-    }
-    let base = prepare(baseline, cfg.better)?;
-    let vars: Vec<Arm> = variants
-        .iter()
-        .map(|v| prepare(v, cfg.better))
-        .collect::<Result<_, _>>()?;
-
-    let epochs_measured = std::iter::once(&base)
-        .chain(&vars)
-        .flat_map(|a| a.runs.iter())
-        .filter_map(|r| r.t.keys().next_back().copied())
-        .max()
-        .unwrap_or(0);
+    let (base, vars) = prepare_arms(baseline, variants, cfg)?;
+    let epochs_measured = last_epoch_measured(&base, &vars);
     let production_epochs = cfg.production_epochs.unwrap_or(epochs_measured.max(1));
     let window = cfg.steady_epochs.unwrap_or_default();
     let delta = (1.0 + cfg.min_effect_pct / 100.0).ln();
@@ -413,6 +414,36 @@ pub fn analyze_in_family(
         warnings: top_warnings,
         variants: variants_out,
     })
+}
+
+/// The arms prepared for analysis; arm names must be distinct.
+fn prepare_arms<'a>(
+    baseline: &'a ArmData,
+    variants: &'a [ArmData],
+    cfg: &AnalysisConfig,
+) -> Result<(Arm<'a>, Vec<Arm<'a>>), StatsError> {
+    let mut names = BTreeSet::new();
+    for arm in std::iter::once(baseline).chain(variants) {
+        if !names.insert(arm.name.as_str()) {
+            return Err(StatsError::DuplicateArm(arm.name.clone()));
+        }
+    }
+    let base = prepare(baseline, cfg.better)?;
+    let vars: Vec<Arm> = variants
+        .iter()
+        .map(|v| prepare(v, cfg.better))
+        .collect::<Result<_, _>>()?;
+    Ok((base, vars))
+}
+
+/// The last epoch any run measured (0 with no epochs).
+fn last_epoch_measured(base: &Arm, vars: &[Arm]) -> u32 {
+    std::iter::once(base)
+        .chain(vars)
+        .flat_map(|a| a.runs.iter())
+        .filter_map(|r| r.t.keys().next_back().copied())
+        .max()
+        .unwrap_or(0)
 }
 
 /// [`analyze`] at look `look` (1-based) of a sequential plan: decisions use the plan's
@@ -958,98 +989,169 @@ fn compare_arms(
     production_epochs: u32,
 ) -> Result<Partial, StatsError> {
     let mut warnings = Vec::new();
-    let mut partial = Partial {
-        name: var.name().to_string(),
-        not_applicable: var.data.not_applicable.clone(),
-        failed: var.data.failed.clone(),
-        correctness_mismatch: var.data.correctness_mismatch.clone(),
-        n_baseline: base.runs.len(),
-        n_variant: var.runs.len(),
-        steady: Vec::new(),
-        steady_est: None,
-        p_imp: None,
-        p_nw: None,
-        sd: None,
-        min_p: None,
-        first: FirstEpoch::default(),
-        first_log: None,
-        app_impact_pct: None,
-        app_impact_ci: (None, None),
-        app_impact_best: None,
-        system_impact_pct: None,
-        system_impact_ci: (None, None),
-        breakeven: None,
-        per_epoch: per_epoch_rows(base, var, cfg.better),
-        warnings: Vec::new(),
-        trend_blocks: Vec::new(),
-    };
+    let mut partial = Partial::unanalysed(base, var, cfg);
     // Not applicable: no p-values, nothing else to compute.
     if partial.not_applicable.is_some() || var.runs.is_empty() || base.runs.is_empty() {
         return Ok(partial);
     }
-
-    // Alignment of runs for the design.
-    let (base_idx, var_idx): (Vec<usize>, Vec<usize>) = match cfg.design {
-        Design::Paired => {
-            let (pairs, dropped) = pair_runs(base, var)?;
-            warnings.extend(dropped);
-            pairs.into_iter().unzip()
-        }
-        Design::Independent => (
-            (0..base.runs.len()).collect(),
-            (0..var.runs.len()).collect(),
-        ),
-    };
-    partial.n_baseline = base_idx.len();
-    partial.n_variant = var_idx.len();
-
-    let steady = window_epochs(&[base, var], window);
-    let wanted: BTreeSet<u32> = base
-        .runs
-        .iter()
-        .chain(&var.runs)
-        .flat_map(|r| r.t.keys().copied())
-        .filter(|e| window.contains(*e))
-        .collect();
-    let left_out: Vec<u32> = wanted.into_iter().filter(|e| !steady.contains(e)).collect();
-    if !left_out.is_empty() {
-        warnings.push(format!(
-            "epochs {} of the steady window are missing in some runs and were left out",
-            epochs_text(&left_out).unwrap_or_default()
-        ));
-    }
-
-    let has_first = base
-        .runs
-        .iter()
-        .chain(&var.runs)
-        .all(|r| r.t.contains_key(&1));
-    let first =
-        |arm: &Arm, idx: &[usize]| -> Vec<f64> { idx.iter().map(|&i| arm.runs[i].t[&1]).collect() };
-    let steady_of = |arm: &Arm, idx: &[usize]| -> Vec<f64> {
-        idx.iter()
-            .map(|&i| steady_value(&arm.runs[i], &steady))
-            .collect()
-    };
-
-    if !steady.is_empty() {
-        let s = Samples {
-            base: steady_of(base, &base_idx),
-            var: steady_of(var, &var_idx),
-        };
-        let c = compare(cfg.design, &s, delta, cfg.alpha, true);
+    let runs = AlignedRuns::of(base, var, cfg.design, window, &mut warnings)?;
+    partial.n_baseline = runs.base_idx.len();
+    partial.n_variant = runs.var_idx.len();
+    if !runs.steady.is_empty() {
+        let c = compare(cfg.design, &runs.steady_samples(), delta, cfg.alpha, true);
         partial.steady_est = c.est;
         partial.p_imp = c.p_imp;
         partial.p_nw = c.p_nw;
         partial.sd = c.sd;
         partial.min_p = c.min_p;
     }
-    partial.steady = steady.clone();
+    partial.steady = runs.steady.clone();
+    if runs.has_first {
+        runs.compare_first_epoch(cfg, &mut partial);
+    } else {
+        warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
+    }
+    if !runs.steady.is_empty() {
+        runs.project_production(production_epochs, &mut partial);
+    }
+    compare_system_metric(&runs, cfg, &mut partial, &mut warnings);
+    // Stability: the variant's own findings, and trends of either arm that gate.
+    let var_trend = arm_warnings(var, &runs.steady, cfg, &mut warnings);
+    // The baseline's finding over its own window is reused when the windows agree.
+    let base_finding = if base_trend.0 == runs.steady {
+        base_trend.1.clone()
+    } else {
+        trend_finding(base, &runs.steady, cfg)
+    };
+    for t in [base_finding, var_trend].into_iter().flatten() {
+        if t.material {
+            partial.trend_blocks.push(t.message);
+        }
+    }
+    partial.warnings = warnings;
+    Ok(partial)
+}
 
-    if has_first {
+impl Partial {
+    /// The variant before any comparison: its name, states and per-epoch table.
+    fn unanalysed(base: &Arm, var: &Arm, cfg: &AnalysisConfig) -> Partial {
+        Partial {
+            name: var.name().to_string(),
+            not_applicable: var.data.not_applicable.clone(),
+            failed: var.data.failed.clone(),
+            correctness_mismatch: var.data.correctness_mismatch.clone(),
+            n_baseline: base.runs.len(),
+            n_variant: var.runs.len(),
+            steady: Vec::new(),
+            steady_est: None,
+            p_imp: None,
+            p_nw: None,
+            sd: None,
+            min_p: None,
+            first: FirstEpoch::default(),
+            first_log: None,
+            app_impact_pct: None,
+            app_impact_ci: (None, None),
+            app_impact_best: None,
+            system_impact_pct: None,
+            system_impact_ci: (None, None),
+            breakeven: None,
+            per_epoch: per_epoch_rows(base, var, cfg.better),
+            warnings: Vec::new(),
+            trend_blocks: Vec::new(),
+        }
+    }
+}
+
+/// The runs of both arms that are compared, aligned for the design, and the epochs they
+/// share.
+struct AlignedRuns<'a> {
+    base: &'a Arm<'a>,
+    var: &'a Arm<'a>,
+    base_idx: Vec<usize>,
+    var_idx: Vec<usize>,
+    /// The steady-window epochs every run has.
+    steady: Vec<u32>,
+    /// Whether every run has epoch 1.
+    has_first: bool,
+}
+
+impl<'a> AlignedRuns<'a> {
+    /// Pairs the runs (paired design; unpaired runs dropped with a warning) and finds the
+    /// steady epochs (those missing in some run left out with a warning).
+    fn of(
+        base: &'a Arm<'a>,
+        var: &'a Arm<'a>,
+        design: Design,
+        window: &EpochWindow,
+        warnings: &mut Vec<String>,
+    ) -> Result<AlignedRuns<'a>, StatsError> {
+        let (base_idx, var_idx): (Vec<usize>, Vec<usize>) = match design {
+            Design::Paired => {
+                let (pairs, dropped) = pair_runs(base, var)?;
+                warnings.extend(dropped);
+                pairs.into_iter().unzip()
+            }
+            Design::Independent => (
+                (0..base.runs.len()).collect(),
+                (0..var.runs.len()).collect(),
+            ),
+        };
+        let steady = window_epochs(&[base, var], window);
+        let wanted: BTreeSet<u32> = base
+            .runs
+            .iter()
+            .chain(&var.runs)
+            .flat_map(|r| r.t.keys().copied())
+            .filter(|e| window.contains(*e))
+            .collect();
+        let left_out: Vec<u32> = wanted.into_iter().filter(|e| !steady.contains(e)).collect();
+        if !left_out.is_empty() {
+            warnings.push(format!(
+                "epochs {} of the steady window are missing in some runs and were left out",
+                epochs_text(&left_out).unwrap_or_default()
+            ));
+        }
+        let has_first = base
+            .runs
+            .iter()
+            .chain(&var.runs)
+            .all(|r| r.t.contains_key(&1));
+        Ok(AlignedRuns {
+            base,
+            var,
+            base_idx,
+            var_idx,
+            steady,
+            has_first,
+        })
+    }
+
+    /// Epoch 1 of the aligned runs of `arm`.
+    fn first(&self, arm: &Arm, idx: &[usize]) -> Vec<f64> {
+        idx.iter().map(|&i| arm.runs[i].t[&1]).collect()
+    }
+
+    /// The steady value of the aligned runs of `arm`.
+    fn steady_of(&self, arm: &Arm, idx: &[usize]) -> Vec<f64> {
+        idx.iter()
+            .map(|&i| steady_value(&arm.runs[i], &self.steady))
+            .collect()
+    }
+
+    fn steady_samples(&self) -> Samples {
+        Samples {
+            base: self.steady_of(self.base, &self.base_idx),
+            var: self.steady_of(self.var, &self.var_idx),
+        }
+    }
+
+    /// The first-epoch effect: medians in seconds and the change with its interval.
+    fn compare_first_epoch(&self, cfg: &AnalysisConfig, partial: &mut Partial) {
+        let (base, var) = (self.base, self.var);
         let f = Samples {
-            base: first(base, &base_idx),
-            var: first(var, &var_idx),
+            base: self.first(base, &self.base_idx),
+            var: self.first(var, &self.var_idx),
         };
         let c = compare(cfg.design, &f, 0.0, cfg.alpha, false);
         let raw_median = |arm: &Arm, idx: &[usize]| {
@@ -1057,26 +1159,27 @@ fn compare_arms(
         };
         let change = |log_speedup: f64| 100.0 * ((-log_speedup).exp() - 1.0);
         partial.first = FirstEpoch {
-            baseline_s: Some(raw_median(base, &base_idx)),
-            variant_s: Some(raw_median(var, &var_idx)),
+            baseline_s: Some(raw_median(base, &self.base_idx)),
+            variant_s: Some(raw_median(var, &self.var_idx)),
             change_pct: c.est.map(|e| change(e.estimate)),
             change_ci_low_pct: c.est.and_then(|e| e.ci_high).map(change),
             change_ci_high_pct: c.est.and_then(|e| e.ci_low).map(change),
         };
         partial.first_log = c.est;
-    } else {
-        warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
     }
 
-    // Production projection T = f + (E − 1)·s per replicate (E·s without epoch 1).
-    if !steady.is_empty() {
+    /// Production projection T = f + (E − 1)·s per replicate (E·s without epoch 1): the
+    /// application impact, its interval, rule 5′'s bound and the break-even epoch.
+    fn project_production(&self, production_epochs: u32, partial: &mut Partial) {
+        let (base, var, has_first) = (self.base, self.var, self.has_first);
+        let (base_idx, var_idx) = (&self.base_idx, &self.var_idx);
         let e = production_epochs as f64;
         // `scale` multiplies the steady values (1 for the point estimate).
         let t = |arm: &Arm, idx: &[usize], scale: f64| -> Vec<f64> {
             idx.iter()
                 .map(|&i| {
                     let r = &arm.runs[i];
-                    let s = steady_value(r, &steady) * scale;
+                    let s = steady_value(r, &self.steady) * scale;
                     match r.t.get(&1) {
                         Some(f) if has_first => f + (e - 1.0) * s,
                         _ => e * s,
@@ -1084,48 +1187,64 @@ fn compare_arms(
                 })
                 .collect()
         };
-        let tb = median(&t(base, &base_idx, 1.0));
-        let app = |scale: f64| 100.0 * (1.0 - median(&t(var, &var_idx, scale)) / tb);
+        let tb = median(&t(base, base_idx, 1.0));
+        let app = |scale: f64| 100.0 * (1.0 - median(&t(var, var_idx, scale)) / tb);
         partial.app_impact_pct = Some(app(1.0));
         // The interval: the variant's steady values as if its speed-up were each end of
         // the steady interval (HL and its bounds are log speed-ups).
         if let Some(est) = partial.steady_est {
             let at = |bound: Option<f64>| bound.map(|b| app((est.estimate - b).exp()));
             partial.app_impact_ci = (at(est.ci_low), at(est.ci_high));
-            // Rule 5′'s bound: the projection of the baseline's medians with the variant
-            // at the favourable ends of the paired intervals — the steady speed-up's and
-            // (when measured) the epoch-1 speed-up's — so that it moves with the paired
-            // comparisons only, not with the arms' unpaired medians. Unbounded when either
-            // end is.
-            let sb = median(&steady_of(base, &base_idx));
-            let (fb, first_high) = if has_first {
-                (
-                    median(&first(base, &base_idx)),
-                    partial.first_log.and_then(|f| f.ci_high),
-                )
-            } else {
-                (0.0, Some(0.0))
-            };
-            let weight_f = if has_first { 1.0 } else { 0.0 };
-            let steady_epochs = if has_first { e - 1.0 } else { e };
-            partial.app_impact_best = est.ci_high.zip(first_high).map(|(hs, hf)| {
-                let tb = weight_f * fb + steady_epochs * sb;
-                let tv = weight_f * fb * (-hf).exp() + steady_epochs * sb * (-hs).exp();
-                100.0 * (1.0 - tv / tb)
-            });
+            partial.app_impact_best = self.best_app_impact(e, est, partial.first_log);
         }
-
         if has_first {
-            let fb = median(&first(base, &base_idx));
-            let fv = median(&first(var, &var_idx));
-            let sb = median(&steady_of(base, &base_idx));
-            let sv = median(&steady_of(var, &var_idx));
+            let fb = median(&self.first(base, base_idx));
+            let fv = median(&self.first(var, var_idx));
+            let sb = median(&self.steady_of(base, base_idx));
+            let sv = median(&self.steady_of(var, var_idx));
             partial.breakeven = breakeven(fv - fb, sb - sv);
         }
     }
 
-    // System metric: one value per run, compared as the speed-up is (same pairs).
-    match system_samples(base, var, &base_idx, &var_idx) {
+    /// Rule 5′'s bound: the projection of the baseline's medians with the variant at the
+    /// favourable ends of the paired intervals — the steady speed-up's and (when measured)
+    /// the epoch-1 speed-up's — so that it moves with the paired comparisons only, not
+    /// with the arms' unpaired medians. Unbounded when either end is.
+    fn best_app_impact(
+        &self,
+        e: f64,
+        est: ShiftEstimate,
+        first_log: Option<ShiftEstimate>,
+    ) -> Option<f64> {
+        let has_first = self.has_first;
+        let sb = median(&self.steady_of(self.base, &self.base_idx));
+        let (fb, first_high) = if has_first {
+            (
+                median(&self.first(self.base, &self.base_idx)),
+                first_log.and_then(|f| f.ci_high),
+            )
+        } else {
+            (0.0, Some(0.0))
+        };
+        let weight_f = if has_first { 1.0 } else { 0.0 };
+        let steady_epochs = if has_first { e - 1.0 } else { e };
+        est.ci_high.zip(first_high).map(|(hs, hf)| {
+            let tb = weight_f * fb + steady_epochs * sb;
+            let tv = weight_f * fb * (-hf).exp() + steady_epochs * sb * (-hs).exp();
+            100.0 * (1.0 - tv / tb)
+        })
+    }
+}
+
+/// System metric: one value per run, compared as the speed-up is (same pairs).
+fn compare_system_metric(
+    runs: &AlignedRuns,
+    cfg: &AnalysisConfig,
+    partial: &mut Partial,
+    warnings: &mut Vec<String>,
+) {
+    let (base, var) = (runs.base, runs.var);
+    match system_samples(base, var, &runs.base_idx, &runs.var_idx) {
         Some(samples) => {
             let c = compare(cfg.design, &samples, 0.0, cfg.alpha, false);
             let (pct, ci) = system_impact(c.est, cfg.system_better);
@@ -1140,22 +1259,6 @@ fn compare_arms(
         }
         None => {}
     }
-
-    // Stability: the variant's own findings, and trends of either arm that gate.
-    let var_trend = arm_warnings(var, &steady, cfg, &mut warnings);
-    // The baseline's finding over its own window is reused when the windows agree.
-    let base_finding = if base_trend.0 == steady {
-        base_trend.1.clone()
-    } else {
-        trend_finding(base, &steady, cfg)
-    };
-    for t in [base_finding, var_trend].into_iter().flatten() {
-        if t.material {
-            partial.trend_blocks.push(t.message);
-        }
-    }
-    partial.warnings = warnings;
-    Ok(partial)
 }
 
 /// First epoch N ≥ 1 with `(N − 1)·saving ≥ extra` that holds for every later N too.
@@ -1253,8 +1356,6 @@ fn finish_variant(
     delta: f64,
     production_epochs: u32,
 ) -> VariantAnalysis {
-    let alpha = cfg.alpha;
-    let n = p.n_baseline.min(p.n_variant);
     let speedup = SpeedUp {
         estimate: p.steady_est.map(|e| e.estimate.exp()),
         ci_low: p.steady_est.and_then(|e| e.ci_low).map(f64::exp),
@@ -1262,52 +1363,22 @@ fn finish_variant(
     };
     let min_p_adj = p.min_p.map(|m| (m * family as f64).min(1.0));
 
-    // Normal-theory MDE and the replicates that would likely decide.
-    let z = normal::quantile(1.0 - alpha / family as f64) + normal::quantile(MDE_POWER);
-    let are = std::f64::consts::PI / 3.0;
-    let se_unit = match cfg.design {
-        Design::Paired => p.sd.map(|sd| sd / (n.max(1) as f64).sqrt()),
-        Design::Independent => p.sd.map(|sd| {
-            sd * (1.0 / p.n_baseline.max(1) as f64 + 1.0 / p.n_variant.max(1) as f64).sqrt()
-        }),
-    };
-    let mde_pct = se_unit.map(|se| 100.0 * ((delta + z * se * are.sqrt()).exp() - 1.0));
-    let replicates_to_decide = match (p.sd, p.steady_est) {
-        (Some(sd), Some(est)) => {
-            let gap = (est.estimate - delta).abs();
-            let factor = match cfg.design {
-                Design::Paired => 1.0,
-                Design::Independent => 2.0,
-            };
-            let needed = if gap > 0.0 {
-                (are * factor * (z * sd / gap).powi(2)).ceil()
-            } else {
-                f64::INFINITY
-            };
-            let floor = min_n_for_alpha(cfg.design, alpha / family as f64) as f64;
-            let needed = needed
-                .max(floor)
-                .max(MIN_REPLICATES as f64)
-                .max(n as f64 + 1.0);
-            (needed <= MAX_SUGGESTED_REPLICATES).then_some(needed as u32)
-        }
-        _ => None,
-    };
+    let (mde_pct, replicates_to_decide) = planning_figures(&p, cfg, family, delta);
     let app = p.app_impact_pct;
     let weighted_score = app.map(|a| 0.5 * a + 0.5 * p.system_impact_pct.unwrap_or(0.0));
 
-    let (decision, reason) = decide(
-        &p,
+    let (decision, reason) = decide(&DecisionInput {
+        p: &p,
         adj_imp,
         adj_nw,
         family,
         min_p_adj,
         replicates_to_decide,
         mde_pct,
-        &speedup,
+        speedup: &speedup,
         cfg,
         production_epochs,
-    );
+    });
     let not_applicable = matches!(decision, Decision::NotApplicable | Decision::Failed);
     let p_method = (!not_applicable)
         .then(|| p.p_imp.map(|t| p_method_text(cfg.design, t.method)))
@@ -1346,6 +1417,49 @@ fn finish_variant(
     }
 }
 
+/// Normal-theory planning figures: the minimum detectable effect now (percent speed-up)
+/// and the replicates per arm that would likely decide, when realistic.
+fn planning_figures(
+    p: &Partial,
+    cfg: &AnalysisConfig,
+    family: usize,
+    delta: f64,
+) -> (Option<f64>, Option<u32>) {
+    let alpha = cfg.alpha;
+    let n = p.n_baseline.min(p.n_variant);
+    let z = normal::quantile(1.0 - alpha / family as f64) + normal::quantile(MDE_POWER);
+    let are = std::f64::consts::PI / 3.0;
+    let se_unit = match cfg.design {
+        Design::Paired => p.sd.map(|sd| sd / (n.max(1) as f64).sqrt()),
+        Design::Independent => p.sd.map(|sd| {
+            sd * (1.0 / p.n_baseline.max(1) as f64 + 1.0 / p.n_variant.max(1) as f64).sqrt()
+        }),
+    };
+    let mde_pct = se_unit.map(|se| 100.0 * ((delta + z * se * are.sqrt()).exp() - 1.0));
+    let replicates_to_decide = match (p.sd, p.steady_est) {
+        (Some(sd), Some(est)) => {
+            let gap = (est.estimate - delta).abs();
+            let factor = match cfg.design {
+                Design::Paired => 1.0,
+                Design::Independent => 2.0,
+            };
+            let needed = if gap > 0.0 {
+                (are * factor * (z * sd / gap).powi(2)).ceil()
+            } else {
+                f64::INFINITY
+            };
+            let floor = min_n_for_alpha(cfg.design, alpha / family as f64) as f64;
+            let needed = needed
+                .max(floor)
+                .max(MIN_REPLICATES as f64)
+                .max(n as f64 + 1.0);
+            (needed <= MAX_SUGGESTED_REPLICATES).then_some(needed as u32)
+        }
+        _ => None,
+    };
+    (mde_pct, replicates_to_decide)
+}
+
 /// Smallest n (pairs, or per arm) whose exact test can reach `level`.
 fn min_n_for_alpha(design: Design, level: f64) -> usize {
     (1..=200)
@@ -1372,160 +1486,46 @@ fn p_method_text(design: Design, m: PMethod) -> String {
 
 /// Decision rules 1–6 of docs/STATISTICS.md, in order.
 #[allow(clippy::too_many_arguments)]
-fn decide(
-    p: &Partial,
+/// What one variant's decision is made from.
+struct DecisionInput<'a> {
+    p: &'a Partial,
+    /// Holm-adjusted p-values of the improvement and no-worthwhile-effect tests.
     adj_imp: Option<f64>,
     adj_nw: Option<f64>,
+    /// Variants in the Holm family.
     family: usize,
+    /// The smallest reachable p-value after Holm.
     min_p_adj: Option<f64>,
     replicates_to_decide: Option<u32>,
     mde_pct: Option<f64>,
-    speedup: &SpeedUp,
-    cfg: &AnalysisConfig,
+    speedup: &'a SpeedUp,
+    cfg: &'a AnalysisConfig,
     production_epochs: u32,
-) -> (Decision, String) {
-    let alpha = cfg.alpha;
-    // 1. Correctness.
-    if let Some(diff) = &p.correctness_mismatch {
-        return (
-            Decision::Reject,
-            format!(
-                "outputs differ from the baseline ({diff}): the variant changes the computation"
-            ),
-        );
+}
+
+fn decide(input: &DecisionInput) -> (Decision, String) {
+    let (p, cfg, alpha) = (input.p, input.cfg, input.cfg.alpha);
+    if let Some(d) = decide_before_tests(input) {
+        return d;
     }
-    // 2. Not applicable.
-    if let Some(why) = &p.not_applicable {
-        return (Decision::NotApplicable, why.clone());
-    }
-    // 2′. The variant's app failed in every run (and none completed).
-    if let Some(why) = &p.failed
-        && p.n_variant == 0
-    {
-        return (
-            Decision::Failed,
-            format!("every run of the variant failed: {why}"),
-        );
-    }
-    // 3. Not enough data, or no steady window.
-    let n = p.n_baseline.min(p.n_variant);
-    if n < MIN_REPLICATES {
-        return (
-            Decision::Inconclusive,
-            format!(
-                "only {n} complete replicate{} per arm (baseline {}, {} {}); at least \
-                 {MIN_REPLICATES} are needed",
-                if n == 1 { "" } else { "s" },
-                p.n_baseline,
-                p.name,
-                p.n_variant
-            ),
-        );
-    }
-    if p.steady.is_empty() {
-        return (
-            Decision::Inconclusive,
-            format!(
-                "no steady window: no epoch of {} was measured in every run (with one epoch \
-                 per run, set the steady window explicitly, e.g. --steady-epochs 1)",
-                cfg.steady_epochs.unwrap_or_default()
-            ),
-        );
-    }
-    if let Some(msg) = p.trend_blocks.first() {
-        return (Decision::Inconclusive, msg.clone());
-    }
-    let est = describe_speedup(speedup, alpha);
+    let est = describe_speedup(input.speedup, alpha);
     let one_time = one_time_text(p, cfg.min_effect_pct);
-    // 5′. Acceptance is impossible: even with the steady speed-up at the upper end of its
-    // interval and epoch 1 at the favourable end of its own, the projected App Impact is
-    // not positive, so rule 4 cannot accept. Applies where the result would otherwise be
-    // inconclusive (3d, 6); it only turns "inconclusive" into "reject", so it cannot raise
-    // the false-accept rate.
-    let futile = || -> Option<(Decision, String)> {
-        let best = p.app_impact_best?;
-        if best > 0.0 {
-            return None;
-        }
-        Some((
-            Decision::Reject,
-            format!(
-                "acceptance is impossible: App Impact {} over {production_epochs} epochs \
-                 (interval {} to {}) stays ≤ 0 even with the steady speed-up at the upper \
-                 end of {est} and epoch 1 at the favourable end of its interval ({}){}",
-                p.app_impact_pct.map_or("n/a".to_string(), fmt_signed_pct),
-                p.app_impact_ci.0.map_or("n/a".to_string(), fmt_signed_pct),
-                p.app_impact_ci.1.map_or("n/a".to_string(), fmt_signed_pct),
-                fmt_signed_pct(best),
-                one_time
-                    .as_ref()
-                    .map(|t| format!("; {t}, {}", breakeven_text(p.breakeven)))
-                    .unwrap_or_default()
-            ),
-        ))
-    };
-    if let Some(mp) = min_p_adj
+    if let Some(mp) = input.min_p_adj
         && mp >= alpha
     {
-        if let Some(d) = futile() {
-            return d;
-        }
-        let more = replicates_to_decide
-            .map(|r| format!("; about {r} replicates per arm would be needed to decide"))
-            .unwrap_or_default();
-        return (
-            Decision::Inconclusive,
-            format!(
-                "with n = {n} the smallest reachable p-value is {}{} — not below α = {}, so \
-                 no test can decide{more}",
-                fmt_p(p.min_p.unwrap_or(1.0)),
-                if family > 1 {
-                    format!(" ({} after Holm over {family} variants)", fmt_p(mp))
-                } else {
-                    String::new()
-                },
-                fmt_p(alpha)
-            ),
-        );
+        return futile(input, &est, &one_time).unwrap_or_else(|| unreachable_alpha(input, mp));
     }
     // 4. Improvement.
-    if let Some(pi) = adj_imp
+    if let Some(pi) = input.adj_imp
         && pi < alpha
     {
-        return match p.app_impact_pct {
-            Some(app) if app <= 0.0 => (
-                Decision::Reject,
-                format!(
-                    "the steady-state gain is real ({est}, p_adj = {}) but the one-time cost is \
-                     not repaid within {production_epochs} production epochs: App Impact \
-                     {}{}; {}",
-                    fmt_p(pi),
-                    fmt_signed_pct(app),
-                    one_time.map(|t| format!(", {t}")).unwrap_or_default(),
-                    breakeven_text(p.breakeven)
-                ),
-            ),
-            app => (
-                Decision::Accept,
-                format!(
-                    "steady-state speed-up {est} beats the {}% worth having (p_adj = {} < {}){}",
-                    cfg.min_effect_pct,
-                    fmt_p(pi),
-                    fmt_p(alpha),
-                    app.map(|a| format!(
-                        "; App Impact {} over {production_epochs} epochs",
-                        fmt_signed_pct(a)
-                    ))
-                    .unwrap_or_default()
-                ),
-            ),
-        };
+        return improvement(input, pi, &est, one_time);
     }
     // 5. Cannot reach the minimum worthwhile effect.
-    if let Some(pn) = adj_nw
+    if let Some(pn) = input.adj_nw
         && pn < alpha
     {
-        let regression = speedup.ci_high.is_some_and(|h| h < 1.0);
+        let regression = input.speedup.ci_high.is_some_and(|h| h < 1.0);
         let mut reason = format!(
             "steady-state speed-up {est} cannot reach the {}% worth having (p_adj = {} < {})",
             cfg.min_effect_pct,
@@ -1540,11 +1540,171 @@ fn decide(
         }
         return (Decision::Reject, reason);
     }
-    if let Some(d) = futile() {
+    if let Some(d) = futile(input, &est, &one_time) {
         return d;
     }
-    // 6. Inconclusive.
-    let more = match replicates_to_decide {
+    inconclusive(input, &est, one_time)
+}
+
+/// Rules 1–3: correctness, not applicable, failed, too few replicates, no steady window,
+/// a trend that gates. None when the tests decide.
+fn decide_before_tests(input: &DecisionInput) -> Option<(Decision, String)> {
+    let p = input.p;
+    // 1. Correctness.
+    if let Some(diff) = &p.correctness_mismatch {
+        return Some((
+            Decision::Reject,
+            format!(
+                "outputs differ from the baseline ({diff}): the variant changes the computation"
+            ),
+        ));
+    }
+    // 2. Not applicable.
+    if let Some(why) = &p.not_applicable {
+        return Some((Decision::NotApplicable, why.clone()));
+    }
+    // 2′. The variant's app failed in every run (and none completed).
+    if let Some(why) = &p.failed
+        && p.n_variant == 0
+    {
+        return Some((
+            Decision::Failed,
+            format!("every run of the variant failed: {why}"),
+        ));
+    }
+    // 3. Not enough data, or no steady window.
+    let n = p.n_baseline.min(p.n_variant);
+    if n < MIN_REPLICATES {
+        return Some((
+            Decision::Inconclusive,
+            format!(
+                "only {n} complete replicate{} per arm (baseline {}, {} {}); at least \
+                 {MIN_REPLICATES} are needed",
+                if n == 1 { "" } else { "s" },
+                p.n_baseline,
+                p.name,
+                p.n_variant
+            ),
+        ));
+    }
+    if p.steady.is_empty() {
+        return Some((
+            Decision::Inconclusive,
+            format!(
+                "no steady window: no epoch of {} was measured in every run (with one epoch \
+                 per run, set the steady window explicitly, e.g. --steady-epochs 1)",
+                input.cfg.steady_epochs.unwrap_or_default()
+            ),
+        ));
+    }
+    p.trend_blocks
+        .first()
+        .map(|msg| (Decision::Inconclusive, msg.clone()))
+}
+
+/// Rule 5′: acceptance is impossible: even with the steady speed-up at the upper end of its
+/// interval and epoch 1 at the favourable end of its own, the projected App Impact is
+/// not positive, so rule 4 cannot accept. Applies where the result would otherwise be
+/// inconclusive (3d, 6); it only turns "inconclusive" into "reject", so it cannot raise
+/// the false-accept rate.
+fn futile(
+    input: &DecisionInput,
+    est: &str,
+    one_time: &Option<String>,
+) -> Option<(Decision, String)> {
+    let p = input.p;
+    let best = p.app_impact_best?;
+    if best > 0.0 {
+        return None;
+    }
+    Some((
+        Decision::Reject,
+        format!(
+            "acceptance is impossible: App Impact {} over {} epochs \
+             (interval {} to {}) stays ≤ 0 even with the steady speed-up at the upper \
+             end of {est} and epoch 1 at the favourable end of its interval ({}){}",
+            p.app_impact_pct.map_or("n/a".to_string(), fmt_signed_pct),
+            input.production_epochs,
+            p.app_impact_ci.0.map_or("n/a".to_string(), fmt_signed_pct),
+            p.app_impact_ci.1.map_or("n/a".to_string(), fmt_signed_pct),
+            fmt_signed_pct(best),
+            one_time
+                .as_ref()
+                .map(|t| format!("; {t}, {}", breakeven_text(p.breakeven)))
+                .unwrap_or_default()
+        ),
+    ))
+}
+
+/// Rule 3d: no test can decide: the smallest reachable p-value (`mp` after Holm) is not
+/// below α.
+fn unreachable_alpha(input: &DecisionInput, mp: f64) -> (Decision, String) {
+    let (p, family) = (input.p, input.family);
+    let n = p.n_baseline.min(p.n_variant);
+    let more = input
+        .replicates_to_decide
+        .map(|r| format!("; about {r} replicates per arm would be needed to decide"))
+        .unwrap_or_default();
+    (
+        Decision::Inconclusive,
+        format!(
+            "with n = {n} the smallest reachable p-value is {}{} — not below α = {}, so \
+             no test can decide{more}",
+            fmt_p(p.min_p.unwrap_or(1.0)),
+            if family > 1 {
+                format!(" ({} after Holm over {family} variants)", fmt_p(mp))
+            } else {
+                String::new()
+            },
+            fmt_p(input.cfg.alpha)
+        ),
+    )
+}
+
+/// Rule 4: the improvement test is significant (`pi` adjusted): accept, unless the one-time
+/// cost is not repaid within the production epochs.
+fn improvement(
+    input: &DecisionInput,
+    pi: f64,
+    est: &str,
+    one_time: Option<String>,
+) -> (Decision, String) {
+    let (p, production_epochs) = (input.p, input.production_epochs);
+    match p.app_impact_pct {
+        Some(app) if app <= 0.0 => (
+            Decision::Reject,
+            format!(
+                "the steady-state gain is real ({est}, p_adj = {}) but the one-time cost is \
+                 not repaid within {production_epochs} production epochs: App Impact \
+                 {}{}; {}",
+                fmt_p(pi),
+                fmt_signed_pct(app),
+                one_time.map(|t| format!(", {t}")).unwrap_or_default(),
+                breakeven_text(p.breakeven)
+            ),
+        ),
+        app => (
+            Decision::Accept,
+            format!(
+                "steady-state speed-up {est} beats the {}% worth having (p_adj = {} < {}){}",
+                input.cfg.min_effect_pct,
+                fmt_p(pi),
+                fmt_p(input.cfg.alpha),
+                app.map(|a| format!(
+                    "; App Impact {} over {production_epochs} epochs",
+                    fmt_signed_pct(a)
+                ))
+                .unwrap_or_default()
+            ),
+        ),
+    }
+}
+
+/// Rule 6, inconclusive: neither test is significant; how many replicates would decide.
+fn inconclusive(input: &DecisionInput, est: &str, one_time: Option<String>) -> (Decision, String) {
+    let (p, production_epochs) = (input.p, input.production_epochs);
+    let n = p.n_baseline.min(p.n_variant);
+    let more = match input.replicates_to_decide {
         // Worded as the simulation found it calibrated (docs/STATISTICS.md §8): right for
         // clear effects, optimistic near min_effect_pct.
         Some(r) => format!(
@@ -1557,10 +1717,11 @@ fn decide(
         format!(
             "neither test is significant at α = {} ({est}; p_improvement_adj = {}, \
              p_no_worthwhile_adj = {}); {more}{}",
-            fmt_p(alpha),
-            adj_imp.map_or("n/a".into(), fmt_p),
-            adj_nw.map_or("n/a".into(), fmt_p),
-            mde_pct
+            fmt_p(input.cfg.alpha),
+            input.adj_imp.map_or("n/a".into(), fmt_p),
+            input.adj_nw.map_or("n/a".into(), fmt_p),
+            input
+                .mde_pct
                 .map(|m| format!("; detectable now: ≈ {m:.1}% speed-up"))
                 .unwrap_or_default()
         ) + &one_time
