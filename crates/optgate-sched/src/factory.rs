@@ -40,14 +40,10 @@ mod tests {
     #[test]
     fn each_kind_gets_its_backend() {
         let dir = Path::new("/tmp/state");
-        for (kind, name) in [
-            (SchedulerKind::Local, "local"),
-            (SchedulerKind::Slurm, "slurm"),
-            (SchedulerKind::Flux, "flux"),
-        ] {
+        for kind in SchedulerKind::ALL {
             assert_eq!(
                 backend_for(kind, dir, CancellationToken::new()).kind(),
-                name
+                kind
             );
         }
     }

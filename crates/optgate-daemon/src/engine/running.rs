@@ -230,7 +230,7 @@ impl Engine {
             .filter(|r| r.state == RunState::Pending)
             .map(|r| r.run_id.clone())
             .collect();
-        if work.backend.kind() == "local" {
+        if work.backend.kind() == optgate_experiment::SchedulerKind::Local {
             // Local jobs run one at a time anyway (the machine-wide lock): submit the next
             // block's only when the last one ended, so fail fast can still leave out the
             // runs of an arm that keeps failing, and a cancel has one job to stop.
