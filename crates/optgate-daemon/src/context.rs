@@ -144,16 +144,6 @@ impl Daemon {
     }
 }
 
-/// A scheduler kind from its stored name.
-pub fn kind_of(name: &str) -> Option<SchedulerKind> {
-    match name {
-        "local" => Some(SchedulerKind::Local),
-        "slurm" => Some(SchedulerKind::Slurm),
-        "flux" => Some(SchedulerKind::Flux),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

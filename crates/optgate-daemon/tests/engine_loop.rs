@@ -22,9 +22,10 @@ use optgate_daemon::context::{Backends, Daemon, Db};
 use optgate_daemon::engine::{EngineSettings, run_with};
 use optgate_daemon::protocol::{Request, Response, SubmitRequest};
 use optgate_daemon::{StatePaths, handlers};
+use optgate_experiment::SchedulerKind;
 use optgate_sched::poll::PollSchedule;
 use optgate_sched::{JobId, JobSpec, JobState, SchedError, Scheduler};
-use optgate_store::{ExperimentState, Store};
+use optgate_store::{ExperimentState, JobRecordState, NewJob, Store};
 use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome, RunManifest};
 
 /// What the fake does with submissions.
@@ -115,8 +116,8 @@ fn run_the_job(spec: &JobSpec, id: &str) {
 }
 
 impl Scheduler for FakeScheduler {
-    fn kind(&self) -> optgate_experiment::SchedulerKind {
-        optgate_experiment::SchedulerKind::Slurm
+    fn kind(&self) -> SchedulerKind {
+        SchedulerKind::Slurm
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
@@ -222,13 +223,20 @@ variants:
 
 /// A daemon context whose every backend is `fake`, polled every few milliseconds.
 fn daemon(state: &Path, fake: Arc<FakeScheduler>) -> Arc<Daemon> {
+    daemon_with(
+        state,
+        Backends::with_factory(Arc::new(move |_, _| fake.clone())),
+    )
+}
+
+fn daemon_with(state: &Path, backends: Backends) -> Arc<Daemon> {
     let paths = StatePaths::new(state);
     paths.prepare().unwrap();
     Arc::new(Daemon {
         db: Db::new(Store::open(&paths.db()).unwrap()),
         paths,
         wake: tokio::sync::Notify::new(),
-        backends: Backends::with_factory(Arc::new(move |_, _| fake.clone())),
+        backends,
         optgate_bin: "/nonexistent/optgate".into(),
         started_at: "2026-01-01T00:00:00Z".into(),
         shutdown: CancellationToken::new(),
@@ -446,52 +454,157 @@ async fn each_crash_window_is_repaired_by_the_next_engine() {
     }
 }
 
-/// A stored scheduler kind no backend has (a damaged row) ends the experiment `failed`
-/// with the stored value quoted, and no backend of another kind is ever made for it: the
-/// engine does not fall back to the local backend to poll, cancel or submit its jobs.
+/// A backend that does nothing but record every call that reaches it.
+struct Recorder {
+    kind: SchedulerKind,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    fn new(kind: SchedulerKind) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            kind,
+            calls: Mutex::default(),
+        })
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn note(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+impl Scheduler for Recorder {
+    fn kind(&self) -> SchedulerKind {
+        self.kind
+    }
+
+    fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
+        self.note(format!("submit {}", job.name));
+        Ok(JobId("1".into()))
+    }
+
+    fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
+        self.note(format!("poll {ids:?}"));
+        Ok(ids.iter().map(|i| (i.clone(), JobState::Running)).collect())
+    }
+
+    fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
+        self.note(format!("find_by_name {names:?}"));
+        Ok(BTreeMap::new())
+    }
+
+    fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
+        self.note(format!("cancel {ids:?}"));
+        Ok(())
+    }
+}
+
+/// A stored scheduler kind that is none optgate knows (a damaged row, written here behind
+/// the store's back) is never read as `local`: the experiment ends `failed` with the value
+/// quoted, its job at the scheduler and its job in doubt are closed, and no backend — the
+/// local one least of all — is asked to poll, look up, submit or cancel anything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_scheduler_kind_fails_the_experiment_and_reaches_no_backend() {
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let fake = FakeScheduler::new(Script::Normal);
-    let asked: Arc<Mutex<Vec<optgate_experiment::SchedulerKind>>> = Arc::default();
-    let ctx = {
-        let (fake, asked) = (fake.clone(), asked.clone());
-        let paths = StatePaths::new(&state);
-        paths.prepare().unwrap();
-        Arc::new(Daemon {
-            db: Db::new(Store::open(&paths.db()).unwrap()),
-            paths,
-            wake: tokio::sync::Notify::new(),
-            backends: Backends::with_factory(Arc::new(move |kind, _| {
-                asked.lock().unwrap().push(kind);
-                fake.clone()
-            })),
-            optgate_bin: "/nonexistent/optgate".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            shutdown: CancellationToken::new(),
-            unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
-            failpoints: Default::default(),
-        })
+    let (local, slurm) = (
+        Recorder::new(SchedulerKind::Local),
+        Recorder::new(SchedulerKind::Slurm),
+    );
+    let backends = {
+        let (local, slurm) = (local.clone(), slurm.clone());
+        Backends::with_factory(Arc::new(move |kind, _| -> Arc<dyn Scheduler> {
+            match kind {
+                SchedulerKind::Local => local.clone(),
+                _ => slurm.clone(),
+            }
+        }))
     };
+    let ctx = daemon_with(&dir.path().join("state"), backends);
     let id = submit(dir.path(), &ctx).await;
+    // Running, with block 1's job at the scheduler and block 2's in doubt (`submitting`),
+    // as a daemon stopped in the middle of a pass leaves it.
+    let i = id.clone();
+    ctx.db
+        .call(move |s| {
+            s.set_state(&i, ExperimentState::Running, None)?;
+            let runs = s.runs(&i)?;
+            let job = |block: u32| NewJob {
+                block,
+                name: format!("og-{i}-b{block}"),
+                attempt: 1,
+                run_ids: runs
+                    .iter()
+                    .filter(|r| r.block == block)
+                    .map(|r| r.run_id.clone())
+                    .collect(),
+            };
+            let jobs = s.create_jobs(&i, &[job(1), job(2)])?;
+            assert_eq!(jobs.len(), 2);
+            s.job_submitted(jobs[0].id, "1000")
+        })
+        .await
+        .unwrap();
     let db = rusqlite::Connection::open(ctx.paths.db()).unwrap();
-    let changed = db
+    db.execute_batch("PRAGMA ignore_check_constraints = ON")
+        .unwrap();
+    let damaged = db
         .execute(
-            "UPDATE experiments SET scheduler = 'slurn' WHERE id = ?1",
+            "UPDATE experiments SET scheduler = 'lcoal' WHERE id = ?1",
             [&id],
         )
         .unwrap();
-    assert_eq!(changed, 1);
-    drop(db);
-    let row = run_engine_until_ended(&ctx, &id).await;
-    assert_eq!(row.state, ExperimentState::Failed, "{row:?}");
-    let reason = row.state_reason.unwrap_or_default();
-    assert!(reason.contains("\"slurn\""), "{reason}");
-    assert!(fake.submitted().is_empty(), "{:?}", fake.submitted());
-    let asked = asked.lock().unwrap();
+    assert_eq!(damaged, 1);
+
+    let shutdown = CancellationToken::new();
+    let engine = tokio::spawn(run_with(ctx.clone(), shutdown.clone(), fast()));
+    let state_of = || -> (String, Option<String>) {
+        db.query_row(
+            "SELECT state, state_reason FROM experiments WHERE id = ?1",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let start = std::time::Instant::now();
+    // Until the experiment ends or any backend is asked anything (the bug).
+    let (state, reason) = loop {
+        let (state, reason) = state_of();
+        if state == "failed" || !local.calls().is_empty() || !slurm.calls().is_empty() {
+            break (state, reason);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "still {state}: {reason:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // Closed before any pass polls: no job is left live for a later pass to ask about.
+    shutdown.cancel();
+    engine.await.unwrap();
+    assert_eq!(
+        local.calls(),
+        Vec::<String>::new(),
+        "the local backend was asked"
+    );
+    assert_eq!(
+        slurm.calls(),
+        Vec::<String>::new(),
+        "the slurm backend was asked"
+    );
+    assert_eq!(state, "failed", "{reason:?}");
+    let reason = reason.unwrap_or_default();
     assert!(
-        asked.is_empty(),
-        "backends made for a damaged kind: {asked:?}"
+        reason.contains("`lcoal`") && reason.contains("neither polled nor cancelled"),
+        "{reason}"
+    );
+    let i = id.clone();
+    let jobs = ctx.db.call(move |s| s.jobs(&i)).await.unwrap();
+    assert!(
+        jobs.iter().all(|j| j.state == JobRecordState::Cancelled),
+        "{jobs:?}"
     );
 }

@@ -198,7 +198,12 @@ pub struct CorrectnessValues {
     pub abs_tol: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+/// Which scheduler runs an experiment's jobs. Its names (`as_str`) are those of the
+/// experiment file's `scheduler.kind` and of the daemon's database (`experiments.scheduler`,
+/// held to them by a CHECK constraint): renaming one needs a database migration.
+#[derive(
+    Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SchedulerKind {
     #[default]
@@ -207,13 +212,31 @@ pub enum SchedulerKind {
     Flux,
 }
 
-impl fmt::Display for SchedulerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl SchedulerKind {
+    pub const ALL: [SchedulerKind; 3] = [
+        SchedulerKind::Local,
+        SchedulerKind::Slurm,
+        SchedulerKind::Flux,
+    ];
+
+    /// The name in experiment files, the database and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
             SchedulerKind::Local => "local",
             SchedulerKind::Slurm => "slurm",
             SchedulerKind::Flux => "flux",
-        })
+        }
+    }
+
+    /// The kind named `name` exactly (`local`, `slurm`, `flux`); `None` for any other text.
+    pub fn parse(name: &str) -> Option<SchedulerKind> {
+        SchedulerKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use optgate_experiment::SchedulerKind;
 use serde::{Deserialize, Serialize};
 
 /// A scheduler's job id as text (`1234`, `ƒM7Zq9AKHno`, a local pid-based id).
@@ -306,8 +307,8 @@ impl SchedError {
 /// A scheduler backend. Calls block (they run scheduler commands); the daemon calls them
 /// from a blocking task.
 pub trait Scheduler: Send + Sync {
-    /// Which scheduler this backend talks to.
-    fn kind(&self) -> optgate_experiment::SchedulerKind;
+    /// Which scheduler this backend submits to (its name, `as_str`, is for logs).
+    fn kind(&self) -> SchedulerKind;
 
     /// Writes the job's script into `job.dir` and submits it.
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError>;

@@ -40,11 +40,7 @@ mod tests {
     #[test]
     fn each_kind_gets_its_backend() {
         let dir = Path::new("/tmp/state");
-        for kind in [
-            SchedulerKind::Local,
-            SchedulerKind::Slurm,
-            SchedulerKind::Flux,
-        ] {
+        for kind in SchedulerKind::ALL {
             assert_eq!(
                 backend_for(kind, dir, CancellationToken::new()).kind(),
                 kind

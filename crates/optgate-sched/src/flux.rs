@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::sync::Arc;
 
+use optgate_experiment::SchedulerKind;
+
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::{
     check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
@@ -397,8 +399,8 @@ impl FluxBackend {
 }
 
 impl Scheduler for FluxBackend {
-    fn kind(&self) -> optgate_experiment::SchedulerKind {
-        optgate_experiment::SchedulerKind::Flux
+    fn kind(&self) -> SchedulerKind {
+        SchedulerKind::Flux
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {

@@ -20,6 +20,8 @@ use std::time::{Duration, SystemTime};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use optgate_experiment::SchedulerKind;
+
 use crate::backend::{JobId, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::{JOB_ID_FILE, JOB_SCRIPT, render_body};
 use crate::shell::quote;
@@ -211,8 +213,8 @@ fn process_alive(pid: i32, start: u64) -> bool {
 }
 
 impl Scheduler for LocalBackend {
-    fn kind(&self) -> optgate_experiment::SchedulerKind {
-        optgate_experiment::SchedulerKind::Local
+    fn kind(&self) -> SchedulerKind {
+        SchedulerKind::Local
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {

@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 
+use optgate_experiment::SchedulerKind;
+
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::{
     check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
@@ -428,8 +430,8 @@ fn numeric(id: &str) -> u64 {
 }
 
 impl Scheduler for SlurmBackend {
-    fn kind(&self) -> optgate_experiment::SchedulerKind {
-        optgate_experiment::SchedulerKind::Slurm
+    fn kind(&self) -> SchedulerKind {
+        SchedulerKind::Slurm
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {

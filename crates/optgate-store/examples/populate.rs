@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 source_text: "name: bench\n".repeat(40),
                 source_sha256: "ab".repeat(32),
                 root: format!("/scratch/optgate-runs/bench{e}/{id}"),
-                scheduler: "local".into(),
+                scheduler: SchedulerKind::Local,
                 replicates: blocks,
                 max_replicates: blocks,
             },

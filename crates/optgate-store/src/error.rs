@@ -40,6 +40,14 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "database {path}: experiment {experiment} names the scheduler kind `{value}`, which is none of local, slurm, flux: the row is damaged"
+    )]
+    UnknownSchedulerKind {
+        path: PathBuf,
+        experiment: String,
+        value: String,
+    },
     #[error("database {path}: {what} holds `{value}`, which this optgate does not know")]
     BadValue {
         path: PathBuf,

@@ -82,6 +82,42 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE jobs ADD COLUMN scheduler_state TEXT;
     "#,
+    // 4: an experiment's scheduler kind is one optgate knows (CHECK), so no write can
+    // store a kind that a reader would have to guess at. SQLite adds a CHECK only by
+    // rebuilding the table (the children's foreign keys name the table, not its rowids:
+    // `migrate_to` turns foreign keys off around it, so the drop cascades nothing). Rows
+    // from before are copied as they were — a damaged kind among them is kept, named by
+    // the reader (`StoreError::UnknownSchedulerKind`) and closed by the engine, rather
+    // than failing the migration. A new kind needs a new migration with a wider list.
+    r#"
+    CREATE TABLE experiments_v4 (
+        id              TEXT PRIMARY KEY,
+        name            TEXT NOT NULL,
+        source_path     TEXT NOT NULL,
+        source_text     TEXT NOT NULL,
+        source_sha256   TEXT NOT NULL,
+        root            TEXT NOT NULL,
+        scheduler       TEXT NOT NULL CHECK (scheduler IN ('local', 'slurm', 'flux')),
+        state           TEXT NOT NULL,
+        state_reason    TEXT,
+        replicates      INTEGER NOT NULL,
+        max_replicates  INTEGER NOT NULL,
+        created_at      TEXT NOT NULL,
+        updated_at      TEXT NOT NULL,
+        report_json     TEXT,
+        not_applicable  TEXT
+    );
+    PRAGMA ignore_check_constraints = ON;
+    INSERT INTO experiments_v4 (id, name, source_path, source_text, source_sha256, root,
+        scheduler, state, state_reason, replicates, max_replicates, created_at, updated_at,
+        report_json, not_applicable)
+    SELECT id, name, source_path, source_text, source_sha256, root,
+        scheduler, state, state_reason, replicates, max_replicates, created_at, updated_at,
+        report_json, not_applicable FROM experiments;
+    PRAGMA ignore_check_constraints = OFF;
+    DROP TABLE experiments;
+    ALTER TABLE experiments_v4 RENAME TO experiments;
+    "#,
 ];
 
 /// The schema version this build writes and understands.
@@ -93,8 +129,20 @@ pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 }
 
 /// Applies the migrations after the database's version up to `target`, one transaction
-/// each. Returns the version reached.
+/// each. Returns the version reached. Foreign keys are off while they run (a table rebuild
+/// drops the parent table; `PRAGMA foreign_keys` only changes outside a transaction) and
+/// restored as they were after, whatever the outcome.
 pub fn migrate_to(conn: &mut Connection, target: u32) -> rusqlite::Result<u32> {
+    let enforced: bool = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+    conn.execute_batch("PRAGMA foreign_keys = OFF")?;
+    let reached = apply_migrations(conn, target);
+    if enforced {
+        conn.execute_batch("PRAGMA foreign_keys = ON")?;
+    }
+    reached
+}
+
+fn apply_migrations(conn: &mut Connection, target: u32) -> rusqlite::Result<u32> {
     let mut version = user_version(conn)?;
     while version < target.min(LATEST) {
         let tx = conn.transaction()?;

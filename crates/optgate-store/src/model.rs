@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use optgate_experiment::SchedulerKind;
+
 macro_rules! stored_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$m])*
@@ -122,7 +124,7 @@ pub struct NewExperiment {
     pub source_sha256: String,
     /// The run-directory root (`<workdir>/optgate-runs/<name>/<id>`).
     pub root: String,
-    pub scheduler: String,
+    pub scheduler: SchedulerKind,
     pub replicates: u32,
     pub max_replicates: u32,
 }
@@ -135,7 +137,7 @@ pub struct ExperimentRow {
     pub source_path: String,
     pub source_sha256: String,
     pub root: String,
-    pub scheduler: String,
+    pub scheduler: SchedulerKind,
     pub state: ExperimentState,
     pub state_reason: Option<String>,
     pub replicates: u32,

@@ -178,7 +178,7 @@ impl Store {
                 e.source_text,
                 e.source_sha256,
                 e.root,
-                e.scheduler,
+                e.scheduler.as_str(),
                 ExperimentState::Planned.as_str(),
                 e.replicates,
                 e.max_replicates,
@@ -237,13 +237,19 @@ impl Store {
     fn experiment_from_raw(&self, r: RawExperiment) -> Result<ExperimentRow, StoreError> {
         let state = ExperimentState::parse(&r.state)
             .ok_or_else(|| self.bad("experiments.state", &r.state))?;
+        let scheduler =
+            SchedulerKind::parse(&r.scheduler).ok_or_else(|| StoreError::UnknownSchedulerKind {
+                path: self.path.clone(),
+                experiment: r.id.clone(),
+                value: r.scheduler.clone(),
+            })?;
         Ok(ExperimentRow {
             id: r.id,
             name: r.name,
             source_path: r.source_path,
             source_sha256: r.source_sha256,
             root: r.root,
-            scheduler: r.scheduler,
+            scheduler,
             state,
             state_reason: r.state_reason,
             replicates: r.replicates,
@@ -251,6 +257,56 @@ impl Store {
             created_at: r.created_at,
             updated_at: r.updated_at,
         })
+    }
+
+    /// Experiments whose stored scheduler kind is none this optgate knows (a damaged row:
+    /// the CHECK constraint keeps such values out of every write since schema version 4)
+    /// and that are not yet closed — not terminal, or with live jobs — as `(id, value)`.
+    /// Every other read of such a row fails with [`StoreError::UnknownSchedulerKind`].
+    pub fn unreadable_scheduler_kinds(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let sql = format!(
+            "SELECT id, scheduler FROM experiments e WHERE scheduler NOT IN ({known}) \
+             AND (state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled') \
+             OR EXISTS (SELECT 1 FROM jobs j WHERE j.experiment_id = e.id \
+             AND j.state IN ('submitting', 'submitted'))) ORDER BY created_at, id",
+            known = known_kinds_sql()
+        );
+        let op = "list experiments with an unreadable scheduler kind";
+        let mut stmt = self.conn.prepare(&sql).map_err(self.err(op))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err(op))
+    }
+
+    /// Closes an experiment whose scheduler kind is unreadable without asking any
+    /// scheduler (which one holds its jobs is unknown): the experiment `failed` with
+    /// `reason` unless it already ended, its unfinished runs and live jobs `cancelled`
+    /// with `reason` as their detail — one transaction.
+    pub fn close_unreadable(&mut self, id: &str, reason: &str) -> Result<(), StoreError> {
+        let op = "close an experiment with an unreadable scheduler kind";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let t = now();
+        tx.execute(
+            "UPDATE experiments SET state = 'failed', state_reason = ?2, updated_at = ?3 \
+             WHERE id = ?1 AND state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled')",
+            params![id, reason, t],
+        )
+        .map_err(err.clone())?;
+        tx.execute(
+            "UPDATE runs SET state = 'cancelled', detail = ?2 \
+             WHERE experiment_id = ?1 AND state IN ('pending', 'queued')",
+            params![id, reason],
+        )
+        .map_err(err.clone())?;
+        tx.execute(
+            "UPDATE jobs SET state = 'cancelled', detail = ?2, updated_at = ?3 \
+             WHERE experiment_id = ?1 AND state IN ('submitting', 'submitted')",
+            params![id, reason, t],
+        )
+        .map_err(err.clone())?;
+        tx.commit().map_err(err)
     }
 
     /// The experiment file's text as submitted.
@@ -825,6 +881,16 @@ impl Store {
         .and_then(|rows| rows.collect())
         .map_err(self.err("list looks"))
     }
+}
+
+/// The stored names of every scheduler kind, as an SQL list (`'local', 'slurm', 'flux'`);
+/// our own constants, never input.
+fn known_kinds_sql() -> String {
+    SchedulerKind::ALL
+        .iter()
+        .map(|k| format!("'{}'", k.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn insert_blocks(

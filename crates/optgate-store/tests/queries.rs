@@ -14,7 +14,7 @@ fn new_experiment(id: &str) -> NewExperiment {
         source_text: format!("name: demo-{id}\n"),
         source_sha256: "ab".repeat(32),
         root: format!("/scratch/optgate-runs/demo/{id}"),
-        scheduler: "slurm".into(),
+        scheduler: optgate_store::SchedulerKind::Slurm,
         replicates: 2,
         max_replicates: 4,
     }
@@ -138,7 +138,7 @@ fn experiment_reads_the_one_asked_for_with_every_field() {
     assert_eq!(e.name, "demo-e3");
     assert_eq!(e.source_path, "/home/me/e3.yaml");
     assert_eq!(e.root, "/scratch/optgate-runs/demo/e3");
-    assert_eq!(e.scheduler, "slurm");
+    assert_eq!(e.scheduler, optgate_store::SchedulerKind::Slurm);
     assert_eq!(e.state, ExperimentState::Decided);
     assert_eq!(e.state_reason.as_deref(), Some("all decided"));
     assert_eq!((e.replicates, e.max_replicates), (2, 4));

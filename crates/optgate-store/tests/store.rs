@@ -14,7 +14,7 @@ fn new_experiment(id: &str) -> NewExperiment {
         source_text: "name: demo\n".into(),
         source_sha256: "ab".repeat(32),
         root: format!("/scratch/optgate-runs/demo/{id}"),
-        scheduler: "local".into(),
+        scheduler: SchedulerKind::Local,
         replicates: 2,
         max_replicates: 3,
     }
@@ -185,6 +185,152 @@ fn the_checked_in_version_1_database_still_opens() {
     assert_eq!(s.looks(&e.id).unwrap().len(), 0);
     // The column migration 2 added is there and empty.
     assert_eq!(s.report(&e.id).unwrap(), None);
+    // Migration 4 rebuilt the table: the kind reads as the enum, nothing else moved.
+    assert_eq!(e.scheduler, SchedulerKind::Local);
+    assert_eq!(e.replicates, 5);
+    assert_eq!(
+        s.source_text(&e.id).unwrap().as_deref(),
+        Some("name: demo\n")
+    );
+}
+
+/// Writes `value` as experiment `id`'s scheduler kind behind the store's back, as damage
+/// (or another tool) would: the CHECK constraint is switched off for this one write.
+fn damage_scheduler_kind(db: &Path, id: &str, value: &str) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute_batch("PRAGMA ignore_check_constraints = ON")
+        .unwrap();
+    let n = c
+        .execute(
+            "UPDATE experiments SET scheduler = ?2 WHERE id = ?1",
+            rusqlite::params![id, value],
+        )
+        .unwrap();
+    assert_eq!(n, 1, "no experiment {id} to damage");
+}
+
+#[test]
+fn the_scheduler_kind_is_checked_on_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("optgate.db");
+    let mut s = Store::open(&db).unwrap();
+    let (blocks, runs) = plan(1..=1);
+    for kind in SchedulerKind::ALL {
+        let id = format!("e-{kind}");
+        let e = NewExperiment {
+            scheduler: kind,
+            ..new_experiment(&id)
+        };
+        s.insert_experiment(&e, &blocks, &runs).unwrap();
+        assert_eq!(s.experiment(&id).unwrap().unwrap().scheduler, kind);
+    }
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let err = c
+        .execute(
+            "UPDATE experiments SET scheduler = 'lcoal' WHERE id = 'e-local'",
+            [],
+        )
+        .expect_err("the CHECK constraint refuses an unknown kind");
+    assert!(err.to_string().contains("CHECK constraint failed"), "{err}");
+    assert_eq!(
+        s.experiment("e-local").unwrap().unwrap().scheduler,
+        SchedulerKind::Local
+    );
+}
+
+/// A row whose kind is damaged is never read as some kind: every read names the row and
+/// the value; the engine's list finds it, and closing it cancels its runs and live jobs
+/// without touching any other experiment.
+#[test]
+fn a_damaged_scheduler_kind_is_named_never_guessed_and_can_be_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("optgate.db");
+    let mut s = Store::open(&db).unwrap();
+    let (blocks, runs) = plan(1..=2);
+    for id in ["e1", "e2"] {
+        s.insert_experiment(&new_experiment(id), &blocks, &runs)
+            .unwrap();
+        s.set_state(id, ExperimentState::Running, None).unwrap();
+    }
+    let job = s
+        .create_jobs(
+            "e1",
+            &[NewJob {
+                block: 1,
+                name: "og-e1-b001".into(),
+                attempt: 1,
+                run_ids: vec!["b001-v1".into(), "b001-baseline".into()],
+            }],
+        )
+        .unwrap()
+        .remove(0);
+    s.job_submitted(job.id, "1234").unwrap();
+    assert!(s.unreadable_scheduler_kinds().unwrap().is_empty());
+    damage_scheduler_kind(&db, "e1", "lcoal");
+
+    match s.experiment("e1") {
+        Err(StoreError::UnknownSchedulerKind {
+            experiment, value, ..
+        }) => assert_eq!((experiment.as_str(), value.as_str()), ("e1", "lcoal")),
+        other => panic!("read as {other:?}"),
+    }
+    assert!(matches!(
+        s.active_experiments(),
+        Err(StoreError::UnknownSchedulerKind { .. })
+    ));
+    assert_eq!(
+        s.unreadable_scheduler_kinds().unwrap(),
+        vec![("e1".to_string(), "lcoal".to_string())]
+    );
+
+    s.close_unreadable("e1", "unreadable kind").unwrap();
+    assert!(s.unreadable_scheduler_kinds().unwrap().is_empty());
+    assert!(s.live_jobs().unwrap().is_empty());
+    let job = s.job(job.id).unwrap().unwrap();
+    assert_eq!(job.state, JobRecordState::Cancelled);
+    assert_eq!(job.detail.as_deref(), Some("unreadable kind"));
+    let counts = s.run_counts_of("e1").unwrap();
+    assert_eq!((counts.cancelled, counts.total), (4, 4));
+    let (state, reason): (String, String) = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT state, state_reason FROM experiments WHERE id = 'e1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (state.as_str(), reason.as_str()),
+        ("failed", "unreadable kind")
+    );
+    // The other experiment is as it was, and the active list reads again.
+    let active = s.active_experiments().unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].id, "e2");
+    assert_eq!(s.run_counts_of("e2").unwrap().pending, 4);
+}
+
+/// A kind damaged before the CHECK existed survives the table rebuild of migration 4
+/// (the migration does not fail, nor drop the row or its children), and is named.
+#[test]
+fn migration_4_keeps_a_row_damaged_before_it_and_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("optgate.db");
+    std::fs::copy(fixture(), &copy).unwrap();
+    let id = "20260101-120000-0001";
+    rusqlite::Connection::open(&copy)
+        .unwrap()
+        .execute("UPDATE experiments SET scheduler = 'pbs'", [])
+        .unwrap();
+    let s = Store::open(&copy).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(
+        s.unreadable_scheduler_kinds().unwrap(),
+        vec![(id.to_string(), "pbs".to_string())]
+    );
+    assert_eq!(s.runs(id).unwrap().len(), 10);
+    assert_eq!(s.blocks(id).unwrap().len(), 5);
+    assert_eq!(s.jobs(id).unwrap().len(), 1);
 }
 
 #[test]

@@ -21,7 +21,7 @@ impl Engine {
         row: &ExperimentRow,
         work: Arc<Work>,
     ) -> Result<(), DaemonError> {
-        let not_applicable = if row.scheduler == "local" {
+        let not_applicable = if row.scheduler == optgate_experiment::SchedulerKind::Local {
             let node = self.node();
             // Where runs change the governor (the run wrapper reads the same root).
             optgate_runner::preflight::not_applicable(

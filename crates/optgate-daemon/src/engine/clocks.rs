@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use optgate_experiment::SchedulerKind;
 use optgate_sched::poll::{Activity, PollSchedule};
 
 /// How often each backend's jobs are polled. Each kind keeps its own clock, so an active
@@ -27,11 +28,11 @@ impl Default for EngineSettings {
 }
 
 impl EngineSettings {
-    /// The schedule of scheduler kind `kind` (as stored: `local`, `slurm`, `flux`).
-    pub fn schedule_for(&self, kind: &str) -> PollSchedule {
+    /// The schedule of scheduler kind `kind`.
+    pub fn schedule_for(&self, kind: SchedulerKind) -> PollSchedule {
         match kind {
-            "local" => self.local.clone(),
-            _ => self.cluster.clone(),
+            SchedulerKind::Local => self.local.clone(),
+            SchedulerKind::Slurm | SchedulerKind::Flux => self.cluster.clone(),
         }
     }
 }
@@ -39,28 +40,28 @@ impl EngineSettings {
 /// Each scheduler kind's poll schedule and when it is next due.
 #[derive(Debug, Default)]
 pub(crate) struct PollClocks {
-    clocks: BTreeMap<String, (PollSchedule, tokio::time::Instant)>,
+    clocks: BTreeMap<SchedulerKind, (PollSchedule, tokio::time::Instant)>,
 }
 
 impl PollClocks {
     /// Keeps a clock for each kind in use (a new one is due at once), drops the others.
-    pub(crate) fn track(&mut self, kinds: &BTreeSet<String>, settings: &EngineSettings) {
+    pub(crate) fn track(&mut self, kinds: &BTreeSet<SchedulerKind>, settings: &EngineSettings) {
         self.clocks.retain(|k, _| kinds.contains(k));
-        for k in kinds {
+        for &k in kinds {
             self.clocks
-                .entry(k.clone())
+                .entry(k)
                 .or_insert_with(|| (settings.schedule_for(k), tokio::time::Instant::now()));
         }
     }
 
     /// Whether kind `kind`'s jobs are due for a poll (an unknown kind is).
-    pub(crate) fn is_due(&self, kind: &str, now: tokio::time::Instant) -> bool {
-        self.clocks.get(kind).is_none_or(|(_, due)| *due <= now)
+    pub(crate) fn is_due(&self, kind: SchedulerKind, now: tokio::time::Instant) -> bool {
+        self.clocks.get(&kind).is_none_or(|(_, due)| *due <= now)
     }
 
     /// After a pass: every kind polled in it gets its next due time from what the pass
     /// found; a pass that changed something brings every clock back to its shortest wait.
-    pub(crate) fn advance(&mut self, polled: &BTreeSet<String>, activity: Activity) {
+    pub(crate) fn advance(&mut self, polled: &BTreeSet<SchedulerKind>, activity: Activity) {
         let now = tokio::time::Instant::now();
         for (kind, (schedule, due)) in &mut self.clocks {
             if polled.contains(kind) || activity == Activity::Changed {
@@ -83,8 +84,11 @@ impl PollClocks {
 mod poll_clock_tests {
     use super::*;
 
-    fn kinds(k: &[&str]) -> BTreeSet<String> {
-        k.iter().map(|s| s.to_string()).collect()
+    const LOCAL: SchedulerKind = SchedulerKind::Local;
+    const SLURM: SchedulerKind = SchedulerKind::Slurm;
+
+    fn kinds(k: &[SchedulerKind]) -> BTreeSet<SchedulerKind> {
+        k.iter().copied().collect()
     }
 
     /// With a local and a Slurm experiment active, the engine wakes on the local clock but
@@ -94,11 +98,11 @@ mod poll_clock_tests {
     async fn a_local_experiment_does_not_make_slurm_polled_faster() {
         let settings = EngineSettings::default();
         let mut clocks = PollClocks::default();
-        clocks.track(&kinds(&["local", "slurm"]), &settings);
+        clocks.track(&kinds(&[LOCAL, SLURM]), &settings);
         let now = tokio::time::Instant::now();
-        assert!(clocks.is_due("local", now) && clocks.is_due("slurm", now));
+        assert!(clocks.is_due(LOCAL, now) && clocks.is_due(SLURM, now));
         // The first pass polls both; nothing changed.
-        clocks.advance(&kinds(&["local", "slurm"]), Activity::Quiet);
+        clocks.advance(&kinds(&[LOCAL, SLURM]), Activity::Quiet);
         let mut slurm_polls = 0;
         let mut local_polls = 0;
         // Two minutes of quiet passes, each at the next due time.
@@ -109,13 +113,13 @@ mod poll_clock_tests {
             tokio::time::advance(wait).await;
             let now = tokio::time::Instant::now();
             let mut polled = BTreeSet::new();
-            for k in ["local", "slurm"] {
+            for k in [LOCAL, SLURM] {
                 if clocks.is_due(k, now) {
-                    polled.insert(k.to_string());
+                    polled.insert(k);
                 }
             }
-            slurm_polls += usize::from(polled.contains("slurm"));
-            local_polls += usize::from(polled.contains("local"));
+            slurm_polls += usize::from(polled.contains(&SLURM));
+            local_polls += usize::from(polled.contains(&LOCAL));
             clocks.advance(&polled, Activity::Quiet);
         }
         // Slurm: 10 s growing by 1.5× (±20 %) → at most a handful in two minutes.
@@ -129,9 +133,9 @@ mod poll_clock_tests {
     async fn a_change_resets_every_clock_and_unused_kinds_are_dropped() {
         let settings = EngineSettings::default();
         let mut clocks = PollClocks::default();
-        clocks.track(&kinds(&["slurm"]), &settings);
+        clocks.track(&kinds(&[SLURM]), &settings);
         for _ in 0..10 {
-            clocks.advance(&kinds(&["slurm"]), Activity::Quiet);
+            clocks.advance(&kinds(&[SLURM]), Activity::Quiet);
         }
         assert!(clocks.next_due_in().unwrap() > Duration::from_secs(100));
         clocks.advance(&BTreeSet::new(), Activity::Changed);

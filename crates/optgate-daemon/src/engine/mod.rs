@@ -36,7 +36,7 @@ use optgate_sched::{JobId, JobState};
 use optgate_store::{ExperimentRow, ExperimentState, JobRecordState, JobRow, RunState, RunUpdate};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
 
-use crate::context::{Daemon, kind_of};
+use crate::context::Daemon;
 use crate::error::DaemonError;
 use crate::work::Work;
 
@@ -71,7 +71,7 @@ pub struct Engine {
     /// Each scheduler kind's poll clock.
     clocks: PollClocks,
     /// The kinds polled in the current pass (their clocks advance after it).
-    polled: BTreeSet<String>,
+    polled: BTreeSet<SchedulerKind>,
 }
 
 /// How many times one job's submission may fail transiently (a timed-out `sbatch`, a busy
@@ -108,25 +108,20 @@ pub(crate) const UNREACHABLE: &str = "cannot reach the";
 const WAITING: &str = "; waiting for it (asked again at each pass, at the longest poll interval)";
 
 /// The reason shown while `kind`'s scheduler cannot be reached.
-pub(crate) fn unreachable_reason(
-    kind: impl std::fmt::Display,
-    e: &optgate_sched::SchedError,
-) -> String {
+pub(crate) fn unreachable_reason(kind: SchedulerKind, e: &optgate_sched::SchedError) -> String {
     format!("{UNREACHABLE} {kind} scheduler: {e}{WAITING}")
 }
 
-/// The scheduler kind an experiment's row names. A value none of the backends has (a
-/// damaged row) is the experiment's own error — it ends `failed` with it — never a reason
-/// to poll, cancel or submit through some other backend.
-pub(crate) fn stored_kind(row: &ExperimentRow) -> Result<SchedulerKind, DaemonError> {
-    kind_of(&row.scheduler).ok_or_else(|| DaemonError::Experiment {
-        id: row.id.clone(),
-        message: format!(
-            "its stored scheduler kind {:?} is none of local, slurm, flux; nothing is \
-             submitted, polled or cancelled for it",
-            row.scheduler
-        ),
-    })
+/// The reason of an experiment whose stored scheduler kind is `value`, none optgate knows.
+pub(crate) fn unreadable_kind_reason(value: &str) -> String {
+    let known: Vec<&str> = SchedulerKind::ALL.iter().map(|k| k.as_str()).collect();
+    format!(
+        "the database names this experiment's scheduler kind `{value}`, which is none of {}: \
+         the row is damaged, so its jobs were neither polled nor cancelled through any \
+         backend (their scheduler job ids stay in the database's jobs table; cancel any \
+         still queued by hand)",
+        known.join(", ")
+    )
 }
 
 /// The reason of an experiment that waited `limit` for its scheduler in vain; `reason` is
@@ -252,8 +247,7 @@ impl Engine {
             .call(move |s| s.source_text(&id))
             .await?
             .unwrap_or_default();
-        let kind = stored_kind(row)?;
-        let work = Work::load(row, &text, self.ctx.backend(kind)).map_err(|e| {
+        let work = Work::load(row, &text, self.ctx.backend(row.scheduler)).map_err(|e| {
             DaemonError::Experiment {
                 id: row.id.clone(),
                 message: e.to_string(),
@@ -269,8 +263,9 @@ impl Engine {
     async fn pass(
         &mut self,
         shutdown: &CancellationToken,
-    ) -> Result<(Activity, BTreeSet<String>), DaemonError> {
+    ) -> Result<(Activity, BTreeSet<SchedulerKind>), DaemonError> {
         self.unreachable = false;
+        let mut changed = self.close_unreadable_kinds().await?;
         if self.in_doubt {
             self.in_doubt = false;
             match self.reconcile().await {
@@ -288,7 +283,6 @@ impl Engine {
             .db
             .call(|s| Ok((s.active_experiments()?, s.live_jobs()?)))
             .await?;
-        let mut changed = false;
         let (states, throttled) = self.poll_all(&active, &live).await?;
         // What the scheduler says of each job, for `status` (only changes are written).
         let words: Vec<(i64, String)> = states
@@ -300,7 +294,7 @@ impl Engine {
             .call(move |s| s.set_scheduler_states(&words))
             .await?;
         changed |= self.stop_ended(&active, &live, &states).await?;
-        let kinds = active.iter().map(|e| e.scheduler.clone()).collect();
+        let kinds = active.iter().map(|e| e.scheduler).collect();
         let active_ids: BTreeSet<&str> = active.iter().map(|e| e.id.as_str()).collect();
         self.work.retain(|id, _| active_ids.contains(id.as_str()));
         self.unreachable_since
@@ -346,16 +340,32 @@ impl Engine {
         Ok((activity, kinds))
     }
 
+    /// Experiments whose stored scheduler kind is unreadable (a damaged row) end `failed`
+    /// with the value quoted, their runs and live jobs closed without asking any backend:
+    /// which scheduler holds the jobs is unknown, and asking another one could poll or
+    /// cancel a job that is not ours. Returns whether any was closed.
+    pub(crate) async fn close_unreadable_kinds(&mut self) -> Result<bool, DaemonError> {
+        let damaged = self.ctx.db.call(|s| s.unreadable_scheduler_kinds()).await?;
+        for (id, value) in &damaged {
+            let reason = unreadable_kind_reason(value);
+            tracing::error!("experiment {id}: {reason}");
+            let (id, reason) = (id.clone(), reason);
+            self.ctx
+                .db
+                .call(move |s| s.close_unreadable(&id, &reason))
+                .await?;
+        }
+        Ok(!damaged.is_empty())
+    }
+
     /// The state of every submitted job, one `poll` per backend.
     async fn poll_all(
         &mut self,
         active: &[ExperimentRow],
         live: &[JobRow],
     ) -> Result<(HashMap<i64, JobState>, bool), DaemonError> {
-        let mut kind_of_exp: HashMap<String, String> = active
-            .iter()
-            .map(|e| (e.id.clone(), e.scheduler.clone()))
-            .collect();
+        let mut kind_of_exp: HashMap<String, SchedulerKind> =
+            active.iter().map(|e| (e.id.clone(), e.scheduler)).collect();
         for job in live {
             if !kind_of_exp.contains_key(&job.experiment_id) {
                 let id = job.experiment_id.clone();
@@ -364,10 +374,10 @@ impl Engine {
                 }
             }
         }
-        let mut by_kind: BTreeMap<String, Vec<&JobRow>> = BTreeMap::new();
+        let mut by_kind: BTreeMap<SchedulerKind, Vec<&JobRow>> = BTreeMap::new();
         for job in live.iter().filter(|j| j.state == JobRecordState::Submitted) {
-            if let Some(kind) = kind_of_exp.get(&job.experiment_id) {
-                by_kind.entry(kind.clone()).or_default().push(job);
+            if let Some(&kind) = kind_of_exp.get(&job.experiment_id) {
+                by_kind.entry(kind).or_default().push(job);
             }
         }
         let mut out = HashMap::new();
@@ -375,15 +385,9 @@ impl Engine {
         let now = tokio::time::Instant::now();
         // Each backend on its own clock: a kind not yet due is not asked this pass (its
         // jobs keep their last known state until it is).
-        by_kind.retain(|kind, _| self.clocks.is_due(kind, now));
-        self.polled.extend(by_kind.keys().cloned());
+        by_kind.retain(|&kind, _| self.clocks.is_due(kind, now));
+        self.polled.extend(by_kind.keys().copied());
         for (kind, jobs) in by_kind {
-            // A kind no backend has is never asked through another backend: its jobs stay
-            // as they were, and its experiment ends failed when it next loads.
-            let Some(kind) = kind_of(&kind) else {
-                tracing::error!("not polling jobs of unknown scheduler kind {kind:?}");
-                continue;
-            };
             let backend = self.ctx.backend(kind);
             let ids: Vec<JobId> = jobs
                 .iter()
@@ -397,7 +401,7 @@ impl Engine {
                 Err(e) if e.is_unreachable() => {
                     tracing::warn!("cannot poll {kind} jobs: {e}");
                     self.unreachable = true;
-                    let reason = unreachable_reason(&kind, &e);
+                    let reason = unreachable_reason(kind, &e);
                     for id in of_kind {
                         self.show_unreachable(&id, &reason).await?;
                     }
@@ -461,15 +465,7 @@ impl Engine {
             let Some(row) = self.ctx.db.call(move |s| s.experiment(&id)).await? else {
                 continue;
             };
-            let Ok(kind) = stored_kind(&row) else {
-                tracing::error!(
-                    "not cancelling job {}: {:?} is no scheduler kind",
-                    job.name,
-                    row.scheduler
-                );
-                continue;
-            };
-            let backend = self.ctx.backend(kind);
+            let backend = self.ctx.backend(row.scheduler);
             let finished = states.get(&job.id).is_some_and(|s| s.is_finished());
             if let (Some(sid), false) = (&job.scheduler_job_id, finished) {
                 let ids = vec![JobId(sid.clone())];
@@ -667,7 +663,7 @@ mod tests {
             what: "x",
             text: "y".into(),
         };
-        let waiting = unreachable_reason("flux", &e);
+        let waiting = unreachable_reason(SchedulerKind::Flux, &e);
         assert!(waiting.ends_with(WAITING), "{waiting}");
         assert_eq!(
             gave_up_reason(&waiting, Duration::from_secs(3600)),

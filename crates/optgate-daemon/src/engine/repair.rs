@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use optgate_experiment::SchedulerKind;
 use optgate_store::{ExperimentRow, ExperimentState, JobRecordState, JobRow};
 
 use super::{Engine, unreachable_reason};
-use crate::context::kind_of;
 use crate::error::DaemonError;
 use crate::reconcile::{Repair, Repairs, repairs_for, restart_builds};
 
@@ -15,6 +15,7 @@ impl Engine {
     /// [`crate::reconcile`]).
     pub(crate) async fn reconcile(&mut self) -> Result<Repairs, DaemonError> {
         let mut repairs = Repairs::default();
+        self.close_unreadable_kinds().await?;
         let active = self.ctx.db.call(|s| s.active_experiments()).await?;
         for row in restart_builds(&active, |id| self.build_in_flight(id)) {
             if self.restart_build(&row).await? {
@@ -32,21 +33,14 @@ impl Engine {
             })
             .await?;
         // Each job with its experiment, grouped by backend for one lookup per backend.
-        let mut by_kind: BTreeMap<String, Vec<(JobRow, ExperimentRow)>> = BTreeMap::new();
+        let mut by_kind: BTreeMap<SchedulerKind, Vec<(JobRow, ExperimentRow)>> = BTreeMap::new();
         for job in in_doubt {
             let id = job.experiment_id.clone();
             if let Some(row) = self.ctx.db.call(move |s| s.experiment(&id)).await? {
-                by_kind
-                    .entry(row.scheduler.clone())
-                    .or_default()
-                    .push((job, row));
+                by_kind.entry(row.scheduler).or_default().push((job, row));
             }
         }
         for (kind, jobs) in by_kind {
-            let Some(kind) = kind_of(&kind) else {
-                tracing::error!("not looking up jobs of unknown scheduler kind {kind:?}");
-                continue;
-            };
             let backend = self.ctx.backend(kind);
             let names: Vec<String> = jobs.iter().map(|(j, _)| j.name.clone()).collect();
             let found = tokio::task::spawn_blocking(move || backend.find_by_name(&names))
@@ -56,7 +50,7 @@ impl Engine {
                 // Nothing can be looked up or submitted now: the jobs stay in doubt, with
                 // the reason shown, and the next pass (at the longest interval) asks again.
                 Err(e) if e.is_unreachable() => {
-                    let reason = unreachable_reason(&kind, &e);
+                    let reason = unreachable_reason(kind, &e);
                     tracing::warn!("reconciliation: {reason}");
                     self.in_doubt = true;
                     self.unreachable = true;

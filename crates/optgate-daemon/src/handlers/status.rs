@@ -38,14 +38,8 @@ pub fn answer(
     let experiments = rows
         .into_iter()
         .map(|row| {
-            // The database only ever holds the kinds optgate wrote; another is damage.
-            let scheduler = crate::context::kind_of(&row.scheduler).ok_or_else(|| {
-                optgate_store::StoreError::BadValue {
-                    path: s.path().to_path_buf(),
-                    what: "an experiment's scheduler kind",
-                    value: row.scheduler.clone(),
-                }
-            })?;
+            // The store reads the kind as the enum (a damaged one is its typed error).
+            let scheduler = row.scheduler;
             let schedule = LookSchedule::new(row.replicates, Some(row.max_replicates));
             let look = looks.remove(&row.id);
             Ok(ExperimentStatus {

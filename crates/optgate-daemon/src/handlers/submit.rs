@@ -98,7 +98,7 @@ pub async fn record_new(
         source_text: exp.source_text.clone(),
         source_sha256: exp.source_sha256.clone(),
         root: root.display().to_string(),
-        scheduler: kind.to_string(),
+        scheduler: kind,
         replicates: exp.replicates,
         max_replicates: exp.max_replicates,
     };
