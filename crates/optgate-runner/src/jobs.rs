@@ -342,7 +342,8 @@ mod tests {
             .lines()
             .filter(|l| l.contains(" exec-run "))
             .map(|l| {
-                let dir = l.split(" exec-run ").nth(1).unwrap().split(" -- ").next();
+                // `exec-run RUN_DIR --attempt N -- …`: the run directory is the first word.
+                let dir = l.split(" exec-run ").nth(1).unwrap().split_whitespace().next();
                 dir.unwrap().trim_matches('\'').to_string()
             })
             .collect();
