@@ -247,26 +247,11 @@ fn summarize_stream<R: Read>(
         state.acc.skipped_events,
     );
     if let Some(line) = state.acc.first_other_line {
-        diags.push(
-            line,
-            DiagnosticKind::NotSummed,
-            format!(
-                "{other_records} records are neither complete events (ph X/1) nor metadata \
-                 (e.g. counters or aggregated records); their durations are not summed"
-            ),
-        );
+        push_not_summed(&mut diags, line, other_records);
     }
     let (aggregate, time_unit, epoch_markers, epochless) = state.acc.finish();
     if epochless > 0 {
-        diags.push(
-            read.lines,
-            DiagnosticKind::TooMany,
-            format!(
-                "more than {} distinct epochs; {epochless} events of later new epochs count in \
-                 the totals but in no epoch",
-                crate::limits::MAX_EPOCHS
-            ),
-        );
+        push_epochless(&mut diags, read.lines, epochless);
     }
     let (diagnostics, list) = diags.finish(read.lines);
     let summary = FileSummary {
@@ -284,6 +269,33 @@ fn summarize_stream<R: Read>(
         aggregate,
     };
     (summary, list, read.refused)
+}
+
+/// Says that `other_records` records, the first on `line`, were neither complete
+/// events nor metadata and so are not summed.
+fn push_not_summed(diags: &mut Diagnostics, line: u64, other_records: u64) {
+    diags.push(
+        line,
+        DiagnosticKind::NotSummed,
+        format!(
+            "{other_records} records are neither complete events (ph X/1) nor metadata \
+             (e.g. counters or aggregated records); their durations are not summed"
+        ),
+    );
+}
+
+/// Says that `epochless` events fell past [`crate::limits::MAX_EPOCHS`] and count in
+/// no epoch.
+fn push_epochless(diags: &mut Diagnostics, line: u64, epochless: u64) {
+    diags.push(
+        line,
+        DiagnosticKind::TooMany,
+        format!(
+            "more than {} distinct epochs; {epochless} events of later new epochs count in \
+             the totals but in no epoch",
+            crate::limits::MAX_EPOCHS
+        ),
+    );
 }
 
 struct ReadStats {
