@@ -548,101 +548,17 @@ impl<'o> FileAcc<'o> {
             }
             Phase::Complete | Phase::Missing => {}
         }
-        if self.format == TraceFormat::Unknown {
-            self.format = match (self.bracketed, &ev.dur) {
-                (true, Some(crate::event::Val::Str(_))) => TraceFormat::Bracketed2023,
-                (true, _) => TraceFormat::Bracketed2024,
-                (false, _) => TraceFormat::Ndjson,
-            };
-        }
+        self.detect_format(ev);
         let name = str_field(&ev.name).unwrap_or(Cow::Borrowed(""));
-        let dur = match num_field(&ev.dur) {
-            NumField::Value(d) if d.as_f64() >= 0.0 => d.as_f64(),
-            NumField::Value(d) => {
-                self.skipped_events += 1;
-                diags.push(
-                    line,
-                    DiagnosticKind::BadValue,
-                    format!(
-                        "event {} has negative dur {}; not counted",
-                        quoted(&name),
-                        d.as_f64()
-                    ),
-                );
-                return;
-            }
-            NumField::Absent => {
-                self.skipped_events += 1;
-                diags.push(
-                    line,
-                    DiagnosticKind::MissingDur,
-                    format!("event {} has no dur; not counted", quoted(&name)),
-                );
-                return;
-            }
-            NumField::Bad => {
-                self.skipped_events += 1;
-                diags.push(
-                    line,
-                    DiagnosticKind::BadValue,
-                    format!(
-                        "event {} has a dur that is not a number; not counted",
-                        quoted(&name)
-                    ),
-                );
-                return;
-            }
+        let Some(dur) = self.event_dur(ev, &name, line, diags) else {
+            return;
         };
-        let ts = match num_field(&ev.ts) {
-            NumField::Value(t) => Some(t.as_i64()),
-            NumField::Absent => None,
-            NumField::Bad => {
-                diags.push(
-                    line,
-                    DiagnosticKind::BadValue,
-                    format!("event {} has a ts that is not a number", quoted(&name)),
-                );
-                None
-            }
-        };
-        let arg_epoch = match num_field(&ev.epoch) {
-            NumField::Absent => None,
-            NumField::Value(Number::Int(e)) if (0..=i64::from(u32::MAX)).contains(&e) => {
-                Some(e as u32)
-            }
-            NumField::Value(Number::Float(f))
-                if f >= 0.0 && f.fract() == 0.0 && f <= f64::from(u32::MAX) =>
-            {
-                Some(f as u32)
-            }
-            _ => {
-                diags.push(
-                    line,
-                    DiagnosticKind::BadValue,
-                    format!(
-                        "event {} has an args.epoch that is not a non-negative integer",
-                        quoted(&name)
-                    ),
-                );
-                None
-            }
-        };
+        let ts = event_ts(ev, &name, line, diags);
+        let arg_epoch = event_arg_epoch(ev, &name, line, diags);
 
         let is_marker = self.opts.epoch_marker.as_deref() == Some(name.as_ref());
         if is_marker {
-            match ts {
-                Some(start) => self.markers.push(Marker {
-                    start,
-                    // `ts` may be anything up to i64::MAX (a float past it saturates).
-                    end: start.saturating_add(dur.round() as i64),
-                    epoch: arg_epoch,
-                }),
-                None => diags.push(
-                    line,
-                    DiagnosticKind::BadValue,
-                    "epoch marker without ts; ignored".to_string(),
-                ),
-            }
+            self.record_marker(ts, dur, arg_epoch, line, diags);
         }
 
         let cat = str_field(&ev.cat).unwrap_or(Cow::Borrowed(""));
@@ -656,7 +572,99 @@ impl<'o> FileAcc<'o> {
         }
         let cat = self.cat_id(&cat, line, diags);
         self.cat_raw[cat as usize].add(dur);
-        let name = key(&name);
+        self.add_name(&name, dur, line, diags);
+
+        if self.opts.epoch_marker.is_some() {
+            // Markers usually close after the events they contain (a complete event is
+            // written when it ends), so the decision waits for the end of the file.
+            if !is_marker {
+                self.pending.push(Pending {
+                    ts,
+                    dur,
+                    cat,
+                    arg_epoch,
+                });
+            }
+        } else if let Some(e) = arg_epoch {
+            self.add_epoch(e, cat, dur);
+        }
+    }
+
+    /// Decides the trace format from the first complete event, if not yet known.
+    fn detect_format(&mut self, ev: &RawEvent<'_>) {
+        if self.format == TraceFormat::Unknown {
+            self.format = match (self.bracketed, &ev.dur) {
+                (true, Some(crate::event::Val::Str(_))) => TraceFormat::Bracketed2023,
+                (true, _) => TraceFormat::Bracketed2024,
+                (false, _) => TraceFormat::Ndjson,
+            };
+        }
+    }
+
+    /// The event's duration, or `None` (counted as skipped, with a diagnostic) when it
+    /// is negative, absent or not a number.
+    fn event_dur(
+        &mut self,
+        ev: &RawEvent<'_>,
+        name: &str,
+        line: u64,
+        diags: &mut Diagnostics,
+    ) -> Option<f64> {
+        let (kind, message) = match num_field(&ev.dur) {
+            NumField::Value(d) if d.as_f64() >= 0.0 => return Some(d.as_f64()),
+            NumField::Value(d) => (
+                DiagnosticKind::BadValue,
+                format!(
+                    "event {} has negative dur {}; not counted",
+                    quoted(name),
+                    d.as_f64()
+                ),
+            ),
+            NumField::Absent => (
+                DiagnosticKind::MissingDur,
+                format!("event {} has no dur; not counted", quoted(name)),
+            ),
+            NumField::Bad => (
+                DiagnosticKind::BadValue,
+                format!(
+                    "event {} has a dur that is not a number; not counted",
+                    quoted(name)
+                ),
+            ),
+        };
+        self.skipped_events += 1;
+        diags.push(line, kind, message);
+        None
+    }
+
+    /// Records an epoch marker's span; a marker without `ts` is ignored with a diagnostic.
+    fn record_marker(
+        &mut self,
+        ts: Option<i64>,
+        dur: f64,
+        arg_epoch: Option<u32>,
+        line: u64,
+        diags: &mut Diagnostics,
+    ) {
+        match ts {
+            Some(start) => self.markers.push(Marker {
+                start,
+                // `ts` may be anything up to i64::MAX (a float past it saturates).
+                end: start.saturating_add(dur.round() as i64),
+                epoch: arg_epoch,
+            }),
+            None => diags.push(
+                line,
+                DiagnosticKind::BadValue,
+                "epoch marker without ts; ignored".to_string(),
+            ),
+        }
+    }
+
+    /// Adds the duration to the event name's total; past [`MAX_NAMES`] distinct names,
+    /// new names go under [`OTHER_NAMES`] (said once).
+    fn add_name(&mut self, name: &str, dur: f64, line: u64, diags: &mut Diagnostics) {
+        let name = key(name);
         let room = self.names.len() < MAX_NAMES;
         match self.names.get_mut(name.as_ref()) {
             Some(r) => r.add(dur),
@@ -679,21 +687,6 @@ impl<'o> FileAcc<'o> {
                 }
                 self.names.entry(OTHER_NAMES.into()).or_default().add(dur);
             }
-        }
-
-        if self.opts.epoch_marker.is_some() {
-            // Markers usually close after the events they contain (a complete event is
-            // written when it ends), so the decision waits for the end of the file.
-            if !is_marker {
-                self.pending.push(Pending {
-                    ts,
-                    dur,
-                    cat,
-                    arg_epoch,
-                });
-            }
-        } else if let Some(e) = arg_epoch {
-            self.add_epoch(e, cat, dur);
         }
     }
 
@@ -756,6 +749,52 @@ impl<'o> FileAcc<'o> {
             self.markers.len() as u64,
             self.epochless_events,
         )
+    }
+}
+
+/// The event's `ts`, or `None` when absent or (with a diagnostic) not a number.
+fn event_ts(ev: &RawEvent<'_>, name: &str, line: u64, diags: &mut Diagnostics) -> Option<i64> {
+    match num_field(&ev.ts) {
+        NumField::Value(t) => Some(t.as_i64()),
+        NumField::Absent => None,
+        NumField::Bad => {
+            diags.push(
+                line,
+                DiagnosticKind::BadValue,
+                format!("event {} has a ts that is not a number", quoted(name)),
+            );
+            None
+        }
+    }
+}
+
+/// The event's `args.epoch` as a `u32`, or `None` when absent or (with a diagnostic)
+/// not a non-negative integer that fits.
+fn event_arg_epoch(
+    ev: &RawEvent<'_>,
+    name: &str,
+    line: u64,
+    diags: &mut Diagnostics,
+) -> Option<u32> {
+    match num_field(&ev.epoch) {
+        NumField::Absent => None,
+        NumField::Value(Number::Int(e)) if (0..=i64::from(u32::MAX)).contains(&e) => Some(e as u32),
+        NumField::Value(Number::Float(f))
+            if f >= 0.0 && f.fract() == 0.0 && f <= f64::from(u32::MAX) =>
+        {
+            Some(f as u32)
+        }
+        _ => {
+            diags.push(
+                line,
+                DiagnosticKind::BadValue,
+                format!(
+                    "event {} has an args.epoch that is not a non-negative integer",
+                    quoted(name)
+                ),
+            );
+            None
+        }
     }
 }
 

@@ -247,26 +247,11 @@ fn summarize_stream<R: Read>(
         state.acc.skipped_events,
     );
     if let Some(line) = state.acc.first_other_line {
-        diags.push(
-            line,
-            DiagnosticKind::NotSummed,
-            format!(
-                "{other_records} records are neither complete events (ph X/1) nor metadata \
-                 (e.g. counters or aggregated records); their durations are not summed"
-            ),
-        );
+        push_not_summed(&mut diags, line, other_records);
     }
     let (aggregate, time_unit, epoch_markers, epochless) = state.acc.finish();
     if epochless > 0 {
-        diags.push(
-            read.lines,
-            DiagnosticKind::TooMany,
-            format!(
-                "more than {} distinct epochs; {epochless} events of later new epochs count in \
-                 the totals but in no epoch",
-                crate::limits::MAX_EPOCHS
-            ),
-        );
+        push_epochless(&mut diags, read.lines, epochless);
     }
     let (diagnostics, list) = diags.finish(read.lines);
     let summary = FileSummary {
@@ -284,6 +269,33 @@ fn summarize_stream<R: Read>(
         aggregate,
     };
     (summary, list, read.refused)
+}
+
+/// Says that `other_records` records, the first on `line`, were neither complete
+/// events nor metadata and so are not summed.
+fn push_not_summed(diags: &mut Diagnostics, line: u64, other_records: u64) {
+    diags.push(
+        line,
+        DiagnosticKind::NotSummed,
+        format!(
+            "{other_records} records are neither complete events (ph X/1) nor metadata \
+             (e.g. counters or aggregated records); their durations are not summed"
+        ),
+    );
+}
+
+/// Says that `epochless` events fell past [`crate::limits::MAX_EPOCHS`] and count in
+/// no epoch.
+fn push_epochless(diags: &mut Diagnostics, line: u64, epochless: u64) {
+    diags.push(
+        line,
+        DiagnosticKind::TooMany,
+        format!(
+            "more than {} distinct epochs; {epochless} events of later new epochs count in \
+             the totals but in no epoch",
+            crate::limits::MAX_EPOCHS
+        ),
+    );
 }
 
 struct ReadStats {
@@ -371,30 +383,8 @@ fn fold_lines(
     let mut failure: Option<io::Error> = None;
     // While skipping a long line: its number and its bytes so far.
     let mut skipping: Option<(u64, u64)> = None;
-    let long_line = |diags: &mut Diagnostics, no: u64, bytes: u64| {
-        diags.push(
-            no,
-            DiagnosticKind::LongLine,
-            format!(
-                "line of {bytes} bytes, longer than the {MAX_LINE_BYTES} a line may have (no \
-                 trace event is that long); skipped"
-            ),
-        );
-    };
     loop {
-        if filled == buf.len() {
-            if buf.len() <= MAX_LINE_BYTES {
-                // A line longer than the buffer: grow rather than split it, up to the
-                // limit (and its newline).
-                buf.resize((buf.len() * 2).min(MAX_LINE_BYTES + 1), 0);
-            } else {
-                // The buffer holds the start of one line past the limit: drop it and skip
-                // the rest of the line as it arrives.
-                stats.lines += 1;
-                skipping = Some((stats.lines, filled as u64));
-                filled = 0;
-            }
-        }
+        make_room(&mut buf, &mut filled, &mut stats, &mut skipping);
         let n = match r.read(&mut buf[filled..]) {
             Ok(0) => break,
             Ok(n) => n,
@@ -421,45 +411,97 @@ fn fold_lines(
                     continue;
                 }
                 Some(off) => {
-                    long_line(diags, no, bytes + off as u64);
+                    push_long_line(diags, no, bytes + off as u64);
                     skipping = None;
                     start = scan_from + off + 1;
                     search = start;
                 }
             }
         }
-        while let Some(off) = find_newline(&buf[search..filled]) {
-            let end = search + off;
-            stats.lines += 1;
-            state.line(&buf[start..end], stats.lines, false, diags);
-            start = end + 1;
-            search = start;
-        }
+        start = fold_complete_lines(&buf[..filled], start, search, state, &mut stats, diags);
         buf.copy_within(start..filled, 0);
         filled -= start;
     }
     if let Some((no, bytes)) = skipping {
-        long_line(diags, no, bytes + filled as u64);
+        push_long_line(diags, no, bytes + filled as u64);
     } else if filled > 0 {
         stats.lines += 1;
         state.line(&buf[..filled], stats.lines, true, diags);
     }
     if let Some(e) = failure {
-        let what = if e.kind() == io::ErrorKind::UnexpectedEof {
-            "compressed stream ends early (truncated gzip?)".to_string()
-        } else {
-            format!("read failed: {e}")
-        };
-        diags.push(
-            stats.lines + 1,
-            DiagnosticKind::ReadError,
-            format!(
-                "{what}; the {} lines before this point are counted",
-                stats.lines
-            ),
-        );
+        push_read_failure(diags, stats.lines, &e);
     }
     stats
+}
+
+/// Makes room in a full buffer: grows it up to the line limit (and its newline), or,
+/// past it, drops the start of the over-long line and begins skipping the rest.
+fn make_room(
+    buf: &mut Vec<u8>,
+    filled: &mut usize,
+    stats: &mut ReadStats,
+    skipping: &mut Option<(u64, u64)>,
+) {
+    if *filled != buf.len() {
+        return;
+    }
+    if buf.len() <= MAX_LINE_BYTES {
+        // A line longer than the buffer: grow rather than split it, up to the
+        // limit (and its newline).
+        buf.resize((buf.len() * 2).min(MAX_LINE_BYTES + 1), 0);
+    } else {
+        // The buffer holds the start of one line past the limit: drop it and skip
+        // the rest of the line as it arrives.
+        stats.lines += 1;
+        *skipping = Some((stats.lines, *filled as u64));
+        *filled = 0;
+    }
+}
+
+/// Feeds each complete line of `buf` from `start` to `state`, looking for newlines
+/// from `search`; returns where the unfinished rest begins.
+fn fold_complete_lines(
+    buf: &[u8],
+    mut start: usize,
+    mut search: usize,
+    state: &mut LineState<'_>,
+    stats: &mut ReadStats,
+    diags: &mut Diagnostics,
+) -> usize {
+    while let Some(off) = find_newline(&buf[search..]) {
+        let end = search + off;
+        stats.lines += 1;
+        state.line(&buf[start..end], stats.lines, false, diags);
+        start = end + 1;
+        search = start;
+    }
+    start
+}
+
+/// Says that line `no`, of `bytes` bytes, was over [`MAX_LINE_BYTES`] and skipped.
+fn push_long_line(diags: &mut Diagnostics, no: u64, bytes: u64) {
+    diags.push(
+        no,
+        DiagnosticKind::LongLine,
+        format!(
+            "line of {bytes} bytes, longer than the {MAX_LINE_BYTES} a line may have (no \
+             trace event is that long); skipped"
+        ),
+    );
+}
+
+/// Says why reading stopped early, after `lines` counted lines.
+fn push_read_failure(diags: &mut Diagnostics, lines: u64, e: &io::Error) {
+    let what = if e.kind() == io::ErrorKind::UnexpectedEof {
+        "compressed stream ends early (truncated gzip?)".to_string()
+    } else {
+        format!("read failed: {e}")
+    };
+    diags.push(
+        lines + 1,
+        DiagnosticKind::ReadError,
+        format!("{what}; the {lines} lines before this point are counted"),
+    );
 }
 
 /// Position of the first `\n`. Eight bytes at a time: lines are ~150-300 bytes, and a

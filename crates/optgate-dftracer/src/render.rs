@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::aggregate::{Stat, TraceSummary};
+use crate::aggregate::{Aggregate, Stat, TraceSummary};
 
 /// How many names the table lists (by summed duration); the rest are counted in a line.
 const TOP_NAMES: usize = 20;
@@ -30,7 +30,26 @@ fn sorted_by_dur<'a>(
 pub fn render_table(summary: &TraceSummary) -> String {
     let mut out = String::new();
     let total = &summary.total;
+    push_files(&mut out, summary);
+    let cats = sorted_by_dur(total.by_category.iter());
+    push_stat_table(&mut out, total, "category", &cats, 0);
+    let names = sorted_by_dur(total.by_name.iter());
+    let shown = names.len().min(TOP_NAMES);
+    push_stat_table(
+        &mut out,
+        total,
+        "name",
+        &names[..shown],
+        names.len() - shown,
+    );
+    push_epochs(&mut out, total);
+    push_diagnostics(&mut out, summary);
+    out
+}
 
+/// The per-file table and the run total line.
+fn push_files(out: &mut String, summary: &TraceSummary) {
+    let total = &summary.total;
     let _ = writeln!(out, "Files: {}", summary.files.len());
     let w = summary
         .files
@@ -62,92 +81,102 @@ pub fn render_table(summary: &TraceSummary) -> String {
         "Total: {} events, {:.6} s summed duration",
         total.events, total.dur_s
     );
+}
 
-    let stat_table = |out: &mut String, title: &str, rows: &[(&String, &Stat)], more: usize| {
-        let w = rows
-            .iter()
-            .map(|(k, _)| label(k).len())
-            .max()
-            .unwrap_or(0)
-            .clamp(title.len(), MAX_COLUMN);
-        let _ = writeln!(out);
+/// One table of count, seconds and share of the run total per row, `more` rows left
+/// out said in a last line.
+fn push_stat_table(
+    out: &mut String,
+    total: &Aggregate,
+    title: &str,
+    rows: &[(&String, &Stat)],
+    more: usize,
+) {
+    let w = rows
+        .iter()
+        .map(|(k, _)| label(k).len())
+        .max()
+        .unwrap_or(0)
+        .clamp(title.len(), MAX_COLUMN);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  {:<w$}  {:>10}  {:>14}  {:>6}",
+        title, "count", "seconds", "share"
+    );
+    for (k, s) in rows {
+        let share = if total.dur_s > 0.0 {
+            100.0 * s.dur_s / total.dur_s
+        } else {
+            0.0
+        };
         let _ = writeln!(
             out,
-            "  {:<w$}  {:>10}  {:>14}  {:>6}",
-            title, "count", "seconds", "share"
+            "  {:<w$}  {:>10}  {:>14.6}  {:>5.1}%",
+            label(k),
+            s.count,
+            s.dur_s,
+            share
         );
-        for (k, s) in rows {
-            let share = if total.dur_s > 0.0 {
-                100.0 * s.dur_s / total.dur_s
-            } else {
-                0.0
-            };
-            let _ = writeln!(
-                out,
-                "  {:<w$}  {:>10}  {:>14.6}  {:>5.1}%",
-                label(k),
-                s.count,
-                s.dur_s,
-                share
-            );
-        }
-        if more > 0 {
-            let _ = writeln!(out, "  ... {more} more");
-        }
-    };
-    let cats = sorted_by_dur(total.by_category.iter());
-    stat_table(&mut out, "category", &cats, 0);
-    let names = sorted_by_dur(total.by_name.iter());
-    let shown = names.len().min(TOP_NAMES);
-    stat_table(&mut out, "name", &names[..shown], names.len() - shown);
+    }
+    if more > 0 {
+        let _ = writeln!(out, "  ... {more} more");
+    }
+}
 
-    if !total.by_epoch.is_empty() {
-        let cw = total
-            .by_epoch
-            .values()
-            .flat_map(|e| e.by_category.keys())
-            .map(|k| label(k).len())
-            .max()
-            .unwrap_or(0)
-            .clamp("category".len(), MAX_COLUMN);
-        let _ = writeln!(out);
+/// The per-epoch table: each epoch's total, then its categories by duration.
+fn push_epochs(out: &mut String, total: &Aggregate) {
+    if total.by_epoch.is_empty() {
+        return;
+    }
+    let cw = total
+        .by_epoch
+        .values()
+        .flat_map(|e| e.by_category.keys())
+        .map(|k| label(k).len())
+        .max()
+        .unwrap_or(0)
+        .clamp("category".len(), MAX_COLUMN);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  {:>5}  {:<cw$}  {:>10}  {:>14}",
+        "epoch", "category", "count", "seconds"
+    );
+    for (e, st) in &total.by_epoch {
         let _ = writeln!(
             out,
-            "  {:>5}  {:<cw$}  {:>10}  {:>14}",
-            "epoch", "category", "count", "seconds"
+            "  {:>5}  {:<cw$}  {:>10}  {:>14.6}",
+            e, "(all)", st.count, st.dur_s
         );
-        for (e, st) in &total.by_epoch {
+        for (c, s) in sorted_by_dur(st.by_category.iter()) {
             let _ = writeln!(
                 out,
                 "  {:>5}  {:<cw$}  {:>10}  {:>14.6}",
-                e, "(all)", st.count, st.dur_s
+                "",
+                label(c),
+                s.count,
+                s.dur_s
             );
-            for (c, s) in sorted_by_dur(st.by_category.iter()) {
-                let _ = writeln!(
-                    out,
-                    "  {:>5}  {:<cw$}  {:>10}  {:>14.6}",
-                    "",
-                    label(c),
-                    s.count,
-                    s.dur_s
-                );
-            }
         }
     }
+}
 
-    if !summary.diagnostics.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(out, "Diagnostics: {}", summary.diagnostics.len());
-        for d in summary.diagnostics.iter().take(SHOWN_DIAGNOSTICS) {
-            let _ = writeln!(out, "  {d}");
-        }
-        if summary.diagnostics.len() > SHOWN_DIAGNOSTICS {
-            let _ = writeln!(
-                out,
-                "  ... {} more",
-                summary.diagnostics.len() - SHOWN_DIAGNOSTICS
-            );
-        }
+/// The first [`SHOWN_DIAGNOSTICS`] diagnostics and how many more there were.
+fn push_diagnostics(out: &mut String, summary: &TraceSummary) {
+    if summary.diagnostics.is_empty() {
+        return;
     }
-    out
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Diagnostics: {}", summary.diagnostics.len());
+    for d in summary.diagnostics.iter().take(SHOWN_DIAGNOSTICS) {
+        let _ = writeln!(out, "  {d}");
+    }
+    if summary.diagnostics.len() > SHOWN_DIAGNOSTICS {
+        let _ = writeln!(
+            out,
+            "  ... {} more",
+            summary.diagnostics.len() - SHOWN_DIAGNOSTICS
+        );
+    }
 }

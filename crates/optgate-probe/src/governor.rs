@@ -468,6 +468,53 @@ impl GovernorGuard {
         restore_file: &Path,
         via: &TuneVia,
     ) -> Result<GovernorGuard, GovernorError> {
+        let changes = Self::plan_changes(root, target, cpus)?;
+
+        if restore_file.exists() {
+            return Err(GovernorError::RestorePending {
+                path: restore_file.to_path_buf(),
+            });
+        }
+        let pid = std::process::id();
+        let record = RestoreRecord {
+            format: RESTORE_FORMAT.to_string(),
+            version: RESTORE_VERSION,
+            owner_pid: pid,
+            owner_start_ticks: process_start(pid).map(|(s, _)| s),
+            root: root.to_path_buf(),
+            via: via.clone(),
+            changes: changes.clone(),
+        };
+        write_restore_file(restore_file, &record)?;
+
+        for (i, c) in changes.iter().enumerate() {
+            if c.previous == c.new {
+                continue;
+            }
+            let cpu = c.cpus.first().copied().unwrap_or(0);
+            if let Err(e) = apply(via, &c.path, cpu, &c.new) {
+                let failures = put_back(via, &changes[..i]);
+                if failures.is_empty() {
+                    let _ = remove_restore_file(restore_file);
+                }
+                return Err(e);
+            }
+        }
+        Ok(GovernorGuard {
+            via: via.clone(),
+            restore_file: restore_file.to_path_buf(),
+            changes,
+            restored: false,
+        })
+    }
+
+    /// The change each cpufreq policy of the selected CPUs would get, in CPU order;
+    /// refuses a CPU without cpufreq and a policy that does not offer `target`.
+    fn plan_changes(
+        root: &Path,
+        target: &str,
+        cpus: &CpuSelection,
+    ) -> Result<Vec<GovernorChange>, GovernorError> {
         let selected: BTreeSet<u32> = match cpus {
             CpuSelection::AllOnline => online_cpus(root)?,
             CpuSelection::Only(list) => list.iter().copied().collect(),
@@ -509,43 +556,7 @@ impl GovernorGuard {
             });
         }
         changes.sort_by_key(|c| c.cpus.first().copied());
-
-        if restore_file.exists() {
-            return Err(GovernorError::RestorePending {
-                path: restore_file.to_path_buf(),
-            });
-        }
-        let pid = std::process::id();
-        let record = RestoreRecord {
-            format: RESTORE_FORMAT.to_string(),
-            version: RESTORE_VERSION,
-            owner_pid: pid,
-            owner_start_ticks: process_start(pid).map(|(s, _)| s),
-            root: root.to_path_buf(),
-            via: via.clone(),
-            changes: changes.clone(),
-        };
-        write_restore_file(restore_file, &record)?;
-
-        for (i, c) in changes.iter().enumerate() {
-            if c.previous == c.new {
-                continue;
-            }
-            let cpu = c.cpus.first().copied().unwrap_or(0);
-            if let Err(e) = apply(via, &c.path, cpu, &c.new) {
-                let failures = put_back(via, &changes[..i]);
-                if failures.is_empty() {
-                    let _ = remove_restore_file(restore_file);
-                }
-                return Err(e);
-            }
-        }
-        Ok(GovernorGuard {
-            via: via.clone(),
-            restore_file: restore_file.to_path_buf(),
-            changes,
-            restored: false,
-        })
+        Ok(changes)
     }
 
     /// The changes made (previous and new governor per policy), for provenance.

@@ -138,59 +138,12 @@ pub fn count(places: &[CpuPlace]) -> Counts {
 /// list when every core is alike.
 pub fn core_kinds(root: &Path, places: &[CpuPlace], cpuinfo: &Cpuinfo) -> Vec<CoreKind> {
     let online: BTreeSet<u32> = places.iter().map(|p| p.cpu).collect();
-    let mut groups: Vec<(String, &'static str, BTreeSet<u32>)> = Vec::new();
-
-    let pmu = |name: &str| {
-        read_opt(&under(root, &format!("/sys/devices/{name}/cpus")))
-            .and_then(|s| parse_cpulist(&s))
-            .map(|s| s.intersection(&online).copied().collect::<BTreeSet<u32>>())
-            .filter(|s| !s.is_empty())
-    };
-    if let (Some(p), Some(e)) = (pmu("cpu_core"), pmu("cpu_atom")) {
-        groups.push(("performance".to_string(), "pmu", p));
-        groups.push(("efficiency".to_string(), "pmu", e));
-    }
-
+    let mut groups = kinds_by_hybrid_pmu(root, &online);
     if groups.is_empty() {
-        let mut by_model: Vec<(String, BTreeSet<u32>)> = Vec::new();
-        for p in &cpuinfo.processors {
-            if !online.contains(&p.index) || p.arm_part.is_none() {
-                continue;
-            }
-            let Some(model) = p.model() else { continue };
-            match by_model.iter_mut().find(|(m, _)| *m == model) {
-                Some((_, set)) => {
-                    set.insert(p.index);
-                }
-                None => by_model.push((model, BTreeSet::from([p.index]))),
-            }
-        }
-        if by_model.len() > 1 {
-            groups.extend(by_model.into_iter().map(|(m, s)| (m, "midr", s)));
-        }
+        groups = kinds_by_arm_model(cpuinfo, &online);
     }
-
     if groups.is_empty() {
-        let cpu_dir = under(root, "/sys/devices/system/cpu");
-        let mut by_base: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
-        for &cpu in &online {
-            if let Some(base) = read_u64(&cpu_dir.join(format!("cpu{cpu}/cpufreq/base_frequency")))
-            {
-                by_base.entry(base).or_default().insert(cpu);
-            }
-        }
-        if by_base.len() > 1 {
-            let n = by_base.len();
-            // Highest base frequency first: those are the performance cores.
-            for (rank, (base, set)) in by_base.into_iter().rev().enumerate() {
-                let name = match (n, rank) {
-                    (2, 0) => "performance".to_string(),
-                    (2, _) => "efficiency".to_string(),
-                    _ => format!("base {} MHz", base / 1000),
-                };
-                groups.push((name, "base_frequency", set));
-            }
-        }
+        groups = kinds_by_base_frequency(root, &online);
     }
 
     let cpu_dir = under(root, "/sys/devices/system/cpu");
@@ -219,6 +172,74 @@ pub fn core_kinds(root: &Path, places: &[CpuPlace], cpuinfo: &Cpuinfo) -> Vec<Co
             }
         })
         .collect()
+}
+
+/// One kind of core found: its name, the basis it was told apart by, and its CPUs.
+type KindGroup = (String, &'static str, BTreeSet<u32>);
+
+/// Performance and efficiency cores from Intel's hybrid PMU directories, when both exist
+/// and hold online CPUs.
+fn kinds_by_hybrid_pmu(root: &Path, online: &BTreeSet<u32>) -> Vec<KindGroup> {
+    let pmu = |name: &str| {
+        read_opt(&under(root, &format!("/sys/devices/{name}/cpus")))
+            .and_then(|s| parse_cpulist(&s))
+            .map(|s| s.intersection(online).copied().collect::<BTreeSet<u32>>())
+            .filter(|s| !s.is_empty())
+    };
+    let mut groups = Vec::new();
+    if let (Some(p), Some(e)) = (pmu("cpu_core"), pmu("cpu_atom")) {
+        groups.push(("performance".to_string(), "pmu", p));
+        groups.push(("efficiency".to_string(), "pmu", e));
+    }
+    groups
+}
+
+/// One kind per distinct Arm core name among the online CPUs, when there is more than one.
+fn kinds_by_arm_model(cpuinfo: &Cpuinfo, online: &BTreeSet<u32>) -> Vec<KindGroup> {
+    let mut by_model: Vec<(String, BTreeSet<u32>)> = Vec::new();
+    for p in &cpuinfo.processors {
+        if !online.contains(&p.index) || p.arm_part.is_none() {
+            continue;
+        }
+        let Some(model) = p.model() else { continue };
+        match by_model.iter_mut().find(|(m, _)| *m == model) {
+            Some((_, set)) => {
+                set.insert(p.index);
+            }
+            None => by_model.push((model, BTreeSet::from([p.index]))),
+        }
+    }
+    if by_model.len() > 1 {
+        by_model.into_iter().map(|(m, s)| (m, "midr", s)).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// One kind per distinct cpufreq `base_frequency`, highest first, when there is more
+/// than one; two are named performance and efficiency.
+fn kinds_by_base_frequency(root: &Path, online: &BTreeSet<u32>) -> Vec<KindGroup> {
+    let cpu_dir = under(root, "/sys/devices/system/cpu");
+    let mut by_base: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
+    for &cpu in online {
+        if let Some(base) = read_u64(&cpu_dir.join(format!("cpu{cpu}/cpufreq/base_frequency"))) {
+            by_base.entry(base).or_default().insert(cpu);
+        }
+    }
+    let mut groups = Vec::new();
+    if by_base.len() > 1 {
+        let n = by_base.len();
+        // Highest base frequency first: those are the performance cores.
+        for (rank, (base, set)) in by_base.into_iter().rev().enumerate() {
+            let name = match (n, rank) {
+                (2, 0) => "performance".to_string(),
+                (2, _) => "efficiency".to_string(),
+                _ => format!("base {} MHz", base / 1000),
+            };
+            groups.push((name, "base_frequency", set));
+        }
+    }
+    groups
 }
 
 /// Lists the `cpuN` directories (to tell a wrong root from a machine without CPUs).
