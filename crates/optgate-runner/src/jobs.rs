@@ -343,7 +343,12 @@ mod tests {
             .filter(|l| l.contains(" exec-run "))
             .map(|l| {
                 // `exec-run RUN_DIR --attempt N -- …`: the run directory is the first word.
-                let dir = l.split(" exec-run ").nth(1).unwrap().split_whitespace().next();
+                let dir = l
+                    .split(" exec-run ")
+                    .nth(1)
+                    .unwrap()
+                    .split_whitespace()
+                    .next();
                 dir.unwrap().trim_matches('\'').to_string()
             })
             .collect();
