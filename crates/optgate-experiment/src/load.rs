@@ -840,6 +840,7 @@ impl Checker {
         }
     }
 
+    /// Checks the variants list: its size, then each variant in turn.
     fn check_variants(&mut self, f: &ExperimentFile) {
         if f.variants.is_empty() {
             self.key_error(
@@ -861,87 +862,111 @@ impl Checker {
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, v) in f.variants.iter().enumerate() {
             let p = format!("variants[{i}]");
-            if !is_safe_name(&v.name) {
-                self.error(
-                    &format!("{p}.name"),
-                    format!(
-                        "variant name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
-                        v.name.escape_debug()
-                    ),
-                );
-            } else if v.name == BASELINE || v.name == AA_CONTROL {
-                self.error(
-                    &format!("{p}.name"),
-                    format!("`{}` is reserved for an arm optgate adds itself", v.name),
-                );
-            }
-            if let Some(first) = seen.insert(&v.name, i) {
-                self.error(
-                    &format!("{p}.name"),
-                    format!(
-                        "duplicate variant name `{}` (first used by variants[{first}])",
-                        v.name
-                    ),
-                );
-            }
+            self.check_variant_name(v, i, &p, &mut seen);
             self.check_env(&v.env, &format!("{p}.env"));
             self.check_unset(&v.unset, &p);
             self.check_launcher(&v.launcher, &format!("{p}.launcher"), f.scheduler.kind);
             if let Some(b) = &v.build {
                 self.check_build(b, &format!("{p}.build"));
             }
-            match &v.dimension {
-                None => self.warning(
-                    &p,
-                    format!(
-                        "variant `{}` names no checklist `dimension`; the report cannot place it",
-                        v.name
-                    ),
+            self.check_variant_dimension(v, &p);
+            self.check_variant_governor_and_requires(v, &p);
+            self.warn_if_variant_changes_nothing(v, &p);
+        }
+    }
+
+    /// A variant's name: safe, not reserved, not used by an earlier variant.
+    fn check_variant_name<'f>(
+        &mut self,
+        v: &'f VariantSpec,
+        i: usize,
+        p: &str,
+        seen: &mut BTreeMap<&'f str, usize>,
+    ) {
+        if !is_safe_name(&v.name) {
+            self.error(
+                &format!("{p}.name"),
+                format!(
+                    "variant name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                    v.name.escape_debug()
                 ),
-                Some(d) if checklist::dimension(d).is_none() => self.error(
-                    &format!("{p}.dimension"),
-                    format!(
-                        "unknown dimension `{d}`; expected one of {}",
-                        dimension_list()
-                    ),
+            );
+        } else if v.name == BASELINE || v.name == AA_CONTROL {
+            self.error(
+                &format!("{p}.name"),
+                format!("`{}` is reserved for an arm optgate adds itself", v.name),
+            );
+        }
+        if let Some(first) = seen.insert(&v.name, i) {
+            self.error(
+                &format!("{p}.name"),
+                format!(
+                    "duplicate variant name `{}` (first used by variants[{first}])",
+                    v.name
                 ),
-                _ => {}
-            }
-            if let Some(g) = &v.governor
-                && !CPUFREQ_GOVERNORS.contains(&g.as_str())
-            {
+            );
+        }
+    }
+
+    /// A variant's checklist dimension: missing is a warning, unknown an error.
+    fn check_variant_dimension(&mut self, v: &VariantSpec, p: &str) {
+        match &v.dimension {
+            None => self.warning(
+                p,
+                format!(
+                    "variant `{}` names no checklist `dimension`; the report cannot place it",
+                    v.name
+                ),
+            ),
+            Some(d) if checklist::dimension(d).is_none() => self.error(
+                &format!("{p}.dimension"),
+                format!(
+                    "unknown dimension `{d}`; expected one of {}",
+                    dimension_list()
+                ),
+            ),
+            _ => {}
+        }
+    }
+
+    fn check_variant_governor_and_requires(&mut self, v: &VariantSpec, p: &str) {
+        if let Some(g) = &v.governor
+            && !CPUFREQ_GOVERNORS.contains(&g.as_str())
+        {
+            self.error(
+                &format!("{p}.governor"),
+                format!(
+                    "`{}` is not a governor name; expected one of {}",
+                    g.escape_debug(),
+                    CPUFREQ_GOVERNORS.join(", ")
+                ),
+            );
+        }
+        for (j, r) in v.requires.iter().enumerate() {
+            if !is_plain_word(r) {
                 self.error(
-                    &format!("{p}.governor"),
-                    format!(
-                        "`{}` is not a governor name; expected one of {}",
-                        g.escape_debug(),
-                        CPUFREQ_GOVERNORS.join(", ")
-                    ),
+                    &format!("{p}.requires[{j}]"),
+                    format!("`{}` is not a capability flag name", r.escape_debug()),
                 );
             }
-            for (j, r) in v.requires.iter().enumerate() {
-                if !is_plain_word(r) {
-                    self.error(
-                        &format!("{p}.requires[{j}]"),
-                        format!("`{}` is not a capability flag name", r.escape_debug()),
-                    );
-                }
-            }
-            let changes_nothing = v.env.is_empty()
-                && v.unset.is_empty()
-                && v.launcher == LauncherSpec::default()
-                && v.build.is_none()
-                && v.args.is_none()
-                && v.governor.is_none();
-            if changes_nothing {
-                self.warning(
-                    &p,
-                    format!(
-                        "variant `{}` changes nothing relative to the baseline",
-                        v.name
-                    ),
-                );
-            }
+        }
+    }
+
+    fn warn_if_variant_changes_nothing(&mut self, v: &VariantSpec, p: &str) {
+        let changes_nothing = v.env.is_empty()
+            && v.unset.is_empty()
+            && v.launcher == LauncherSpec::default()
+            && v.build.is_none()
+            && v.args.is_none()
+            && v.governor.is_none();
+        if changes_nothing {
+            self.warning(
+                p,
+                format!(
+                    "variant `{}` changes nothing relative to the baseline",
+                    v.name
+                ),
+            );
         }
     }
 
