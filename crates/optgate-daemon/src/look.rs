@@ -168,24 +168,14 @@ pub(crate) fn take_look(
     let look = work
         .look_at(n_blocks)
         .ok_or(LookError::NotALook { blocks: n_blocks })?;
-    // Each job probed its compute node first: what that node lacks is not applicable, and
-    // over-subscription is checked against its real cores.
-    let (node_na, node_findings) = compute_node_facts(work, jobs);
-    let mut merged = not_applicable.clone();
-    for (arm, reason) in node_na {
-        merged.entry(arm).or_insert(reason);
-    }
+    let (merged, node_findings) = with_compute_node_facts(work, jobs, not_applicable);
     let not_applicable = &merged;
     let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
     let changed = optgate_runner::collect::changed_since_recorded(&collected, recorded_completed);
     if !changed.is_empty() {
         return Err(LookError::RecordedRunChanged { runs: changed });
     }
-    // The staged rule: variants decided at earlier looks are out of the block plan.
-    let closed =
-        optgate_policy::staged::closed_variants(looks.iter().map(|l| {
-            serde_json::from_str::<Vec<VariantDecision>>(&l.decisions).unwrap_or_default()
-        }));
+    let closed = closed_at_earlier_looks(looks);
     let at = LookAt {
         plan: &plan,
         collected: &collected,
@@ -238,6 +228,34 @@ pub(crate) fn take_look(
         after,
         files,
     })
+}
+
+/// `not_applicable` with what the compute nodes lack added, and the nodes' findings.
+/// Each job probed its compute node first: what that node lacks is not applicable, and
+/// over-subscription is checked against its real cores.
+fn with_compute_node_facts(
+    work: &Work,
+    jobs: &[JobRow],
+    not_applicable: &BTreeMap<String, String>,
+) -> (
+    BTreeMap<String, String>,
+    Vec<optgate_runner::preflight::Finding>,
+) {
+    let (node_na, node_findings) = compute_node_facts(work, jobs);
+    let mut merged = not_applicable.clone();
+    for (arm, reason) in node_na {
+        merged.entry(arm).or_insert(reason);
+    }
+    (merged, node_findings)
+}
+
+/// The staged rule: variants decided at earlier looks are out of the block plan.
+fn closed_at_earlier_looks(looks: &[LookRow]) -> BTreeMap<String, VariantDecision> {
+    optgate_policy::staged::closed_variants(
+        looks.iter().map(|l| {
+            serde_json::from_str::<Vec<VariantDecision>>(&l.decisions).unwrap_or_default()
+        }),
+    )
 }
 
 /// The consequence of `next` to record with the look, and the plan file's new text when

@@ -840,6 +840,7 @@ impl Checker {
         }
     }
 
+    /// Checks the variants list: its size, then each variant in turn.
     fn check_variants(&mut self, f: &ExperimentFile) {
         if f.variants.is_empty() {
             self.key_error(
@@ -861,87 +862,111 @@ impl Checker {
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, v) in f.variants.iter().enumerate() {
             let p = format!("variants[{i}]");
-            if !is_safe_name(&v.name) {
-                self.error(
-                    &format!("{p}.name"),
-                    format!(
-                        "variant name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
-                        v.name.escape_debug()
-                    ),
-                );
-            } else if v.name == BASELINE || v.name == AA_CONTROL {
-                self.error(
-                    &format!("{p}.name"),
-                    format!("`{}` is reserved for an arm optgate adds itself", v.name),
-                );
-            }
-            if let Some(first) = seen.insert(&v.name, i) {
-                self.error(
-                    &format!("{p}.name"),
-                    format!(
-                        "duplicate variant name `{}` (first used by variants[{first}])",
-                        v.name
-                    ),
-                );
-            }
+            self.check_variant_name(v, i, &p, &mut seen);
             self.check_env(&v.env, &format!("{p}.env"));
             self.check_unset(&v.unset, &p);
             self.check_launcher(&v.launcher, &format!("{p}.launcher"), f.scheduler.kind);
             if let Some(b) = &v.build {
                 self.check_build(b, &format!("{p}.build"));
             }
-            match &v.dimension {
-                None => self.warning(
-                    &p,
-                    format!(
-                        "variant `{}` names no checklist `dimension`; the report cannot place it",
-                        v.name
-                    ),
+            self.check_variant_dimension(v, &p);
+            self.check_variant_governor_and_requires(v, &p);
+            self.warn_if_variant_changes_nothing(v, &p);
+        }
+    }
+
+    /// A variant's name: safe, not reserved, not used by an earlier variant.
+    fn check_variant_name<'f>(
+        &mut self,
+        v: &'f VariantSpec,
+        i: usize,
+        p: &str,
+        seen: &mut BTreeMap<&'f str, usize>,
+    ) {
+        if !is_safe_name(&v.name) {
+            self.error(
+                &format!("{p}.name"),
+                format!(
+                    "variant name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                    v.name.escape_debug()
                 ),
-                Some(d) if checklist::dimension(d).is_none() => self.error(
-                    &format!("{p}.dimension"),
-                    format!(
-                        "unknown dimension `{d}`; expected one of {}",
-                        dimension_list()
-                    ),
+            );
+        } else if v.name == BASELINE || v.name == AA_CONTROL {
+            self.error(
+                &format!("{p}.name"),
+                format!("`{}` is reserved for an arm optgate adds itself", v.name),
+            );
+        }
+        if let Some(first) = seen.insert(&v.name, i) {
+            self.error(
+                &format!("{p}.name"),
+                format!(
+                    "duplicate variant name `{}` (first used by variants[{first}])",
+                    v.name
                 ),
-                _ => {}
-            }
-            if let Some(g) = &v.governor
-                && !CPUFREQ_GOVERNORS.contains(&g.as_str())
-            {
+            );
+        }
+    }
+
+    /// A variant's checklist dimension: missing is a warning, unknown an error.
+    fn check_variant_dimension(&mut self, v: &VariantSpec, p: &str) {
+        match &v.dimension {
+            None => self.warning(
+                p,
+                format!(
+                    "variant `{}` names no checklist `dimension`; the report cannot place it",
+                    v.name
+                ),
+            ),
+            Some(d) if checklist::dimension(d).is_none() => self.error(
+                &format!("{p}.dimension"),
+                format!(
+                    "unknown dimension `{d}`; expected one of {}",
+                    dimension_list()
+                ),
+            ),
+            _ => {}
+        }
+    }
+
+    fn check_variant_governor_and_requires(&mut self, v: &VariantSpec, p: &str) {
+        if let Some(g) = &v.governor
+            && !CPUFREQ_GOVERNORS.contains(&g.as_str())
+        {
+            self.error(
+                &format!("{p}.governor"),
+                format!(
+                    "`{}` is not a governor name; expected one of {}",
+                    g.escape_debug(),
+                    CPUFREQ_GOVERNORS.join(", ")
+                ),
+            );
+        }
+        for (j, r) in v.requires.iter().enumerate() {
+            if !is_plain_word(r) {
                 self.error(
-                    &format!("{p}.governor"),
-                    format!(
-                        "`{}` is not a governor name; expected one of {}",
-                        g.escape_debug(),
-                        CPUFREQ_GOVERNORS.join(", ")
-                    ),
+                    &format!("{p}.requires[{j}]"),
+                    format!("`{}` is not a capability flag name", r.escape_debug()),
                 );
             }
-            for (j, r) in v.requires.iter().enumerate() {
-                if !is_plain_word(r) {
-                    self.error(
-                        &format!("{p}.requires[{j}]"),
-                        format!("`{}` is not a capability flag name", r.escape_debug()),
-                    );
-                }
-            }
-            let changes_nothing = v.env.is_empty()
-                && v.unset.is_empty()
-                && v.launcher == LauncherSpec::default()
-                && v.build.is_none()
-                && v.args.is_none()
-                && v.governor.is_none();
-            if changes_nothing {
-                self.warning(
-                    &p,
-                    format!(
-                        "variant `{}` changes nothing relative to the baseline",
-                        v.name
-                    ),
-                );
-            }
+        }
+    }
+
+    fn warn_if_variant_changes_nothing(&mut self, v: &VariantSpec, p: &str) {
+        let changes_nothing = v.env.is_empty()
+            && v.unset.is_empty()
+            && v.launcher == LauncherSpec::default()
+            && v.build.is_none()
+            && v.args.is_none()
+            && v.governor.is_none();
+        if changes_nothing {
+            self.warning(
+                p,
+                format!(
+                    "variant `{}` changes nothing relative to the baseline",
+                    v.name
+                ),
+            );
         }
     }
 
@@ -1038,56 +1063,8 @@ fn build_id(spec: &BuildSpec) -> String {
 
 fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
     let mut builds: Vec<Build> = Vec::new();
-    let mut build_index = |spec: Option<&BuildSpec>| -> Option<usize> {
-        let spec = spec?;
-        let id = build_id(spec);
-        if let Some(i) = builds.iter().position(|b| b.id == id) {
-            return Some(i);
-        }
-        builds.push(Build {
-            id,
-            spec: spec.clone(),
-        });
-        Some(builds.len() - 1)
-    };
-    let s = &f.scheduler;
-    let resources = |l: &LauncherSpec| Resources {
-        nodes: l.nodes.or(s.nodes).unwrap_or(1),
-        tasks_per_node: l.tasks_per_node.or(s.tasks_per_node).unwrap_or(1),
-        cpus_per_task: l.cpus_per_task.or(s.cpus_per_task).unwrap_or(1),
-        gpus_per_task: l.gpus_per_task.or(s.gpus_per_task).unwrap_or(0),
-        extra_args: l.extra_args.clone(),
-    };
-    let merged_env = |arm_env: &EnvMap| -> BTreeMap<String, String> {
-        let mut env: BTreeMap<String, String> = f
-            .app
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
-            .collect();
-        for (k, v) in arm_env {
-            env.insert(k.clone(), v.0.clone());
-        }
-        env
-    };
-    let default_build = build_index(f.build.as_ref());
-    let base = &f.baseline;
-    let baseline_args: Vec<String> = f.app.args.iter().chain(&base.args).cloned().collect();
-    let baseline = Arm {
-        name: BASELINE.to_string(),
-        role: ArmRole::Baseline,
-        description: base.description.clone(),
-        dimension: None,
-        env: merged_env(&base.env),
-        unset: base.unset.clone(),
-        resources: resources(&base.launcher),
-        args: baseline_args.clone(),
-        build: default_build,
-        governor: None,
-        requires: Vec::new(),
-        caches: base.caches.or(f.caches).unwrap_or_default(),
-        page_cache: base.page_cache.or(f.page_cache).unwrap_or_default(),
-    };
+    let default_build = intern_build(&mut builds, f.build.as_ref());
+    let baseline = baseline_arm(f, default_build);
     let mut arms = vec![baseline.clone()];
     if f.aa_control {
         arms.push(Arm {
@@ -1102,54 +1079,134 @@ fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {
     // Past the limit the experiment is refused anyway; resolving only the first
     // MAX_VARIANTS keeps that refusal as quick as the limit is small.
     for v in f.variants.iter().take(MAX_VARIANTS) {
-        // A variant starts from the baseline arm and applies its own changes on top.
-        let mut env = baseline.env.clone();
-        for (k, val) in &v.env {
-            env.insert(k.clone(), val.0.clone());
-        }
-        let mut unset = base.unset.clone();
-        for u in &v.unset {
-            env.remove(u);
-            if !unset.contains(u) {
-                unset.push(u.clone());
-            }
-        }
-        unset.retain(|u| !env.contains_key(u));
-        let mut launcher = base.launcher.clone();
-        let vl = &v.launcher;
-        launcher.nodes = vl.nodes.or(launcher.nodes);
-        launcher.tasks_per_node = vl.tasks_per_node.or(launcher.tasks_per_node);
-        launcher.cpus_per_task = vl.cpus_per_task.or(launcher.cpus_per_task);
-        launcher.gpus_per_task = vl.gpus_per_task.or(launcher.gpus_per_task);
-        if !vl.extra_args.is_empty() {
-            launcher.extra_args = vl.extra_args.clone();
-        }
-        arms.push(Arm {
-            name: v.name.clone(),
-            role: ArmRole::Variant,
-            description: v.description.clone(),
-            dimension: v.dimension.clone(),
-            env,
-            unset,
-            resources: resources(&launcher),
-            // A variant's `args` are its whole argument list: they replace `app.args` and
-            // the baseline's, never extend them (appending ran the baseline's settings
-            // followed by the variant's, and most programs read the first ones).
-            args: match &v.args {
-                Some(a) => a.clone(),
-                None => baseline_args.clone(),
-            },
-            build: match &v.build {
-                Some(b) => build_index(Some(b)),
-                None => default_build,
-            },
-            governor: v.governor.clone(),
-            requires: v.requires.clone(),
-            caches: v.caches.or(f.caches).unwrap_or_default(),
-            page_cache: v.page_cache.or(f.page_cache).unwrap_or_default(),
-        });
+        let build = match &v.build {
+            Some(b) => intern_build(&mut builds, Some(b)),
+            None => default_build,
+        };
+        arms.push(variant_arm(f, &baseline, v, build));
     }
     (arms, builds)
+}
+
+/// The index of `spec` in `builds`, adding it when no build with its id is there yet;
+/// `None` when there is no build.
+fn intern_build(builds: &mut Vec<Build>, spec: Option<&BuildSpec>) -> Option<usize> {
+    let spec = spec?;
+    let id = build_id(spec);
+    if let Some(i) = builds.iter().position(|b| b.id == id) {
+        return Some(i);
+    }
+    builds.push(Build {
+        id,
+        spec: spec.clone(),
+    });
+    Some(builds.len() - 1)
+}
+
+/// An arm's resources: its launcher's settings, else the scheduler's, else the defaults.
+fn arm_resources(s: &SchedulerSpec, l: &LauncherSpec) -> Resources {
+    Resources {
+        nodes: l.nodes.or(s.nodes).unwrap_or(1),
+        tasks_per_node: l.tasks_per_node.or(s.tasks_per_node).unwrap_or(1),
+        cpus_per_task: l.cpus_per_task.or(s.cpus_per_task).unwrap_or(1),
+        gpus_per_task: l.gpus_per_task.or(s.gpus_per_task).unwrap_or(0),
+        extra_args: l.extra_args.clone(),
+    }
+}
+
+/// The app's environment with `arm_env` applied on top.
+fn merged_env(f: &ExperimentFile, arm_env: &EnvMap) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = f
+        .app
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    for (k, v) in arm_env {
+        env.insert(k.clone(), v.0.clone());
+    }
+    env
+}
+
+fn baseline_arm(f: &ExperimentFile, default_build: Option<usize>) -> Arm {
+    let base = &f.baseline;
+    Arm {
+        name: BASELINE.to_string(),
+        role: ArmRole::Baseline,
+        description: base.description.clone(),
+        dimension: None,
+        env: merged_env(f, &base.env),
+        unset: base.unset.clone(),
+        resources: arm_resources(&f.scheduler, &base.launcher),
+        args: f.app.args.iter().chain(&base.args).cloned().collect(),
+        build: default_build,
+        governor: None,
+        requires: Vec::new(),
+        caches: base.caches.or(f.caches).unwrap_or_default(),
+        page_cache: base.page_cache.or(f.page_cache).unwrap_or_default(),
+    }
+}
+
+/// A variant starts from the baseline arm and applies its own changes on top.
+fn variant_arm(f: &ExperimentFile, baseline: &Arm, v: &VariantSpec, build: Option<usize>) -> Arm {
+    let (env, unset) = variant_env(baseline, &f.baseline.unset, v);
+    let launcher = variant_launcher(&f.baseline.launcher, &v.launcher);
+    Arm {
+        name: v.name.clone(),
+        role: ArmRole::Variant,
+        description: v.description.clone(),
+        dimension: v.dimension.clone(),
+        env,
+        unset,
+        resources: arm_resources(&f.scheduler, &launcher),
+        // A variant's `args` are its whole argument list: they replace `app.args` and
+        // the baseline's, never extend them (appending ran the baseline's settings
+        // followed by the variant's, and most programs read the first ones).
+        args: match &v.args {
+            Some(a) => a.clone(),
+            None => baseline.args.clone(),
+        },
+        build,
+        governor: v.governor.clone(),
+        requires: v.requires.clone(),
+        caches: v.caches.or(f.caches).unwrap_or_default(),
+        page_cache: v.page_cache.or(f.page_cache).unwrap_or_default(),
+    }
+}
+
+/// A variant's environment and unset list: the baseline's with the variant's settings
+/// and removals applied; a name set again is no longer unset.
+fn variant_env(
+    baseline: &Arm,
+    base_unset: &[String],
+    v: &VariantSpec,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut env = baseline.env.clone();
+    for (k, val) in &v.env {
+        env.insert(k.clone(), val.0.clone());
+    }
+    let mut unset = base_unset.to_vec();
+    for u in &v.unset {
+        env.remove(u);
+        if !unset.contains(u) {
+            unset.push(u.clone());
+        }
+    }
+    unset.retain(|u| !env.contains_key(u));
+    (env, unset)
+}
+
+/// The baseline's launcher with the variant's launcher settings on top.
+fn variant_launcher(base: &LauncherSpec, vl: &LauncherSpec) -> LauncherSpec {
+    let mut launcher = base.clone();
+    launcher.nodes = vl.nodes.or(launcher.nodes);
+    launcher.tasks_per_node = vl.tasks_per_node.or(launcher.tasks_per_node);
+    launcher.cpus_per_task = vl.cpus_per_task.or(launcher.cpus_per_task);
+    launcher.gpus_per_task = vl.gpus_per_task.or(launcher.gpus_per_task);
+    if !vl.extra_args.is_empty() {
+        launcher.extra_args = vl.extra_args.clone();
+    }
+    launcher
 }
 
 #[cfg(test)]

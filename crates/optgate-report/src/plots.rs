@@ -194,6 +194,13 @@ fn draw_arm(arm: &ArmSummary, unit: &str, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The chart the speed-up plot draws on: speed-up across, one row per variant down.
+type SpeedupChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
 fn draw_speedups(report: &Report, path: &Path) -> Result<(), String> {
     let a = &report.analysis;
     let n = a.variants.len().max(1);
@@ -201,17 +208,7 @@ fn draw_speedups(report: &Report, path: &Path) -> Result<(), String> {
     let root = SVGBackend::new(path, (900, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let worthwhile = 1.0 + a.min_effect_pct / 100.0;
-    let mut lo = worthwhile.min(1.0);
-    let mut hi = worthwhile.max(1.0);
-    for v in &a.variants {
-        for x in [v.speedup.estimate, v.speedup.ci_low, v.speedup.ci_high]
-            .into_iter()
-            .flatten()
-        {
-            lo = lo.min(x);
-            hi = hi.max(x);
-        }
-    }
+    let (lo, hi) = speedup_range(&a.variants, worthwhile);
     let pad = (hi - lo).max(0.01) * 0.1;
     let names: Vec<String> = a.variants.iter().map(|v| v.name.clone()).collect();
     let label_of = move |y: &f64| {
@@ -245,6 +242,47 @@ fn draw_speedups(report: &Report, path: &Path) -> Result<(), String> {
         .draw()
         .map_err(|e| e.to_string())?;
     let y_span = (-0.6, n as f64 - 0.4);
+    draw_reference_lines(&mut chart, worthwhile, a.min_effect_pct, y_span)?;
+    for (i, v) in a.variants.iter().enumerate() {
+        draw_variant_speedup(&mut chart, v, i as f64)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The speed-up axis's extent: 1.0, the worthwhile effect and every estimate and
+/// interval end.
+fn speedup_range(
+    variants: &[optgate_stats::analysis::VariantAnalysis],
+    worthwhile: f64,
+) -> (f64, f64) {
+    let mut lo = worthwhile.min(1.0);
+    let mut hi = worthwhile.max(1.0);
+    for v in variants {
+        for x in [v.speedup.estimate, v.speedup.ci_low, v.speedup.ci_high]
+            .into_iter()
+            .flatten()
+        {
+            lo = lo.min(x);
+            hi = hi.max(x);
+        }
+    }
+    (lo, hi)
+}
+
+/// The vertical lines at "no change" (1.0) and at the minimum worthwhile effect.
+fn draw_reference_lines<DB: DrawingBackend>(
+    chart: &mut SpeedupChart<'_, DB>,
+    worthwhile: f64,
+    min_effect_pct: f64,
+    y_span: (f64, f64),
+) -> Result<(), String> {
     chart
         .draw_series(std::iter::once(PathElement::new(
             vec![(1.0, y_span.0), (1.0, y_span.1)],
@@ -259,41 +297,41 @@ fn draw_speedups(report: &Report, path: &Path) -> Result<(), String> {
             RED.stroke_width(2),
         )))
         .map_err(|e| e.to_string())?
-        .label(format!("min worthwhile effect ({}%)", a.min_effect_pct))
+        .label(format!("min worthwhile effect ({min_effect_pct}%)"))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], RED.stroke_width(2)));
-    for (i, v) in a.variants.iter().enumerate() {
-        let y = i as f64;
-        if let (Some(l), Some(h)) = (v.speedup.ci_low, v.speedup.ci_high) {
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(l, y), (h, y)],
-                    STEADY_COLOR.stroke_width(3),
-                )))
-                .map_err(|e| e.to_string())?;
-        }
-        if let Some(e) = v.speedup.estimate {
-            chart
-                .draw_series(std::iter::once(Circle::new(
-                    (e, y),
-                    5,
-                    STEADY_COLOR.filled(),
-                )))
-                .map_err(|e| e.to_string())?;
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    format!("{e:.3}× {}", v.decision),
-                    (e, y + 0.3),
-                    ("sans-serif", 12).into_font(),
-                )))
-                .map_err(|e| e.to_string())?;
-        }
+    Ok(())
+}
+
+/// One variant's row: its interval as a bar, its estimate as a dot labelled with the
+/// estimate and the decision.
+fn draw_variant_speedup<DB: DrawingBackend>(
+    chart: &mut SpeedupChart<'_, DB>,
+    v: &optgate_stats::analysis::VariantAnalysis,
+    y: f64,
+) -> Result<(), String> {
+    if let (Some(l), Some(h)) = (v.speedup.ci_low, v.speedup.ci_high) {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(l, y), (h, y)],
+                STEADY_COLOR.stroke_width(3),
+            )))
+            .map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())?;
+    if let Some(e) = v.speedup.estimate {
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (e, y),
+                5,
+                STEADY_COLOR.filled(),
+            )))
+            .map_err(|e| e.to_string())?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("{e:.3}× {}", v.decision),
+                (e, y + 0.3),
+                ("sans-serif", 12).into_font(),
+            )))
+            .map_err(|e| e.to_string())?;
+    }
     Ok(())
 }

@@ -198,6 +198,38 @@ pub enum Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Problem::Empty
+            | Problem::MissingColumn { .. }
+            | Problem::UnknownColumn { .. }
+            | Problem::DuplicateColumn { .. } => self.write_header_problem(f),
+            Problem::LongField { .. }
+            | Problem::TooManyRows { .. }
+            | Problem::TooManyArms { .. }
+            | Problem::TooManyReplicates { .. }
+            | Problem::More { .. } => self.write_limit_problem(f),
+            Problem::FieldCount { .. }
+            | Problem::UnterminatedQuote { .. }
+            | Problem::EmptyVariant { .. }
+            | Problem::BadInteger { .. }
+            | Problem::BadResource { .. }
+            | Problem::BadSeconds { .. }
+            | Problem::Duplicate { .. } => self.write_row_problem(f),
+            Problem::NoData | Problem::NoVariants { .. } | Problem::UnknownBaseline { .. } => {
+                self.write_file_problem(f)
+            }
+            Problem::TooFewReplicates { .. }
+            | Problem::MissingEpochs { .. }
+            | Problem::InconsistentBlock { .. }
+            | Problem::SharedBlock { .. }
+            | Problem::Unpaired { .. } => self.write_runs_problem(f),
+        }
+    }
+}
+
+impl Problem {
+    /// Writes a problem with the header line (line 1); `fmt` sends only these variants here.
+    fn write_header_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::Empty => write!(
                 f,
                 "the file is empty: a header line naming the columns {} is required",
@@ -215,6 +247,13 @@ impl fmt::Display for Problem {
             Problem::DuplicateColumn { column } => {
                 write!(f, "line 1: column '{}' appears twice", quote_prefix(column))
             }
+            _ => unreachable!("write_header_problem called for a variant of another group"),
+        }
+    }
+
+    /// Writes a size limit reached while reading; `fmt` sends only these variants here.
+    fn write_limit_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::LongField {
                 line,
                 bytes,
@@ -240,6 +279,13 @@ impl fmt::Display for Problem {
                 quote_prefix(variant)
             ),
             Problem::More { count } => write!(f, "… and {count} more"),
+            _ => unreachable!("write_limit_problem called for a variant of another group"),
+        }
+    }
+
+    /// Writes a problem within one data row; `fmt` sends only these variants here.
+    fn write_row_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::FieldCount {
                 line,
                 expected,
@@ -291,6 +337,13 @@ impl fmt::Display for Problem {
                  {replicate}, epoch {epoch})",
                 quote_prefix(variant)
             ),
+            _ => unreachable!("write_row_problem called for a variant of another group"),
+        }
+    }
+
+    /// Writes a problem with the file's set of variants as a whole; `fmt` sends only these variants here.
+    fn write_file_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::NoData => write!(f, "the file has a header but no data rows"),
             Problem::NoVariants { baseline } => write!(
                 f,
@@ -307,6 +360,13 @@ impl fmt::Display for Problem {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            _ => unreachable!("write_file_problem called for a variant of another group"),
+        }
+    }
+
+    /// Writes a problem with one variant's runs (replicates, epochs, blocks, pairing); `fmt` sends only these variants here.
+    fn write_runs_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::TooFewReplicates {
                 variant,
                 replicates,
@@ -377,6 +437,7 @@ impl fmt::Display for Problem {
                 quoted_list(present_in),
                 quoted_list(missing_in)
             ),
+            _ => unreachable!("write_runs_problem called for a variant of another group"),
         }
     }
 }

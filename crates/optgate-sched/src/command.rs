@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -173,75 +173,22 @@ impl CommandRunner for SystemRunner {
                 command: inv.display(),
             });
         }
-        let mut cmd = Command::new(&inv.program);
-        cmd.args(&inv.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(dir) = &inv.cwd {
-            cmd.current_dir(dir);
-        }
-        if let Some(env) = &inv.env {
-            cmd.env_clear().envs(env);
-        }
-        let mut child = cmd.spawn().map_err(|source| SchedError::Spawn {
-            command: inv.display(),
-            source,
-        })?;
+        let mut child = spawn_invocation(inv)?;
         // Drain both pipes on their own threads so a chatty command cannot block on a full
         // pipe while we wait for it.
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut buf);
-                }
-                String::from_utf8_lossy(&buf).into_owned()
-            })
-        };
-        let out = drain(
+        let out = drain_pipe(
             child
                 .stdout
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
         );
-        let err = drain(
+        let err = drain_pipe(
             child
                 .stderr
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
         );
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(2);
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if self.stopping() => {
-                    // Our own child, by its handle: nothing else is signalled.
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(SchedError::Stopped {
-                        command: inv.display(),
-                    });
-                }
-                Ok(None) if started.elapsed() >= self.deadline => {
-                    // Our own child, by its handle: nothing else is signalled.
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
-                Ok(None) => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
-                Err(source) => {
-                    return Err(SchedError::Spawn {
-                        command: inv.display(),
-                        source,
-                    });
-                }
-            }
-        };
+        let status = self.wait_or_kill(&mut child, inv)?;
         let stdout = out.join().unwrap_or_default();
         let stderr = err.join().unwrap_or_default();
         match status {
@@ -262,6 +209,78 @@ impl CommandRunner for SystemRunner {
             }),
         }
     }
+}
+
+impl SystemRunner {
+    /// Waits for `child` to exit: its status, or `None` when it ran past the deadline and
+    /// was killed; `Stopped` when optgate began stopping meanwhile (the child is killed).
+    fn wait_or_kill(
+        &self,
+        child: &mut Child,
+        inv: &Invocation,
+    ) -> Result<Option<ExitStatus>, SchedError> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(Some(status)),
+                Ok(None) if self.stopping() => {
+                    // Our own child, by its handle: nothing else is signalled.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(SchedError::Stopped {
+                        command: inv.display(),
+                    });
+                }
+                Ok(None) if started.elapsed() >= self.deadline => {
+                    // Our own child, by its handle: nothing else is signalled.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Ok(None);
+                }
+                Ok(None) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(source) => {
+                    return Err(SchedError::Spawn {
+                        command: inv.display(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Starts `inv` with its stdin closed and its stdout and stderr piped.
+fn spawn_invocation(inv: &Invocation) -> Result<Child, SchedError> {
+    let mut cmd = Command::new(&inv.program);
+    cmd.args(&inv.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(dir) = &inv.cwd {
+        cmd.current_dir(dir);
+    }
+    if let Some(env) = &inv.env {
+        cmd.env_clear().envs(env);
+    }
+    cmd.spawn().map_err(|source| SchedError::Spawn {
+        command: inv.display(),
+        source,
+    })
+}
+
+/// Reads `pipe` to its end on a thread of its own; the thread returns what it read.
+fn drain_pipe(pipe: Option<Box<dyn Read + Send>>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
 }
 
 /// How often a running command and a retry pause check whether optgate is stopping.

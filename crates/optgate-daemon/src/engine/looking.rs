@@ -73,18 +73,7 @@ impl Engine {
         } = look;
         // The report and samples of this look, then the look itself: a crash in between
         // leaves files that the look taken again at restart rewrites.
-        let id = row.id.clone();
-        tokio::task::spawn_blocking(move || {
-            for (path, bytes) in files {
-                write_atomic(&path, &bytes).map_err(|e| DaemonError::Experiment {
-                    id: id.clone(),
-                    message: format!("cannot write {}: {e}", path.display()),
-                })?;
-            }
-            Ok::<(), DaemonError>(())
-        })
-        .await
-        .map_err(crate::error::join_error)??;
+        write_look_files(row.id.clone(), files).await?;
         tracing::info!(
             "experiment {}: look {} at {} blocks: {} → {}",
             row.id,
@@ -141,4 +130,22 @@ impl Engine {
             })
             .await
     }
+}
+
+/// Writes a look's files (blocking, off the async workers), each atomically.
+async fn write_look_files(
+    id: String,
+    files: Vec<(std::path::PathBuf, Vec<u8>)>,
+) -> Result<(), DaemonError> {
+    tokio::task::spawn_blocking(move || {
+        for (path, bytes) in files {
+            write_atomic(&path, &bytes).map_err(|e| DaemonError::Experiment {
+                id: id.clone(),
+                message: format!("cannot write {}: {e}", path.display()),
+            })?;
+        }
+        Ok::<(), DaemonError>(())
+    })
+    .await
+    .map_err(crate::error::join_error)?
 }
