@@ -44,9 +44,9 @@ fn receive<T: DeserializeOwned>(
         .read_until(b'\n', &mut buf)
         .map_err(io_err("read from", paths))?;
     if n == 0 {
-        return Err(ClientError::Protocol(
-            "the daemon closed the connection without answering".into(),
-        ));
+        return Err(ClientError::Closed {
+            socket: paths.socket(),
+        });
     }
     if buf.len() > MAX_REPLY_BYTES {
         return Err(ClientError::Protocol(format!(
@@ -82,6 +82,12 @@ fn connect_waiting(
                 kind: ErrorKind::Busy,
                 ..
             }) if Instant::now() < until => std::thread::sleep(BUSY_RETRY_PAUSE),
+            // A daemon dying (killed) while it still held its socket dropped the
+            // handshake: nothing was asked yet, so ask again; once it is gone the socket
+            // refuses and the answer is NotRunning.
+            Err(e) if e.is_dropped_handshake() && Instant::now() < until => {
+                std::thread::sleep(BUSY_RETRY_PAUSE)
+            }
             other => return other,
         }
     }
@@ -315,4 +321,31 @@ fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let v: Vec<&str> = text.lines().rev().take(lines).collect();
     v.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod dropped_handshake_tests {
+    use super::*;
+
+    /// A listener that takes one connection and drops it unread (as a daemon killed with
+    /// SIGKILL does while its socket is still open), then goes away: the client sees a
+    /// reset, asks again and finds no daemon — never an I/O error for a daemon that died.
+    #[test]
+    fn a_daemon_dying_during_the_handshake_reads_as_not_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = StatePaths::new(dir.path());
+        std::fs::create_dir_all(paths.socket().parent().unwrap()).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(paths.socket()).unwrap();
+        let dying = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            drop(conn);
+            drop(listener);
+        });
+        let answer = ping(&paths);
+        dying.join().unwrap();
+        assert!(
+            matches!(answer, Err(ClientError::NotRunning { .. })),
+            "{answer:?}"
+        );
+    }
 }

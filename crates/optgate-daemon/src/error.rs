@@ -78,6 +78,8 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the daemon at {socket} closed the connection without answering")]
+    Closed { socket: PathBuf },
     #[error("the daemon answered something that is not optgate's protocol: {0}")]
     Protocol(String),
     #[error(
@@ -96,6 +98,21 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// The connection was dropped during the handshake (reset, broken pipe, closed
+    /// before the daemon's hello): the daemon died as it was asked.
+    pub fn is_dropped_handshake(&self) -> bool {
+        matches!(self, ClientError::Closed { .. })
+            || matches!(
+                self,
+                ClientError::Io { source, .. } if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::UnexpectedEof
+                )
+            )
+    }
+
     /// The daemon cannot be reached at all (as opposed to refusing a request).
     pub fn is_unreachable(&self) -> bool {
         matches!(
