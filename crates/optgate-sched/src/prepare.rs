@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use optgate_experiment::{Build, Experiment};
-use optgate_wrapper::isolation::{CacheMode, PageCacheMode, WARMUP_DIR, WARMUP_SCRIPT};
+use optgate_wrapper::isolation::{WARMUP_DIR, WARMUP_SCRIPT};
 use optgate_wrapper::manifest::write_atomic;
+use optgate_wrapper::manifest::{CacheMode, PageCacheMode};
 use optgate_wrapper::process::{ProcessEnd, ProcessError, run_script};
 use optgate_wrapper::run::{RUN_RECORD, RUN_SCRIPT, RunRecord, now_rfc3339};
 

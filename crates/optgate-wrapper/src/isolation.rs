@@ -10,43 +10,15 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::manifest::{Outcome, PageCacheRecord, WarmupRecord};
+use crate::manifest::{Outcome, PageCacheMode, PageCacheRecord, WarmupRecord};
 use crate::process::{ProcessEnd, run_command};
 
 /// The most files the page-cache handling visits under all `inputs` together before each
 /// run: 100,000 (the limit `optgate_experiment::limits::MAX_INPUT_FILES` documents). Past it
 /// the rest are left alone and the manifest says so.
 pub const MAX_INPUT_FILES: usize = 100_000;
-
-/// Where a run's compile caches live (the arm's `caches`, as the run spec carries it).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    /// A fresh cache in each run's directory.
-    #[default]
-    Cold,
-    /// One cache per arm, filled by one untimed warm-up run before the arm's first run.
-    Warm,
-}
-
-/// What happens to the page cache of the declared `inputs` before each run (the arm's
-/// `page_cache`, as the run spec carries it).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum PageCacheMode {
-    /// Nothing.
-    #[default]
-    Leave,
-    /// Evict the inputs (`posix_fadvise(POSIX_FADV_DONTNEED)`).
-    Cold,
-    /// Read the inputs once.
-    Warm,
-    /// Drop the whole page cache when optgate runs as root; otherwise as `cold`.
-    Drop,
-}
 
 /// The script of an arm's warm-up run, beside `run.sh` (`caches: warm` only).
 pub const WARMUP_SCRIPT: &str = "warmup.sh";

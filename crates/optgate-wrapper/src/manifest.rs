@@ -85,10 +85,37 @@ pub struct RunManifest {
     pub isolation: Option<IsolationRecord>,
 }
 
+/// Where a run's compile caches live (the arm's `caches`, as the run spec carries it).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// A fresh cache in each run's directory.
+    #[default]
+    Cold,
+    /// One cache per arm, filled by one untimed warm-up run before the arm's first run.
+    Warm,
+}
+
+/// What happens to the page cache of the declared `inputs` before each run (the arm's
+/// `page_cache`, as the run spec carries it).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PageCacheMode {
+    /// Nothing.
+    #[default]
+    Leave,
+    /// Evict the inputs (`posix_fadvise(POSIX_FADV_DONTNEED)`).
+    Cold,
+    /// Read the inputs once.
+    Warm,
+    /// Drop the whole page cache when optgate runs as root; otherwise as `cold`.
+    Drop,
+}
+
 /// What the manifest says about a run's isolation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IsolationRecord {
-    pub caches: crate::isolation::CacheMode,
+    pub caches: CacheMode,
     /// The folder `OPTGATE_CACHE_DIR` (and the Inductor and Triton caches below it) named.
     pub cache_dir: PathBuf,
     /// `caches: warm`: whether this run did the arm's warm-up, and how it went.
@@ -107,7 +134,7 @@ pub struct WarmupRecord {
 /// What was done to the page cache of the inputs before the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PageCacheRecord {
-    pub mode: crate::isolation::PageCacheMode,
+    pub mode: PageCacheMode,
     /// Files evicted or read (0 for `leave`).
     pub files: usize,
     pub bytes: u64,

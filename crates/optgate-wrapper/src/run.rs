@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::claim::{self, Claim, ClaimError};
-use crate::isolation::{CacheMode, PageCacheMode, apply_page_cache, warm_up_once};
+use crate::isolation::{apply_page_cache, warm_up_once};
+use crate::manifest::{CacheMode, PageCacheMode};
 use crate::manifest::{
     EnergySource, IsolationRecord, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome,
     PageCacheRecord, Resources, RunManifest, write_atomic,
