@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# CI builds once from nothing: incremental caches only cost disk there.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+disk() { echo "==> disk: $(df -h --output=avail,size . | tail -1 | awk '{print $1 " free of " $2}') ($1)"; }
+disk start
 
 need_apt=()
 command -v cc >/dev/null || need_apt+=(gcc)
@@ -35,6 +39,7 @@ if [ -f tests/python-requirements.txt ]; then
   export OPTGATE_PYTHON="$root/.venv/bin/python"
 fi
 
+disk "before the build"
 echo "==> no test or code path signals a process it did not start"
 tests/no-stray-signals.sh
 echo "==> cargo fmt --check"
@@ -43,3 +48,4 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "==> cargo test"
 cargo test --workspace --all-targets
+disk end
