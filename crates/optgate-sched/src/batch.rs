@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::backend::{JobId, JobRun, JobSpec, SchedError};
+use crate::backend::{JobId, JobSpec, SchedError};
 use crate::shell::quote;
 
 /// The job script's file name inside the job's directory.
@@ -260,9 +260,9 @@ pub fn check_common(job: &JobSpec, also_forbidden: &[char]) -> Result<(), SchedE
 
 /// The script body after the directives: the optgate binary, the probe, one line per run
 /// with its own launcher, and an exit status that says whether every run completed.
-/// `launcher` renders a run's launcher words (already quoted), e.g.
-/// `srun -N 1 -n 4 -c 6 --export=ALL`.
-pub fn render_body(job: &JobSpec, backend: &str, launcher: &dyn Fn(&JobRun) -> String) -> String {
+/// `launches` holds each run's launcher words (already quoted), in the order of `job.runs`,
+/// e.g. `srun -N 1 -n 4 -c 6 --export=ALL`.
+pub fn render_body(job: &JobSpec, backend: &str, launches: &[String]) -> String {
     let mut s = String::new();
     let n = job.runs.len();
     s.push_str(&format!(
@@ -304,7 +304,7 @@ pub fn render_body(job: &JobSpec, backend: &str, launcher: &dyn Fn(&JobRun) -> S
             "\"$OPTGATE_BIN\" exec-run {} --attempt {} -- {}; og_after $?\n",
             quote(&run.run_dir.display().to_string()),
             quote(&job.attempt.to_string()),
-            launcher(run)
+            launches.get(i).map_or("", String::as_str)
         ));
     }
     s.push_str("exit \"$og_status\"\n");
@@ -334,7 +334,7 @@ pub fn optgate_for_jobs(
 #[cfg(test)]
 pub(crate) fn sample_job() -> JobSpec {
     let root = std::path::PathBuf::from("/p/lustre/me/vpic's run");
-    let run = |arm: &str, cpus: u32, args: &[&str]| JobRun {
+    let run = |arm: &str, cpus: u32, args: &[&str]| crate::backend::JobRun {
         run_id: format!("b003-{arm}"),
         arm: arm.into(),
         block: 3,
@@ -427,7 +427,7 @@ mod tests {
     fn every_run_line_names_the_jobs_attempt() {
         let mut job = sample_job();
         job.attempt = 2;
-        let body = render_body(&job, "test", &|_| "launch".to_string());
+        let body = render_body(&job, "test", &vec!["launch".to_string(); job.runs.len()]);
         let lines: Vec<&str> = body.lines().filter(|l| l.contains(" exec-run ")).collect();
         assert_eq!(lines.len(), job.runs.len());
         for l in lines {

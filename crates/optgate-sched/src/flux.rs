@@ -7,18 +7,18 @@
 //! Flux 0.88.0 quoted in the tests; `tests/flux_real.rs` runs the backend end to end against
 //! the one-node instance of `schedulers/flux/setup-one-node.sh`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::Arc;
 
 use optgate_experiment::SchedulerKind;
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
-use crate::batch::{
-    check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
-};
-use crate::command::{CommandRunner, Invocation, RetryPolicy, SystemRunner, run_checked};
-use crate::shell::join;
+use crate::batch::limit_seconds;
+use crate::batch_client::{BatchClient, NameQuery, Submission};
+use crate::command::{CommandRunner, Invocation, RetryPolicy};
+use crate::directive::{self, Dialect, Directive, flag, optional, positive, text};
+use crate::lookup::{NamedJob, parse_name_listing};
 
 /// The F58 alphabet (RFC 19, FLUID): base 58 without `0`, `O`, `I` and `l`.
 const F58_ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
@@ -143,48 +143,65 @@ pub fn per_node_need(job: &JobSpec) -> (u64, u64) {
     (need(|r| r.cpus_per_task).max(1), need(|r| r.gpus_per_task))
 }
 
-/// The batch script of a job: the allocation as one slot per node holding what the largest
-/// arm needs there ([`per_node_need`]). Fails on values a directive line cannot carry.
+/// What each job field renders to in a `# flux:` line, in the order written: the allocation
+/// as one slot per node holding what the largest arm needs there ([`per_node_need`]).
+/// Output paths are relative to the job's working directory, its job directory: submit()
+/// runs from there, so a job directory of any name works (directive lines cannot be quoted).
+pub const FLUX_BATCH: Dialect = Dialect {
+    scheduler: "Flux",
+    prefix: "# flux: ",
+    directives: &[
+        Directive {
+            option: "--job-name",
+            value: |j| text(&j.name),
+        },
+        Directive {
+            option: "--nodes",
+            value: |j| text(j.nodes),
+        },
+        Directive {
+            option: "--nslots",
+            value: |j| text(j.nodes),
+        },
+        Directive {
+            option: "--cores-per-slot",
+            value: |j| text(per_node_need(j).0),
+        },
+        Directive {
+            option: "--gpus-per-slot",
+            value: |j| positive(per_node_need(j).1),
+        },
+        Directive {
+            option: "--time-limit",
+            value: |j| text(format_time_limit(j.time_limit)?),
+        },
+        Directive {
+            option: "--queue",
+            value: |j| optional(&j.queue),
+        },
+        Directive {
+            option: "--bank",
+            value: |j| optional(&j.account),
+        },
+        Directive {
+            option: "--exclusive",
+            value: |j| flag(j.exclusive),
+        },
+        Directive {
+            option: "--output",
+            value: |_| text("flux-{{id}}.out"),
+        },
+        Directive {
+            option: "--error",
+            value: |_| text("flux-{{id}}.err"),
+        },
+    ],
+};
+
+/// The batch script of a job (see [`FLUX_BATCH`]). Fails on values a directive line cannot
+/// carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
-    check_common(job, &[])?;
-    check_job_dir(&job.dir)?;
-    let (cores, gpus) = per_node_need(job);
-    let mut d: Vec<String> = vec![
-        format!("--job-name={}", job.name),
-        format!("--nodes={}", job.nodes),
-        format!("--nslots={}", job.nodes),
-        format!("--cores-per-slot={cores}"),
-    ];
-    if gpus > 0 {
-        d.push(format!("--gpus-per-slot={gpus}"));
-    }
-    d.push(format!(
-        "--time-limit={}",
-        format_time_limit(job.time_limit)?
-    ));
-    if let Some(q) = &job.queue {
-        d.push(format!("--queue={q}"));
-    }
-    if let Some(a) = &job.account {
-        d.push(format!("--bank={a}"));
-    }
-    if job.exclusive {
-        d.push("--exclusive".into());
-    }
-    // Relative to the job's working directory, its job directory: submit() runs from
-    // there, so a job directory of any name works (directive lines cannot be quoted).
-    d.push("--output=flux-{{id}}.out".into());
-    d.push("--error=flux-{{id}}.err".into());
-    d.extend(job.extra_directives.iter().cloned());
-    // Directives must come before any other non-blank line.
-    let mut s = String::from("#!/bin/bash\n");
-    for line in d {
-        s.push_str("# flux: ");
-        s.push_str(&line);
-        s.push('\n');
-    }
-    s.push_str(&render_body(job, "Flux", &|run| join(flux_run_words(run))));
-    Ok(s)
+    directive::render_script(&FLUX_BATCH, job, &|run| Ok(flux_run_words(run)))
 }
 
 /// One line of `flux jobs -n -o '{id.dec} {state} {result} {returncode}'`; result and
@@ -230,20 +247,15 @@ pub fn parse_flux_jobs(stdout: &str) -> Result<Vec<FluxJobRow>, SchedError> {
     Ok(rows)
 }
 
-/// Parses `flux jobs -n -o '{id.dec} {name}'`.
-pub fn parse_flux_job_names(stdout: &str) -> Result<Vec<(String, String)>, SchedError> {
-    stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|line| match line.split_once(' ') {
-            Some((id, name)) => Ok((id.to_string(), name.trim().to_string())),
-            None => Err(SchedError::Parse {
-                what: "a `flux jobs` line (id.dec, name)",
-                text: line.to_string(),
-            }),
-        })
-        .collect()
+/// Parses `flux jobs -n -o '{id.dec} {name}'` (see [`crate::lookup::parse_name_listing`]).
+pub fn parse_flux_job_names(stdout: &str) -> Result<Vec<NamedJob>, SchedError> {
+    parse_name_listing(stdout, "a `flux jobs` line (id.dec, name)")
+}
+
+/// Whether a line `flux cancel` printed says the job had already ended (or is unknown to
+/// the instance): cancelling it is then not a failure.
+pub fn says_job_ended(line: &str) -> bool {
+    line.contains("inactive") || line.contains("unknown")
 }
 
 /// The ids `flux jobs` reported unknown on stderr (`JobID <id> unknown`), and whether
@@ -336,9 +348,7 @@ fn exception_words(row: &FluxJobRow) -> String {
 
 /// The Flux backend. Blocking; the daemon calls it from a blocking task.
 pub struct FluxBackend {
-    runner: Arc<dyn CommandRunner>,
-    retry: RetryPolicy,
-    base_env: BTreeMap<OsString, OsString>,
+    client: BatchClient,
 }
 
 impl Default for FluxBackend {
@@ -349,52 +359,33 @@ impl Default for FluxBackend {
 
 impl FluxBackend {
     pub fn new() -> FluxBackend {
-        FluxBackend::with_runner(Arc::new(SystemRunner::default()), RetryPolicy::default())
+        FluxBackend {
+            client: BatchClient::system(),
+        }
     }
 
     pub fn with_runner(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> FluxBackend {
         FluxBackend {
-            runner,
-            retry,
-            base_env: std::env::vars_os().collect(),
+            client: BatchClient::new(runner, retry),
         }
     }
 
     /// Replaces the environment the commands run with (tests put a stand-in on `PATH`).
     pub fn with_base_env(mut self, env: BTreeMap<OsString, OsString>) -> FluxBackend {
-        self.base_env = env;
+        self.client.base_env = env;
         self
     }
 
     fn inv(&self, args: Vec<String>) -> Invocation {
-        Invocation::new("flux", args).env(self.base_env.clone())
+        Invocation::new("flux", args).env(self.client.base_env.clone())
     }
 
-    fn find_once(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let inv = self.inv(vec![
-            "jobs".into(),
-            "-a".into(),
-            "-n".into(),
-            "-c".into(),
-            "0".into(),
-            "-o".into(),
-            JOBS_NAME_FORMAT.into(),
-        ]);
-        let out = run_checked(self.runner.as_ref(), &self.retry, &inv)?;
-        let mut found: BTreeMap<String, JobId> = BTreeMap::new();
-        for (id, name) in parse_flux_job_names(&out.stdout)? {
-            if wanted.contains(name.as_str()) {
-                // Flux ids grow with submission time: the highest is the newest.
-                let newer = found
-                    .get(&name)
-                    .is_none_or(|old| id.parse::<u64>().ok() > old.0.parse::<u64>().ok());
-                if newer {
-                    found.insert(name, JobId(id));
-                }
-            }
+    fn names(&self) -> NameQuery {
+        let args = ["jobs", "-a", "-n", "-c", "0", "-o", JOBS_NAME_FORMAT];
+        NameQuery {
+            command: self.inv(args.map(String::from).to_vec()),
+            parse: parse_flux_job_names,
         }
-        Ok(found)
     }
 }
 
@@ -404,20 +395,14 @@ impl Scheduler for FluxBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let path = write_job_script(job, &render_script(job)?)?;
-        let inv = self
-            .inv(vec!["batch".into(), path.display().to_string()])
-            .cwd(&job.dir);
-        let id = submit_idempotently(
-            &self.retry,
-            &|d| self.runner.pause(d),
-            "flux batch",
-            job,
-            |names| self.find_once(names),
-            || parse_flux_batch(&self.runner.run(&inv)?.check(&inv)?.stdout),
-        )?;
-        tracing::info!(job = %job.name, id = %id, "submitted to Flux");
-        Ok(id)
+        let how = Submission {
+            what: "flux batch",
+            scheduler: "Flux",
+            command: &|path| self.inv(vec!["batch".into(), path.display().to_string()]),
+            parse_id: parse_flux_batch,
+        };
+        self.client
+            .submit(job, &render_script(job)?, &how, &self.names())
     }
 
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
@@ -435,20 +420,18 @@ impl Scheduler for FluxBackend {
         ];
         args.extend(ids.iter().map(|i| i.0.clone()));
         let inv = self.inv(args);
-        let out = self
-            .retry
-            .run_pausing("flux jobs", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                // Unknown ids are reported on stderr; the exit status is 1 only when every id
-                // is unknown, which is an answer, not a failure.
-                let (_, only_unknown) = unknown_ids(&out.stderr);
-                if out.success() || (out.code == Some(1) && only_unknown && !out.stderr.is_empty())
-                {
-                    Ok(out)
-                } else {
-                    Err(out.into_error(&inv))
-                }
-            })?;
+        let c = &self.client;
+        let out = c.retry.run_pausing("flux jobs", &|d| c.pause(d), || {
+            let out = c.runner.run(&inv)?;
+            // Unknown ids are reported on stderr; the exit status is 1 only when every id
+            // is unknown, which is an answer, not a failure.
+            let (_, only_unknown) = unknown_ids(&out.stderr);
+            if out.success() || (out.code == Some(1) && only_unknown && !out.stderr.is_empty()) {
+                Ok(out)
+            } else {
+                Err(out.into_error(&inv))
+            }
+        })?;
         let rows: BTreeMap<String, FluxJobRow> = parse_flux_jobs(&out.stdout)?
             .into_iter()
             .map(|r| (r.id.clone(), r))
@@ -464,31 +447,16 @@ impl Scheduler for FluxBackend {
     }
 
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        if names.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        self.find_once(names)
+        self.client.find_by_name(names, &self.names())
     }
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let mut args = vec!["cancel".to_string()];
-        args.extend(ids.iter().map(|i| i.0.clone()));
-        let inv = self.inv(args);
-        self.retry
-            .run_pausing("flux cancel", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                // A job that already ended cannot be cancelled, and need not be.
-                let benign =
-                    out.stderr_only_says(|l| l.contains("inactive") || l.contains("unknown"));
-                if out.success() || benign {
-                    Ok(())
-                } else {
-                    Err(out.into_error(&inv))
-                }
-            })
+        let flux_cancel = |ids: &[JobId]| {
+            let args = std::iter::once("cancel".to_string()).chain(ids.iter().map(|i| i.0.clone()));
+            self.inv(args.collect())
+        };
+        self.client
+            .cancel("flux cancel", ids, flux_cancel, says_job_ended)
     }
 }
 

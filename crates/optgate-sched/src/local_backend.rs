@@ -130,7 +130,11 @@ pub fn render_job_script(job: &JobSpec, lock_file: &Path) -> String {
         quote(&lock_file.display().to_string())
     ));
     s.push_str("{\n");
-    s.push_str(&render_body(job, "local", &|_| String::new()));
+    s.push_str(&render_body(
+        job,
+        "local",
+        &vec![String::new(); job.runs.len()],
+    ));
     s.push_str("} 9>&-\n");
     s
 }

@@ -9,18 +9,18 @@
 //! one `squeue` for all jobs plus, for jobs it no longer lists, one `sacct` — never one
 //! call per job.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 
 use optgate_experiment::SchedulerKind;
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
-use crate::batch::{
-    check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
-};
-use crate::command::{CommandRunner, Invocation, RetryPolicy, SystemRunner, run_checked};
-use crate::shell::join;
+use crate::batch::limit_seconds;
+use crate::batch_client::{BatchClient, NameQuery, Submission};
+use crate::command::{CommandRunner, Invocation, RetryPolicy};
+use crate::directive::{self, Dialect, Directive, flag, optional, positive, text};
+use crate::lookup::{NamedJob, parse_name_listing};
 
 /// Slurm's time-limit format, `D-HH:MM:SS` (seconds rounded up).
 pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedError> {
@@ -70,49 +70,63 @@ pub fn srun_words(run: &JobRun) -> Result<Vec<String>, SchedError> {
     Ok(w)
 }
 
+/// What each job field renders to in an `#SBATCH` line, in the order written. Output paths
+/// are relative to the job's working directory, its job directory: submit() runs from
+/// there, so a job directory of any name works (directive lines cannot be quoted).
+pub const SBATCH: Dialect = Dialect {
+    scheduler: "Slurm",
+    prefix: "#SBATCH ",
+    directives: &[
+        Directive {
+            option: "--job-name",
+            value: |j| text(&j.name),
+        },
+        Directive {
+            option: "--nodes",
+            value: |j| text(j.nodes),
+        },
+        Directive {
+            option: "--ntasks-per-node",
+            value: |j| text(j.tasks_per_node),
+        },
+        Directive {
+            option: "--cpus-per-task",
+            value: |j| text(j.cpus_per_task),
+        },
+        Directive {
+            option: "--gpus-per-task",
+            value: |j| positive(j.gpus_per_task),
+        },
+        Directive {
+            option: "--time",
+            value: |j| text(format_time_limit(j.time_limit)?),
+        },
+        Directive {
+            option: "--partition",
+            value: |j| optional(&j.queue),
+        },
+        Directive {
+            option: "--account",
+            value: |j| optional(&j.account),
+        },
+        Directive {
+            option: "--exclusive",
+            value: |j| flag(j.exclusive),
+        },
+        Directive {
+            option: "--output",
+            value: |_| text("slurm-%j.out"),
+        },
+        Directive {
+            option: "--error",
+            value: |_| text("slurm-%j.err"),
+        },
+    ],
+};
+
 /// The batch script of a job. Fails on values a directive line cannot carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
-    check_common(job, &[])?;
-    check_job_dir(&job.dir)?;
-    let mut d: Vec<String> = vec![
-        format!("--job-name={}", job.name),
-        format!("--nodes={}", job.nodes),
-        format!("--ntasks-per-node={}", job.tasks_per_node),
-        format!("--cpus-per-task={}", job.cpus_per_task),
-    ];
-    if job.gpus_per_task > 0 {
-        d.push(format!("--gpus-per-task={}", job.gpus_per_task));
-    }
-    d.push(format!("--time={}", format_time_limit(job.time_limit)?));
-    if let Some(q) = &job.queue {
-        d.push(format!("--partition={q}"));
-    }
-    if let Some(a) = &job.account {
-        d.push(format!("--account={a}"));
-    }
-    if job.exclusive {
-        d.push("--exclusive".into());
-    }
-    // Relative to the job's working directory, its job directory: submit() runs from
-    // there, so a job directory of any name works (directive lines cannot be quoted).
-    d.push("--output=slurm-%j.out".into());
-    d.push("--error=slurm-%j.err".into());
-    d.extend(job.extra_directives.iter().cloned());
-    // Directives first: sbatch stops reading them at the first line that is neither a
-    // comment nor blank.
-    let mut s = String::from("#!/bin/bash\n");
-    for line in d {
-        s.push_str("#SBATCH ");
-        s.push_str(&line);
-        s.push('\n');
-    }
-    for run in &job.runs {
-        srun_words(run)?;
-    }
-    s.push_str(&render_body(job, "Slurm", &|run| {
-        join(srun_words(run).expect("checked above"))
-    }));
-    Ok(s)
+    directive::render_script(&SBATCH, job, &srun_words)
 }
 
 /// Whether a variable of the submitting environment would change the job or the output
@@ -183,20 +197,15 @@ pub fn parse_squeue(stdout: &str) -> Result<Vec<SqueueRow>, SchedError> {
     Ok(rows)
 }
 
-/// Parses `squeue -h -o '%i %j'` into (id, name) pairs.
-pub fn parse_squeue_names(stdout: &str) -> Result<Vec<(String, String)>, SchedError> {
-    stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|line| match line.split_once(' ') {
-            Some((id, name)) => Ok((id.to_string(), name.trim().to_string())),
-            None => Err(SchedError::Parse {
-                what: "a `squeue` line (id, name)",
-                text: line.to_string(),
-            }),
-        })
-        .collect()
+/// Parses `squeue -h -o '%i %j'` (see [`crate::lookup::parse_name_listing`]).
+pub fn parse_squeue_names(stdout: &str) -> Result<Vec<NamedJob>, SchedError> {
+    parse_name_listing(stdout, "a `squeue` line (id, name)")
+}
+
+/// Whether a line `scancel` printed says the job had already ended: cancelling it is then
+/// not a failure (Slurm 22.05's words for an ended job, and for one it has forgotten).
+pub fn says_job_ended(line: &str) -> bool {
+    line.contains("already completing or completed") || line.contains("Invalid job id specified")
 }
 
 /// One line of `sacct -X -n -P -o JobID,State,ExitCode,Elapsed`.
@@ -299,10 +308,8 @@ enum Accounting {
 
 /// The Slurm backend. Blocking; the daemon calls it from a blocking task.
 pub struct SlurmBackend {
-    runner: Arc<dyn CommandRunner>,
-    retry: RetryPolicy,
-    /// The environment the commands start from, before the cleared variables go.
-    base_env: BTreeMap<OsString, OsString>,
+    /// Its commands start from `client.base_env` without the cleared variables.
+    client: BatchClient,
     /// Learnt from the first `sacct`: a cluster without accounting is not asked again.
     accounting: Mutex<Accounting>,
 }
@@ -316,14 +323,16 @@ impl Default for SlurmBackend {
 impl SlurmBackend {
     /// Runs the real commands, starting from this process's environment.
     pub fn new() -> SlurmBackend {
-        SlurmBackend::with_runner(Arc::new(SystemRunner::default()), RetryPolicy::default())
+        SlurmBackend::from_client(BatchClient::system())
     }
 
     pub fn with_runner(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> SlurmBackend {
+        SlurmBackend::from_client(BatchClient::new(runner, retry))
+    }
+
+    fn from_client(client: BatchClient) -> SlurmBackend {
         SlurmBackend {
-            runner,
-            retry,
-            base_env: std::env::vars_os().collect(),
+            client,
             accounting: Mutex::new(Accounting::Untried),
         }
     }
@@ -331,30 +340,27 @@ impl SlurmBackend {
     /// Replaces the environment the commands start from (tests prove that what must be
     /// cleared is cleared).
     pub fn with_base_env(mut self, env: BTreeMap<OsString, OsString>) -> SlurmBackend {
-        self.base_env = env;
+        self.client.base_env = env;
         self
     }
 
     fn inv(&self, program: &str, args: Vec<String>) -> Invocation {
-        Invocation::new(program, args).env(clean_env(&self.base_env))
+        Invocation::new(program, args).env(clean_env(&self.client.base_env))
     }
 
-    fn squeue_all(&self, format: &str) -> Result<String, SchedError> {
-        // `-t all`: also the jobs that ended but slurmctld still remembers (MinJobAge),
-        // with their final state — the same knowledge `scontrol show job` has, for all
-        // jobs in one call.
-        let inv = self.inv(
-            "squeue",
-            vec![
-                "--me".into(),
-                "-t".into(),
-                "all".into(),
-                "-h".into(),
-                "-o".into(),
-                format.into(),
-            ],
-        );
-        Ok(run_checked(self.runner.as_ref(), &self.retry, &inv)?.stdout)
+    /// `squeue` of all this user's jobs in `format`. `-t all`: also the jobs that ended but
+    /// slurmctld still remembers (MinJobAge), with their final state — the same knowledge
+    /// `scontrol show job` has, for all jobs in one call.
+    fn squeue_all(&self, format: &str) -> Invocation {
+        let args = ["--me", "-t", "all", "-h", "-o", format];
+        self.inv("squeue", args.map(String::from).to_vec())
+    }
+
+    fn names(&self) -> NameQuery {
+        NameQuery {
+            command: self.squeue_all(SQUEUE_NAME_FORMAT),
+            parse: parse_squeue_names,
+        }
     }
 
     /// One batched `sacct` for jobs `squeue` no longer lists; `None` when the cluster keeps
@@ -368,27 +374,16 @@ impl SlurmBackend {
             .map(|i| i.0.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let inv = self.inv(
-            "sacct",
-            vec![
-                "-X".into(),
-                "-n".into(),
-                "-P".into(),
-                "-j".into(),
-                list,
-                "-o".into(),
-                SACCT_FIELDS.into(),
-            ],
-        );
-        let out = self
-            .retry
-            .run_pausing("sacct", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                if accounting_disabled(&out.stdout, &out.stderr) {
-                    return Ok(None);
-                }
-                out.check(&inv).map(Some)
-            })?;
+        let args = ["-X", "-n", "-P", "-j", &list, "-o", SACCT_FIELDS];
+        let inv = self.inv("sacct", args.map(String::from).to_vec());
+        let c = &self.client;
+        let out = c.retry.run_pausing("sacct", &|d| c.pause(d), || {
+            let out = c.runner.run(&inv)?;
+            if accounting_disabled(&out.stdout, &out.stderr) {
+                return Ok(None);
+            }
+            out.check(&inv).map(Some)
+        })?;
         let mut acc = self.accounting.lock().expect("not poisoned");
         match out {
             None => {
@@ -406,27 +401,6 @@ impl SlurmBackend {
             }
         }
     }
-
-    fn find_once(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let mut found: BTreeMap<String, JobId> = BTreeMap::new();
-        for (id, name) in parse_squeue_names(&self.squeue_all(SQUEUE_NAME_FORMAT)?)? {
-            if wanted.contains(name.as_str()) {
-                let newer = match found.get(&name) {
-                    Some(old) => numeric(&id) > numeric(&old.0),
-                    None => true,
-                };
-                if newer {
-                    found.insert(name, JobId(id));
-                }
-            }
-        }
-        Ok(found)
-    }
-}
-
-fn numeric(id: &str) -> u64 {
-    id.parse().unwrap_or(0)
 }
 
 impl Scheduler for SlurmBackend {
@@ -435,23 +409,17 @@ impl Scheduler for SlurmBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let path = write_job_script(job, &render_script(job)?)?;
-        let inv = self
-            .inv(
-                "sbatch",
-                vec!["--parsable".into(), path.display().to_string()],
-            )
-            .cwd(&job.dir);
-        let id = submit_idempotently(
-            &self.retry,
-            &|d| self.runner.pause(d),
-            "sbatch",
-            job,
-            |names| self.find_once(names),
-            || parse_sbatch_parsable(&self.runner.run(&inv)?.check(&inv)?.stdout),
-        )?;
-        tracing::info!(job = %job.name, id = %id, "submitted to Slurm");
-        Ok(id)
+        let how = Submission {
+            what: "sbatch",
+            scheduler: "Slurm",
+            command: &|path| {
+                let args = vec!["--parsable".into(), path.display().to_string()];
+                self.inv("sbatch", args)
+            },
+            parse_id: parse_sbatch_parsable,
+        };
+        self.client
+            .submit(job, &render_script(job)?, &how, &self.names())
     }
 
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
@@ -459,11 +427,13 @@ impl Scheduler for SlurmBackend {
         if ids.is_empty() {
             return Ok(states);
         }
-        let rows: BTreeMap<String, SqueueRow> =
-            parse_squeue(&self.squeue_all(SQUEUE_STATE_FORMAT)?)?
-                .into_iter()
-                .map(|r| (r.id.clone(), r))
-                .collect();
+        let listing = self
+            .client
+            .run_checked(&self.squeue_all(SQUEUE_STATE_FORMAT))?;
+        let rows: BTreeMap<String, SqueueRow> = parse_squeue(&listing.stdout)?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
         let mut missing = Vec::new();
         for id in ids {
             match rows.get(&id.0) {
@@ -497,33 +467,16 @@ impl Scheduler for SlurmBackend {
     }
 
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        if names.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        self.find_once(names)
+        self.client.find_by_name(names, &self.names())
     }
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let mut args: Vec<String> = ids.iter().map(|i| i.0.clone()).collect();
-        args.insert(0, "--quiet".into());
-        let inv = self.inv("scancel", args);
-        self.retry
-            .run_pausing("scancel", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                // Cancelling a job that already ended is not a failure: the wish is fulfilled.
-                let benign = out.stderr_only_says(|l| {
-                    l.contains("already completing or completed")
-                        || l.contains("Invalid job id specified")
-                });
-                if out.success() || benign {
-                    Ok(())
-                } else {
-                    Err(out.into_error(&inv))
-                }
-            })
+        let scancel = |ids: &[JobId]| {
+            let args =
+                std::iter::once("--quiet".to_string()).chain(ids.iter().map(|i| i.0.clone()));
+            self.inv("scancel", args.collect())
+        };
+        self.client.cancel("scancel", ids, scancel, says_job_ended)
     }
 }
 

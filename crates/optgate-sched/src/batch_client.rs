@@ -1,0 +1,130 @@
+//! What the Slurm and Flux backends do alike around their commands, in one place: the
+//! command runner, retry policy and starting environment they hold; submitting a rendered
+//! script idempotently (a lost answer is followed by a look-up by name, not a second job);
+//! finding jobs by name under the one tie-break rule ([`crate::lookup::newest_by_name`]);
+//! cancelling, where a scheduler's "that job already ended" is success.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::backend::{JobId, JobSpec, SchedError};
+use crate::batch::{submit_idempotently, write_job_script};
+use crate::command::{CommandRunner, Invocation, Output, RetryPolicy, SystemRunner, run_checked};
+use crate::lookup::{NamedJob, newest_by_name};
+
+/// How a backend hands a job's script to its scheduler.
+pub struct Submission<'a> {
+    /// The command for logs and retries (`sbatch`, `flux batch`).
+    pub what: &'static str,
+    /// The scheduler's name for the log line (`Slurm`, `Flux`).
+    pub scheduler: &'static str,
+    /// The submit command for the script at this path (run from the job's directory).
+    pub command: &'a dyn Fn(&Path) -> Invocation,
+    /// The new job's id from the command's stdout.
+    pub parse_id: fn(&str) -> Result<JobId, SchedError>,
+}
+
+/// How a backend lists its user's jobs by name.
+pub struct NameQuery {
+    /// The listing command (`squeue … -o '%i %j'`, `flux jobs … -o '{id.dec} {name}'`).
+    pub command: Invocation,
+    /// Its stdout as `ID NAME` rows.
+    pub parse: fn(&str) -> Result<Vec<NamedJob>, SchedError>,
+}
+
+/// The command side of a batch backend. Blocking.
+pub struct BatchClient {
+    pub runner: Arc<dyn CommandRunner>,
+    pub retry: RetryPolicy,
+    /// The environment commands start from (a backend may clear some of it).
+    pub base_env: BTreeMap<OsString, OsString>,
+}
+
+impl BatchClient {
+    /// Runs the real commands, starting from this process's environment.
+    pub fn system() -> BatchClient {
+        BatchClient::new(Arc::new(SystemRunner::default()), RetryPolicy::default())
+    }
+
+    pub fn new(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> BatchClient {
+        BatchClient {
+            runner,
+            retry,
+            base_env: std::env::vars_os().collect(),
+        }
+    }
+
+    /// The retries' pause (cut short when optgate is stopping).
+    pub fn pause(&self, d: std::time::Duration) -> bool {
+        self.runner.pause(d)
+    }
+
+    /// Runs `inv` with retries; a non-zero exit is an error.
+    pub fn run_checked(&self, inv: &Invocation) -> Result<Output, SchedError> {
+        run_checked(self.runner.as_ref(), &self.retry, inv)
+    }
+
+    /// Writes `script` into the job's directory and submits it from there; a retry after a
+    /// lost answer first looks the job up by name (`names`). The id is recorded in the job's
+    /// directory.
+    pub fn submit(
+        &self,
+        job: &JobSpec,
+        script: &str,
+        how: &Submission<'_>,
+        names: &NameQuery,
+    ) -> Result<JobId, SchedError> {
+        let path = write_job_script(job, script)?;
+        let inv = (how.command)(&path).cwd(&job.dir);
+        let id = submit_idempotently(
+            &self.retry,
+            &|d| self.pause(d),
+            how.what,
+            job,
+            |wanted| self.find_by_name(wanted, names),
+            || (how.parse_id)(&self.runner.run(&inv)?.check(&inv)?.stdout),
+        )?;
+        tracing::info!(job = %job.name, id = %id, "submitted to {}", how.scheduler);
+        Ok(id)
+    }
+
+    /// The job each of `names` means (the newest of a name, [`newest_by_name`]), in one
+    /// listing; a name no listed job carries is absent.
+    pub fn find_by_name(
+        &self,
+        names: &[String],
+        query: &NameQuery,
+    ) -> Result<BTreeMap<String, JobId>, SchedError> {
+        if names.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let out = self.run_checked(&query.command)?;
+        Ok(newest_by_name(&(query.parse)(&out.stdout)?, names))
+    }
+
+    /// Cancels `ids` with the command `cancel` builds for them (`what` in retry logs); a
+    /// failure whose stderr only says, line by line, that a job already ended (`ended`) is
+    /// success: the wish is fulfilled. No ids, no command.
+    pub fn cancel(
+        &self,
+        what: &str,
+        ids: &[JobId],
+        cancel: impl FnOnce(&[JobId]) -> Invocation,
+        ended: fn(&str) -> bool,
+    ) -> Result<(), SchedError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let inv = cancel(ids);
+        self.retry.run_pausing(what, &|d| self.pause(d), || {
+            let out = self.runner.run(&inv)?;
+            if out.success() || out.stderr_only_says(ended) {
+                Ok(())
+            } else {
+                Err(out.into_error(&inv))
+            }
+        })
+    }
+}
