@@ -1,32 +1,41 @@
 //! Batch scripts from one directive table per scheduler: a [`Dialect`] names the
-//! scheduler, the prefix of its directive lines and its [`Directive`] rows — which option
-//! carries which part of the job, and how its value is written. [`render_script`] is the
+//! scheduler, the prefix of its directive lines, its time-limit form and its table — which
+//! option carries which part of the job ([`Carries`]). [`render_script`] is the
 //! one renderer both batch backends use: it checks the job, writes the rows in table order
 //! (then the job's extra directives) behind the prefix, then the shared body
 //! ([`crate::batch::render_body`]). Pure.
 
-use std::fmt::Display;
+use std::time::Duration;
 
 use crate::backend::{JobRun, JobSpec, SchedError};
 use crate::batch::{check_common, check_job_dir, render_body};
 use crate::shell::join;
 
-/// What one directive row writes for a job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DirectiveValue {
-    /// No line: the job leaves this option to the scheduler's default.
-    Omitted,
-    /// The option alone, `--exclusive`.
-    Flag,
-    /// `--option=value`.
-    Text(String),
-}
-
-/// One row of a scheduler's directive table: `option` and how a job's value for it is
-/// written (or an error when the job holds a value the scheduler cannot be given).
-pub struct Directive {
-    pub option: &'static str,
-    pub value: fn(&JobSpec) -> Result<DirectiveValue, SchedError>,
+/// The part of a job one directive carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carries {
+    /// The job's name (the key [`crate::lookup::newest_by_name`] finds it by).
+    JobName,
+    Nodes,
+    TasksPerNode,
+    CpusPerTask,
+    /// GPUs per task; no line without GPUs.
+    GpusPerTask,
+    /// The cores one node must hold: the largest arm's need there ([`per_node_need`]).
+    CoresPerNode,
+    /// The GPUs one node must hold, likewise; no line without GPUs.
+    GpusPerNode,
+    /// The job's time limit, in the dialect's own form.
+    TimeLimit,
+    /// `scheduler.queue`; no line when unset.
+    Queue,
+    /// `scheduler.account`; no line when unset.
+    Account,
+    /// `scheduler.exclusive`: the option alone, when set.
+    Exclusive,
+    /// A fixed value (the log files' names, relative to the job's directory the backends
+    /// submit from: directive lines cannot be quoted, so a job directory of any name works).
+    Fixed(&'static str),
 }
 
 /// How one scheduler's batch scripts are written.
@@ -35,49 +44,69 @@ pub struct Dialect {
     pub scheduler: &'static str,
     /// What opens each directive line (`#SBATCH `, `# flux: `).
     pub prefix: &'static str,
-    /// The directives every job gets, in the order they are written.
-    pub directives: &'static [Directive],
+    /// The scheduler's form of a time limit.
+    pub time_limit: fn(Duration) -> Result<String, SchedError>,
+    /// The directive table: each option and what it carries, in the order written.
+    pub directives: &'static [(&'static str, Carries)],
 }
 
-/// A value that is always written.
-pub fn text(value: impl Display) -> Result<DirectiveValue, SchedError> {
-    Ok(DirectiveValue::Text(value.to_string()))
+/// What one node of a job's allocation must hold: the cores and GPUs of the largest arm on
+/// a node (each arm's tasks per node × its cores or GPUs per task), not the largest task
+/// count times the largest cores per task taken from different arms (a 2-task × 1-core
+/// baseline and a 1-task × 2-core variant need 2 cores, not 4). A `flux batch` job is a
+/// Flux instance of its own: each arm's `flux run` places its tasks in whatever cores the
+/// allocation holds, so the slot shape does not constrain them.
+pub fn per_node_need(job: &JobSpec) -> (u64, u64) {
+    let need = |per_task: fn(&JobRun) -> u32| {
+        job.runs
+            .iter()
+            .map(|r| u64::from(r.tasks_per_node) * u64::from(per_task(r)))
+            .max()
+            .unwrap_or(0)
+    };
+    (need(|r| r.cpus_per_task).max(1), need(|r| r.gpus_per_task))
 }
 
-/// A count written only when it is above zero (GPUs).
-pub fn positive(n: impl Into<u64>) -> Result<DirectiveValue, SchedError> {
-    let n = n.into();
-    Ok(if n > 0 {
-        DirectiveValue::Text(n.to_string())
-    } else {
-        DirectiveValue::Omitted
+/// What a directive writes for one job.
+enum Written {
+    /// No line: the scheduler's default holds.
+    Nothing,
+    /// The option alone (`--exclusive`).
+    Alone,
+    /// `--option=value`.
+    Value(String),
+}
+
+/// What the directive carrying `carries` writes for `job`.
+fn written(dialect: &Dialect, job: &JobSpec, carries: Carries) -> Result<Written, SchedError> {
+    let count = |n: u64| Written::Value(n.to_string());
+    let if_any = |n: u64| if n > 0 { count(n) } else { Written::Nothing };
+    let if_set = |v: &Option<String>| v.clone().map_or(Written::Nothing, Written::Value);
+    Ok(match carries {
+        Carries::JobName => Written::Value(job.name.clone()),
+        Carries::Nodes => count(job.nodes.into()),
+        Carries::TasksPerNode => count(job.tasks_per_node.into()),
+        Carries::CpusPerTask => count(job.cpus_per_task.into()),
+        Carries::GpusPerTask => if_any(job.gpus_per_task.into()),
+        Carries::CoresPerNode => count(per_node_need(job).0),
+        Carries::GpusPerNode => if_any(per_node_need(job).1),
+        Carries::TimeLimit => Written::Value((dialect.time_limit)(job.time_limit)?),
+        Carries::Queue => if_set(&job.queue),
+        Carries::Account => if_set(&job.account),
+        Carries::Exclusive if job.exclusive => Written::Alone,
+        Carries::Exclusive => Written::Nothing,
+        Carries::Fixed(v) => Written::Value(v.to_string()),
     })
 }
 
-/// A value written only when the experiment sets it (queue, account).
-pub fn optional(value: &Option<String>) -> Result<DirectiveValue, SchedError> {
-    Ok(value
-        .as_ref()
-        .map_or(DirectiveValue::Omitted, |v| DirectiveValue::Text(v.clone())))
-}
-
-/// An option written alone when `on`.
-pub fn flag(on: bool) -> Result<DirectiveValue, SchedError> {
-    Ok(if on {
-        DirectiveValue::Flag
-    } else {
-        DirectiveValue::Omitted
-    })
-}
-
-/// The directive lines' options for `job`: the dialect's rows, then its extra directives.
+/// The directive lines' options for `job`: the dialect's table, then the extra directives.
 pub fn directive_options(dialect: &Dialect, job: &JobSpec) -> Result<Vec<String>, SchedError> {
     let mut options = Vec::with_capacity(dialect.directives.len() + job.extra_directives.len());
-    for row in dialect.directives {
-        match (row.value)(job)? {
-            DirectiveValue::Omitted => {}
-            DirectiveValue::Flag => options.push(row.option.to_string()),
-            DirectiveValue::Text(v) => options.push(format!("{}={v}", row.option)),
+    for &(option, carries) in dialect.directives {
+        match written(dialect, job, carries)? {
+            Written::Nothing => {}
+            Written::Alone => options.push(option.to_string()),
+            Written::Value(v) => options.push(format!("{option}={v}")),
         }
     }
     options.extend(job.extra_directives.iter().cloned());
@@ -108,4 +137,122 @@ pub fn render_script(
     }
     s.push_str(&render_body(job, dialect.scheduler, &launches));
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{sample_job, unknown_directive};
+    use crate::{flux::FLUX_BATCH, slurm::SBATCH};
+    use optgate_experiment::SchedulerKind;
+
+    #[test]
+    fn every_option_in_a_table_is_an_option_of_its_batch_command() {
+        // Planted bug: a row `("--partiton", Carries::Queue)` in SBATCH fails here (sbatch
+        // would refuse every job), as would a Slurm option in the Flux table.
+        for (dialect, kind) in [
+            (&SBATCH, SchedulerKind::Slurm),
+            (&FLUX_BATCH, SchedulerKind::Flux),
+        ] {
+            for (option, _) in dialect.directives {
+                assert_eq!(unknown_directive(kind, option), None, "{kind}: {option}");
+            }
+        }
+    }
+
+    #[test]
+    fn both_tables_carry_what_every_scheduler_must_be_told() {
+        // Planted bug: dropping the `--bank` row from FLUX_BATCH (a job charged to the
+        // wrong bank) or `--time` from SBATCH (the partition's default limit) fails here.
+        let must = [
+            Carries::JobName,
+            Carries::Nodes,
+            Carries::TimeLimit,
+            Carries::Queue,
+            Carries::Account,
+            Carries::Exclusive,
+        ];
+        for dialect in [&SBATCH, &FLUX_BATCH] {
+            for part in must {
+                let carried = dialect.directives.iter().any(|(_, c)| *c == part);
+                assert!(carried, "{}: {part:?}", dialect.scheduler);
+            }
+            // The name comes first, so a person reading `job.sh` sees it at once.
+            assert_eq!(dialect.directives[0].1, Carries::JobName);
+        }
+    }
+
+    const TEST: Dialect = Dialect {
+        scheduler: "Test",
+        prefix: "#T ",
+        time_limit: |d| Ok(format!("{}s", d.as_secs())),
+        directives: &[
+            ("--name", Carries::JobName),
+            ("--gpus", Carries::GpusPerTask),
+            ("--excl", Carries::Exclusive),
+            ("--queue", Carries::Queue),
+            ("--limit", Carries::TimeLimit),
+            ("--log", Carries::Fixed("t-%j.log")),
+        ],
+    };
+
+    #[test]
+    fn values_flags_and_absent_parts_are_written_as_such() {
+        let mut job = sample_job();
+        // Planted bugs: a flag written `--excl=`, zero GPUs written as `--gpus=0`, an unset
+        // queue written at all, the extra directives dropped or put first.
+        assert_eq!(
+            directive_options(&TEST, &job).unwrap(),
+            [
+                "--name=og-e1-b003",
+                "--excl",
+                "--queue=pdebug",
+                "--limit=2100s",
+                "--log=t-%j.log",
+                "--constraint=cpu"
+            ]
+        );
+        job.gpus_per_task = 2;
+        job.exclusive = false;
+        job.queue = None;
+        job.extra_directives.clear();
+        assert_eq!(
+            directive_options(&TEST, &job).unwrap(),
+            [
+                "--name=og-e1-b003",
+                "--gpus=2",
+                "--limit=2100s",
+                "--log=t-%j.log"
+            ]
+        );
+        let script = render_script(&TEST, &job, &|r| Ok(vec!["go".into(), r.arm.clone()])).unwrap();
+        assert!(
+            script.starts_with("#!/bin/bash\n#T --name=og-e1-b003\n#T --gpus=2\n"),
+            "{script}"
+        );
+        assert!(
+            script.contains("# optgate Test job og-e1-b003: 2 run(s)"),
+            "{script}"
+        );
+        assert!(script.contains(" -- go omp6; og_after $?\n"), "{script}");
+        assert!(
+            script.contains(" -- go baseline; og_after $?\n"),
+            "{script}"
+        );
+    }
+
+    #[test]
+    fn a_launcher_that_refuses_a_run_refuses_the_script() {
+        let refuse = |_: &JobRun| -> Result<Vec<String>, SchedError> {
+            Err(SchedError::Unrepresentable {
+                field: "governor".into(),
+                value: "turbo".into(),
+                reason: "test".into(),
+            })
+        };
+        assert!(matches!(
+            render_script(&TEST, &sample_job(), &refuse),
+            Err(SchedError::Unrepresentable { .. })
+        ));
+    }
 }

@@ -17,7 +17,7 @@ use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::limit_seconds;
 use crate::batch_client::{BatchClient, NameQuery, Submission};
 use crate::command::{CommandRunner, Invocation, RetryPolicy};
-use crate::directive::{self, Dialect, Directive, flag, optional, positive, text};
+use crate::directive::{self, Carries, Dialect};
 use crate::lookup::{NamedJob, parse_name_listing};
 
 /// The F58 alphabet (RFC 19, FLUID): base 58 without `0`, `O`, `I` and `l`.
@@ -126,75 +126,27 @@ pub fn flux_run_words(run: &JobRun) -> Vec<String> {
     w
 }
 
-/// What one node of a job's allocation must hold: the cores and GPUs of the largest arm on
-/// a node (each arm's tasks per node × its cores or GPUs per task), not the largest task
-/// count times the largest cores per task taken from different arms (a 2-task × 1-core
-/// baseline and a 1-task × 2-core variant need 2 cores, not 4). A `flux batch` job is a
-/// Flux instance of its own: each arm's `flux run` places its tasks in whatever cores the
-/// allocation holds, so the slot shape does not constrain them.
-pub fn per_node_need(job: &JobSpec) -> (u64, u64) {
-    let need = |per_task: fn(&crate::backend::JobRun) -> u32| {
-        job.runs
-            .iter()
-            .map(|r| u64::from(r.tasks_per_node) * u64::from(per_task(r)))
-            .max()
-            .unwrap_or(0)
-    };
-    (need(|r| r.cpus_per_task).max(1), need(|r| r.gpus_per_task))
-}
+pub use crate::directive::per_node_need;
 
-/// What each job field renders to in a `# flux:` line, in the order written: the allocation
-/// as one slot per node holding what the largest arm needs there ([`per_node_need`]).
-/// Output paths are relative to the job's working directory, its job directory: submit()
-/// runs from there, so a job directory of any name works (directive lines cannot be quoted).
+/// What each part of a job renders to in a `# flux:` line, in the order written: the
+/// allocation as one slot per node holding what the largest arm needs there
+/// ([`per_node_need`]); each run's `flux run` then asks for its own shape in tasks.
 pub const FLUX_BATCH: Dialect = Dialect {
     scheduler: "Flux",
     prefix: "# flux: ",
+    time_limit: format_time_limit,
     directives: &[
-        Directive {
-            option: "--job-name",
-            value: |j| text(&j.name),
-        },
-        Directive {
-            option: "--nodes",
-            value: |j| text(j.nodes),
-        },
-        Directive {
-            option: "--nslots",
-            value: |j| text(j.nodes),
-        },
-        Directive {
-            option: "--cores-per-slot",
-            value: |j| text(per_node_need(j).0),
-        },
-        Directive {
-            option: "--gpus-per-slot",
-            value: |j| positive(per_node_need(j).1),
-        },
-        Directive {
-            option: "--time-limit",
-            value: |j| text(format_time_limit(j.time_limit)?),
-        },
-        Directive {
-            option: "--queue",
-            value: |j| optional(&j.queue),
-        },
-        Directive {
-            option: "--bank",
-            value: |j| optional(&j.account),
-        },
-        Directive {
-            option: "--exclusive",
-            value: |j| flag(j.exclusive),
-        },
-        Directive {
-            option: "--output",
-            value: |_| text("flux-{{id}}.out"),
-        },
-        Directive {
-            option: "--error",
-            value: |_| text("flux-{{id}}.err"),
-        },
+        ("--job-name", Carries::JobName),
+        ("--nodes", Carries::Nodes),
+        ("--nslots", Carries::Nodes),
+        ("--cores-per-slot", Carries::CoresPerNode),
+        ("--gpus-per-slot", Carries::GpusPerNode),
+        ("--time-limit", Carries::TimeLimit),
+        ("--queue", Carries::Queue),
+        ("--bank", Carries::Account),
+        ("--exclusive", Carries::Exclusive),
+        ("--output", Carries::Fixed("flux-{{id}}.out")),
+        ("--error", Carries::Fixed("flux-{{id}}.err")),
     ],
 };
 

@@ -19,7 +19,7 @@ use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::limit_seconds;
 use crate::batch_client::{BatchClient, NameQuery, Submission};
 use crate::command::{CommandRunner, Invocation, RetryPolicy};
-use crate::directive::{self, Dialect, Directive, flag, optional, positive, text};
+use crate::directive::{self, Carries, Dialect};
 use crate::lookup::{NamedJob, parse_name_listing};
 
 /// Slurm's time-limit format, `D-HH:MM:SS` (seconds rounded up).
@@ -70,57 +70,23 @@ pub fn srun_words(run: &JobRun) -> Result<Vec<String>, SchedError> {
     Ok(w)
 }
 
-/// What each job field renders to in an `#SBATCH` line, in the order written. Output paths
-/// are relative to the job's working directory, its job directory: submit() runs from
-/// there, so a job directory of any name works (directive lines cannot be quoted).
+/// What each part of a job renders to in an `#SBATCH` line, in the order written.
 pub const SBATCH: Dialect = Dialect {
     scheduler: "Slurm",
     prefix: "#SBATCH ",
+    time_limit: format_time_limit,
     directives: &[
-        Directive {
-            option: "--job-name",
-            value: |j| text(&j.name),
-        },
-        Directive {
-            option: "--nodes",
-            value: |j| text(j.nodes),
-        },
-        Directive {
-            option: "--ntasks-per-node",
-            value: |j| text(j.tasks_per_node),
-        },
-        Directive {
-            option: "--cpus-per-task",
-            value: |j| text(j.cpus_per_task),
-        },
-        Directive {
-            option: "--gpus-per-task",
-            value: |j| positive(j.gpus_per_task),
-        },
-        Directive {
-            option: "--time",
-            value: |j| text(format_time_limit(j.time_limit)?),
-        },
-        Directive {
-            option: "--partition",
-            value: |j| optional(&j.queue),
-        },
-        Directive {
-            option: "--account",
-            value: |j| optional(&j.account),
-        },
-        Directive {
-            option: "--exclusive",
-            value: |j| flag(j.exclusive),
-        },
-        Directive {
-            option: "--output",
-            value: |_| text("slurm-%j.out"),
-        },
-        Directive {
-            option: "--error",
-            value: |_| text("slurm-%j.err"),
-        },
+        ("--job-name", Carries::JobName),
+        ("--nodes", Carries::Nodes),
+        ("--ntasks-per-node", Carries::TasksPerNode),
+        ("--cpus-per-task", Carries::CpusPerTask),
+        ("--gpus-per-task", Carries::GpusPerTask),
+        ("--time", Carries::TimeLimit),
+        ("--partition", Carries::Queue),
+        ("--account", Carries::Account),
+        ("--exclusive", Carries::Exclusive),
+        ("--output", Carries::Fixed("slurm-%j.out")),
+        ("--error", Carries::Fixed("slurm-%j.err")),
     ],
 };
 
