@@ -6,22 +6,24 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::backend::{JobId, JobSpec, SchedError};
 use crate::batch::{submit_idempotently, write_job_script};
 use crate::command::{CommandRunner, Invocation, Output, RetryPolicy, SystemRunner, run_checked};
+use crate::directive::{Dialect, render_script};
 use crate::lookup::{NamedJob, newest_by_name};
 
 /// How a backend hands a job's script to its scheduler.
-pub struct Submission<'a> {
+pub struct Submission {
+    /// How the script is written.
+    pub dialect: &'static Dialect,
     /// The command for logs and retries (`sbatch`, `flux batch`).
     pub what: &'static str,
-    /// The scheduler's name for the log line (`Slurm`, `Flux`).
-    pub scheduler: &'static str,
-    /// The submit command for the script at this path (run from the job's directory).
-    pub command: &'a dyn Fn(&Path) -> Invocation,
+    /// The submit command: `program`, `args`, then the script's path; run from the job's
+    /// directory.
+    pub program: &'static str,
+    pub args: &'static [&'static str],
     /// The new job's id from the command's stdout.
     pub parse_id: fn(&str) -> Result<JobId, SchedError>,
 }
@@ -38,22 +40,45 @@ pub struct NameQuery {
 pub struct BatchClient {
     pub runner: Arc<dyn CommandRunner>,
     pub retry: RetryPolicy,
-    /// The environment commands start from (a backend may clear some of it).
+    /// The environment commands start from, before the `cleared` variables go.
     pub base_env: BTreeMap<OsString, OsString>,
+    /// Whether a variable of `base_env` is kept from the commands (it would change what
+    /// they do or print).
+    pub cleared: fn(&str) -> bool,
 }
 
 impl BatchClient {
     /// Runs the real commands, starting from this process's environment.
-    pub fn system() -> BatchClient {
-        BatchClient::new(Arc::new(SystemRunner::default()), RetryPolicy::default())
+    pub fn system(cleared: fn(&str) -> bool) -> BatchClient {
+        BatchClient::new(
+            Arc::new(SystemRunner::default()),
+            RetryPolicy::default(),
+            cleared,
+        )
     }
 
-    pub fn new(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> BatchClient {
+    pub fn new(
+        runner: Arc<dyn CommandRunner>,
+        retry: RetryPolicy,
+        cleared: fn(&str) -> bool,
+    ) -> BatchClient {
         BatchClient {
             runner,
             retry,
             base_env: std::env::vars_os().collect(),
+            cleared,
         }
+    }
+
+    /// `program args…` with the environment the commands run with.
+    pub fn inv(&self, program: &str, args: impl IntoIterator<Item = String>) -> Invocation {
+        let env = self
+            .base_env
+            .iter()
+            .filter(|(k, _)| !k.to_str().is_some_and(self.cleared))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Invocation::new(program, args).env(env)
     }
 
     /// The retries' pause (cut short when optgate is stopping).
@@ -66,18 +91,20 @@ impl BatchClient {
         run_checked(self.runner.as_ref(), &self.retry, inv)
     }
 
-    /// Writes `script` into the job's directory and submits it from there; a retry after a
-    /// lost answer first looks the job up by name (`names`). The id is recorded in the job's
-    /// directory.
+    /// Renders the job's script, writes it into the job's directory and submits it from
+    /// there; a retry after a lost answer first looks the job up by name (`names`). The id
+    /// is recorded in the job's directory.
     pub fn submit(
         &self,
         job: &JobSpec,
-        script: &str,
-        how: &Submission<'_>,
+        how: &Submission,
         names: &NameQuery,
     ) -> Result<JobId, SchedError> {
-        let path = write_job_script(job, script)?;
-        let inv = (how.command)(&path).cwd(&job.dir);
+        let path = write_job_script(job, &render_script(how.dialect, job)?)?;
+        let args = how.args.iter().map(|a| a.to_string());
+        let inv = self
+            .inv(how.program, args.chain([path.display().to_string()]))
+            .cwd(&job.dir);
         let id = submit_idempotently(
             &self.retry,
             &|d| self.pause(d),
@@ -86,7 +113,8 @@ impl BatchClient {
             |wanted| self.find_by_name(wanted, names),
             || (how.parse_id)(&self.runner.run(&inv)?.check(&inv)?.stdout),
         )?;
-        tracing::info!(job = %job.name, id = %id, "submitted to {}", how.scheduler);
+        let scheduler = how.dialect.scheduler;
+        tracing::info!(job = %job.name, id = %id, "submitted to {scheduler}");
         Ok(id)
     }
 
@@ -104,20 +132,20 @@ impl BatchClient {
         Ok(newest_by_name(&(query.parse)(&out.stdout)?, names))
     }
 
-    /// Cancels `ids` with the command `cancel` builds for them (`what` in retry logs); a
-    /// failure whose stderr only says, line by line, that a job already ended (`ended`) is
-    /// success: the wish is fulfilled. No ids, no command.
+    /// Cancels `ids` with `program args… IDS…` (`what` in retry logs); a failure whose
+    /// stderr only says, line by line, that a job already ended (`ended`) is success: the
+    /// wish is fulfilled. No ids, no command.
     pub fn cancel(
         &self,
-        what: &str,
+        (what, program, args): (&str, &str, &[&str]),
         ids: &[JobId],
-        cancel: impl FnOnce(&[JobId]) -> Invocation,
         ended: fn(&str) -> bool,
     ) -> Result<(), SchedError> {
         if ids.is_empty() {
             return Ok(());
         }
-        let inv = cancel(ids);
+        let words = args.iter().map(|a| a.to_string());
+        let inv = self.inv(program, words.chain(ids.iter().map(|i| i.0.clone())));
         self.retry.run_pausing(what, &|d| self.pause(d), || {
             let out = self.runner.run(&inv)?;
             if out.success() || out.stderr_only_says(ended) {

@@ -46,6 +46,8 @@ pub struct Dialect {
     pub prefix: &'static str,
     /// The scheduler's form of a time limit.
     pub time_limit: fn(Duration) -> Result<String, SchedError>,
+    /// A run's launcher words (`srun …`, `flux run …`), or why the run cannot be launched.
+    pub launcher: fn(&JobRun) -> Result<Vec<String>, SchedError>,
     /// The directive table: each option and what it carries, in the order written.
     pub directives: &'static [(&'static str, Carries)],
 }
@@ -65,6 +67,30 @@ pub fn per_node_need(job: &JobSpec) -> (u64, u64) {
             .unwrap_or(0)
     };
     (need(|r| r.cpus_per_task).max(1), need(|r| r.gpus_per_task))
+}
+
+/// A run's own shape as launcher words, the same for `srun` and `flux run` (both count
+/// tasks): `-N` nodes, `-n` tasks in all, `-c` cores per task — always explicit (Slurm
+/// 22.05/23.02 `srun` does not inherit the job's `--cpus-per-task`).
+pub fn launch_shape(run: &JobRun) -> [String; 6] {
+    [
+        "-N".into(),
+        run.nodes.to_string(),
+        "-n".into(),
+        (run.nodes * run.tasks_per_node).to_string(),
+        "-c".into(),
+        run.cpus_per_task.to_string(),
+    ]
+}
+
+/// The last line of `stdout` that is not blank, trimmed ("" when there is none): where
+/// `sbatch --parsable` and `flux batch` print the new job's id.
+pub fn last_line(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("")
 }
 
 /// What a directive writes for one job.
@@ -113,21 +139,16 @@ pub fn directive_options(dialect: &Dialect, job: &JobSpec) -> Result<Vec<String>
     Ok(options)
 }
 
-/// The batch script of `job` in `dialect`; `launcher` gives a run's launcher words (or
-/// refuses the run). Fails on values a directive line cannot carry, before anything is
-/// written. Directives come first: both schedulers stop reading them at the first line
+/// The batch script of `job` in `dialect`. Fails on values a directive line cannot carry
+/// and runs the dialect's launcher refuses, before anything is written. Directives come first: both schedulers stop reading them at the first line
 /// that is neither a comment nor blank.
-pub fn render_script(
-    dialect: &Dialect,
-    job: &JobSpec,
-    launcher: &dyn Fn(&JobRun) -> Result<Vec<String>, SchedError>,
-) -> Result<String, SchedError> {
+pub fn render_script(dialect: &Dialect, job: &JobSpec) -> Result<String, SchedError> {
     check_common(job, &[])?;
     check_job_dir(&job.dir)?;
     let options = directive_options(dialect, job)?;
     let mut launches = Vec::with_capacity(job.runs.len());
     for run in &job.runs {
-        launches.push(join(launcher(run)?));
+        launches.push(join((dialect.launcher)(run)?));
     }
     let mut s = String::from("#!/bin/bash\n");
     for option in options {
@@ -186,6 +207,7 @@ mod tests {
         scheduler: "Test",
         prefix: "#T ",
         time_limit: |d| Ok(format!("{}s", d.as_secs())),
+        launcher: |r| Ok(vec!["go".into(), r.arm.clone()]),
         directives: &[
             ("--name", Carries::JobName),
             ("--gpus", Carries::GpusPerTask),
@@ -225,7 +247,7 @@ mod tests {
                 "--log=t-%j.log"
             ]
         );
-        let script = render_script(&TEST, &job, &|r| Ok(vec!["go".into(), r.arm.clone()])).unwrap();
+        let script = render_script(&TEST, &job).unwrap();
         assert!(
             script.starts_with("#!/bin/bash\n#T --name=og-e1-b003\n#T --gpus=2\n"),
             "{script}"
@@ -243,16 +265,21 @@ mod tests {
 
     #[test]
     fn a_launcher_that_refuses_a_run_refuses_the_script() {
-        let refuse = |_: &JobRun| -> Result<Vec<String>, SchedError> {
-            Err(SchedError::Unrepresentable {
-                field: "governor".into(),
-                value: "turbo".into(),
-                reason: "test".into(),
-            })
+        const REFUSING: Dialect = Dialect {
+            launcher: |r| {
+                Err(SchedError::Unrepresentable {
+                    field: "governor".into(),
+                    value: r.arm.clone(),
+                    reason: "test".into(),
+                })
+            },
+            ..TEST
         };
+        // Planted bug: a refused run rendered as an empty launch line (the job would run
+        // `exec-run … --` with nothing to launch) fails here.
         assert!(matches!(
-            render_script(&TEST, &sample_job(), &refuse),
-            Err(SchedError::Unrepresentable { .. })
+            render_script(&REFUSING, &sample_job()),
+            Err(SchedError::Unrepresentable { value, .. }) if value == "omp6"
         ));
     }
 }

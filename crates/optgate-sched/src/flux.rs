@@ -17,7 +17,7 @@ use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::limit_seconds;
 use crate::batch_client::{BatchClient, NameQuery, Submission};
 use crate::command::{CommandRunner, Invocation, RetryPolicy};
-use crate::directive::{self, Carries, Dialect};
+use crate::directive::{self, Carries, Dialect, last_line, launch_shape};
 use crate::lookup::{NamedJob, parse_name_listing};
 
 /// The F58 alphabet (RFC 19, FLUID): base 58 without `0`, `O`, `I` and `l`.
@@ -80,12 +80,7 @@ pub fn job_id_in_env(var: impl Fn(&str) -> Option<String>) -> Option<String> {
 
 /// `flux batch` prints the new job's id (F58) on stdout.
 pub fn parse_flux_batch(stdout: &str) -> Result<JobId, SchedError> {
-    let line = stdout
-        .lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .unwrap_or("");
-    parse_job_id(line).map_err(|_| SchedError::Parse {
+    parse_job_id(last_line(stdout)).map_err(|_| SchedError::Parse {
         what: "a job id from `flux batch`",
         text: stdout.to_string(),
     })
@@ -108,16 +103,8 @@ pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedErro
 /// The `flux run` words of one run: its own shape in tasks, then the arm's extra
 /// arguments. The environment goes along by default.
 pub fn flux_run_words(run: &JobRun) -> Vec<String> {
-    let mut w: Vec<String> = vec![
-        "flux".into(),
-        "run".into(),
-        "-N".into(),
-        run.nodes.to_string(),
-        "-n".into(),
-        (run.nodes * run.tasks_per_node).to_string(),
-        "-c".into(),
-        run.cpus_per_task.to_string(),
-    ];
+    let mut w: Vec<String> = vec!["flux".into(), "run".into()];
+    w.extend(launch_shape(run));
     if run.gpus_per_task > 0 {
         w.push("-g".into());
         w.push(run.gpus_per_task.to_string());
@@ -135,6 +122,7 @@ pub const FLUX_BATCH: Dialect = Dialect {
     scheduler: "Flux",
     prefix: "# flux: ",
     time_limit: format_time_limit,
+    launcher: |run| Ok(flux_run_words(run)),
     directives: &[
         ("--job-name", Carries::JobName),
         ("--nodes", Carries::Nodes),
@@ -153,7 +141,7 @@ pub const FLUX_BATCH: Dialect = Dialect {
 /// The batch script of a job (see [`FLUX_BATCH`]). Fails on values a directive line cannot
 /// carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
-    directive::render_script(&FLUX_BATCH, job, &|run| Ok(flux_run_words(run)))
+    directive::render_script(&FLUX_BATCH, job)
 }
 
 /// One line of `flux jobs -n -o '{id.dec} {state} {result} {returncode}'`; result and
@@ -298,6 +286,20 @@ fn exception_words(row: &FluxJobRow) -> String {
     }
 }
 
+/// How a job's script goes to Flux: `flux batch job.sh`.
+const FLUX_SUBMISSION: Submission = Submission {
+    dialect: &FLUX_BATCH,
+    what: "flux batch",
+    program: "flux",
+    args: &["batch"],
+    parse_id: parse_flux_batch,
+};
+
+/// Flux commands run with the whole environment (tests put a stand-in on `PATH`).
+fn keeps_every_variable(_: &str) -> bool {
+    false
+}
+
 /// The Flux backend. Blocking; the daemon calls it from a blocking task.
 pub struct FluxBackend {
     client: BatchClient,
@@ -312,13 +314,13 @@ impl Default for FluxBackend {
 impl FluxBackend {
     pub fn new() -> FluxBackend {
         FluxBackend {
-            client: BatchClient::system(),
+            client: BatchClient::system(keeps_every_variable),
         }
     }
 
     pub fn with_runner(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> FluxBackend {
         FluxBackend {
-            client: BatchClient::new(runner, retry),
+            client: BatchClient::new(runner, retry, keeps_every_variable),
         }
     }
 
@@ -329,7 +331,7 @@ impl FluxBackend {
     }
 
     fn inv(&self, args: Vec<String>) -> Invocation {
-        Invocation::new("flux", args).env(self.client.base_env.clone())
+        self.client.inv("flux", args)
     }
 
     fn names(&self) -> NameQuery {
@@ -347,14 +349,7 @@ impl Scheduler for FluxBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let how = Submission {
-            what: "flux batch",
-            scheduler: "Flux",
-            command: &|path| self.inv(vec!["batch".into(), path.display().to_string()]),
-            parse_id: parse_flux_batch,
-        };
-        self.client
-            .submit(job, &render_script(job)?, &how, &self.names())
+        self.client.submit(job, &FLUX_SUBMISSION, &self.names())
     }
 
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
@@ -403,19 +398,15 @@ impl Scheduler for FluxBackend {
     }
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
-        let flux_cancel = |ids: &[JobId]| {
-            let args = std::iter::once("cancel".to_string()).chain(ids.iter().map(|i| i.0.clone()));
-            self.inv(args.collect())
-        };
-        self.client
-            .cancel("flux cancel", ids, flux_cancel, says_job_ended)
+        let flux_cancel = ("flux cancel", "flux", &["cancel"][..]);
+        self.client.cancel(flux_cancel, ids, says_job_ended)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::sample_job;
+    use crate::batch::{SAMPLE_BODY_PREAMBLE, assert_valid_bash, bare_sample_job, sample_job};
     use crate::command::Output;
     use std::sync::Mutex;
     use std::time::Duration;
@@ -427,7 +418,7 @@ mod tests {
         job
     }
 
-    const EXPECTED: &str = r#"#!/bin/bash
+    const DIRECTIVES: &str = r#"#!/bin/bash
 # flux: --job-name=og-e1-b003
 # flux: --nodes=1
 # flux: --nslots=1
@@ -439,57 +430,34 @@ mod tests {
 # flux: --output=flux-{{id}}.out
 # flux: --error=flux-{{id}}.err
 # flux: --constraint=cpu
-# optgate Flux job og-e1-b003: 2 run(s), back to back, in the recorded order.
-# Generated by optgate; every value from the experiment file is quoted.
-OPTGATE_BIN=/opt/optgate/bin/optgate
-# The facts of the node this job landed on; a failed probe must not stop the runs.
-"$OPTGATE_BIN" probe --json > '/p/lustre/me/vpic'\''s run/jobs/og-e1-b003/probe.json' || true
-# Each run writes its own outputs and manifest. A failed run is recorded and the
-# others still run; an interrupted one (exit 130: time limit, cancel) ends the job.
-og_status=0
-og_after() {
-    case "$1" in
-        0) ;;
-        130) exit 130 ;;
-        *) og_status=1 ;;
-    esac
-}
-# Run 1 of 2: b003-omp6 (arm omp6).
+"#;
+    const RUN_LINES: &str = r#"# Run 1 of 2: b003-omp6 (arm omp6).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- flux run -N 1 -n 16 -c 6 -o cpu-affinity=per-task; og_after $?
 # Run 2 of 2: b003-baseline (arm baseline).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- flux run -N 1 -n 16 -c 1; og_after $?
 exit "$og_status"
 "#;
 
+    /// The whole script of the sample job, to the byte.
+    fn expected() -> String {
+        let opening =
+            "# optgate Flux job og-e1-b003: 2 run(s), back to back, in the recorded order.\n";
+        format!("{DIRECTIVES}{opening}{SAMPLE_BODY_PREAMBLE}{RUN_LINES}")
+    }
+
     #[test]
     fn the_script_is_exactly_this() {
-        assert_eq!(render_script(&flux_job()).unwrap(), EXPECTED);
+        assert_eq!(render_script(&flux_job()).unwrap(), expected());
     }
 
     #[test]
     fn the_script_is_valid_bash() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("job.sh");
-        std::fs::write(&path, render_script(&flux_job()).unwrap()).unwrap();
-        let st = std::process::Command::new("bash")
-            .arg("-n")
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        assert_valid_bash(&render_script(&flux_job()).unwrap());
     }
 
     #[test]
     fn gpus_and_absent_options() {
-        let mut job = flux_job();
-        job.runs.truncate(1);
-        job.runs[0].gpus_per_task = 1;
-        job.runs[0].launcher_args.clear();
-        job.gpus_per_task = 1;
-        job.queue = None;
-        job.account = None;
-        job.exclusive = false;
-        job.extra_directives.clear();
+        let mut job = bare_sample_job(1);
         job.nodes = 2;
         job.runs[0].nodes = 2;
         job.time_limit = Duration::from_secs(90);

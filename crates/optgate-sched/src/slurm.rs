@@ -19,7 +19,7 @@ use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::limit_seconds;
 use crate::batch_client::{BatchClient, NameQuery, Submission};
 use crate::command::{CommandRunner, Invocation, RetryPolicy};
-use crate::directive::{self, Carries, Dialect};
+use crate::directive::{self, Carries, Dialect, last_line, launch_shape};
 use crate::lookup::{NamedJob, parse_name_listing};
 
 /// Slurm's time-limit format, `D-HH:MM:SS` (seconds rounded up).
@@ -40,15 +40,8 @@ pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedErro
 /// extra launcher arguments. A governor outside [`optgate_experiment::load::CPUFREQ_GOVERNORS`]
 /// is refused (`SchedError::Unrepresentable`), never passed on.
 pub fn srun_words(run: &JobRun) -> Result<Vec<String>, SchedError> {
-    let mut w: Vec<String> = vec![
-        "srun".into(),
-        "-N".into(),
-        run.nodes.to_string(),
-        "-n".into(),
-        (run.nodes * run.tasks_per_node).to_string(),
-        "-c".into(),
-        run.cpus_per_task.to_string(),
-    ];
+    let mut w: Vec<String> = vec!["srun".into()];
+    w.extend(launch_shape(run));
     if run.gpus_per_task > 0 {
         w.push(format!("--gpus-per-task={}", run.gpus_per_task));
     }
@@ -75,6 +68,7 @@ pub const SBATCH: Dialect = Dialect {
     scheduler: "Slurm",
     prefix: "#SBATCH ",
     time_limit: format_time_limit,
+    launcher: srun_words,
     directives: &[
         ("--job-name", Carries::JobName),
         ("--nodes", Carries::Nodes),
@@ -92,7 +86,7 @@ pub const SBATCH: Dialect = Dialect {
 
 /// The batch script of a job. Fails on values a directive line cannot carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
-    directive::render_script(&SBATCH, job, &srun_words)
+    directive::render_script(&SBATCH, job)
 }
 
 /// Whether a variable of the submitting environment would change the job or the output
@@ -107,7 +101,8 @@ pub fn is_cleared_variable(name: &str) -> bool {
             .any(|p| name.starts_with(p))
 }
 
-/// The environment Slurm commands run with: `base` without the cleared variables.
+/// The environment Slurm commands run with: `base` without the cleared variables (what
+/// [`BatchClient::inv`] gives the backend's commands).
 pub fn clean_env(base: &BTreeMap<OsString, OsString>) -> BTreeMap<OsString, OsString> {
     base.iter()
         .filter(|(k, _)| !k.to_str().is_some_and(is_cleared_variable))
@@ -117,12 +112,7 @@ pub fn clean_env(base: &BTreeMap<OsString, OsString>) -> BTreeMap<OsString, OsSt
 
 /// `sbatch --parsable` prints `JOBID` or `JOBID;CLUSTER`.
 pub fn parse_sbatch_parsable(stdout: &str) -> Result<JobId, SchedError> {
-    let line = stdout
-        .lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .unwrap_or("");
-    let id = line.split(';').next().unwrap_or("");
+    let id = last_line(stdout).split(';').next().unwrap_or("");
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return Err(SchedError::Parse {
             what: "a job id from `sbatch --parsable`",
@@ -272,6 +262,15 @@ enum Accounting {
     Disabled,
 }
 
+/// How a job's script goes to Slurm: `sbatch --parsable job.sh`.
+const SBATCH_SUBMISSION: Submission = Submission {
+    dialect: &SBATCH,
+    what: "sbatch",
+    program: "sbatch",
+    args: &["--parsable"],
+    parse_id: parse_sbatch_parsable,
+};
+
 /// The Slurm backend. Blocking; the daemon calls it from a blocking task.
 pub struct SlurmBackend {
     /// Its commands start from `client.base_env` without the cleared variables.
@@ -289,11 +288,11 @@ impl Default for SlurmBackend {
 impl SlurmBackend {
     /// Runs the real commands, starting from this process's environment.
     pub fn new() -> SlurmBackend {
-        SlurmBackend::from_client(BatchClient::system())
+        SlurmBackend::from_client(BatchClient::system(is_cleared_variable))
     }
 
     pub fn with_runner(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> SlurmBackend {
-        SlurmBackend::from_client(BatchClient::new(runner, retry))
+        SlurmBackend::from_client(BatchClient::new(runner, retry, is_cleared_variable))
     }
 
     fn from_client(client: BatchClient) -> SlurmBackend {
@@ -310,16 +309,12 @@ impl SlurmBackend {
         self
     }
 
-    fn inv(&self, program: &str, args: Vec<String>) -> Invocation {
-        Invocation::new(program, args).env(clean_env(&self.client.base_env))
-    }
-
     /// `squeue` of all this user's jobs in `format`. `-t all`: also the jobs that ended but
     /// slurmctld still remembers (MinJobAge), with their final state — the same knowledge
     /// `scontrol show job` has, for all jobs in one call.
     fn squeue_all(&self, format: &str) -> Invocation {
         let args = ["--me", "-t", "all", "-h", "-o", format];
-        self.inv("squeue", args.map(String::from).to_vec())
+        self.client.inv("squeue", args.map(String::from))
     }
 
     fn names(&self) -> NameQuery {
@@ -341,7 +336,7 @@ impl SlurmBackend {
             .collect::<Vec<_>>()
             .join(",");
         let args = ["-X", "-n", "-P", "-j", &list, "-o", SACCT_FIELDS];
-        let inv = self.inv("sacct", args.map(String::from).to_vec());
+        let inv = self.client.inv("sacct", args.map(String::from));
         let c = &self.client;
         let out = c.retry.run_pausing("sacct", &|d| c.pause(d), || {
             let out = c.runner.run(&inv)?;
@@ -375,17 +370,7 @@ impl Scheduler for SlurmBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let how = Submission {
-            what: "sbatch",
-            scheduler: "Slurm",
-            command: &|path| {
-                let args = vec!["--parsable".into(), path.display().to_string()];
-                self.inv("sbatch", args)
-            },
-            parse_id: parse_sbatch_parsable,
-        };
-        self.client
-            .submit(job, &render_script(job)?, &how, &self.names())
+        self.client.submit(job, &SBATCH_SUBMISSION, &self.names())
     }
 
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
@@ -437,24 +422,20 @@ impl Scheduler for SlurmBackend {
     }
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
-        let scancel = |ids: &[JobId]| {
-            let args =
-                std::iter::once("--quiet".to_string()).chain(ids.iter().map(|i| i.0.clone()));
-            self.inv("scancel", args.collect())
-        };
-        self.client.cancel("scancel", ids, scancel, says_job_ended)
+        let scancel = ("scancel", "scancel", &["--quiet"][..]);
+        self.client.cancel(scancel, ids, says_job_ended)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::sample_job;
+    use crate::batch::{SAMPLE_BODY_PREAMBLE, assert_valid_bash, bare_sample_job, sample_job};
     use crate::command::Output;
     use std::sync::Mutex;
     use std::time::Duration;
 
-    const EXPECTED: &str = r#"#!/bin/bash
+    const DIRECTIVES: &str = r#"#!/bin/bash
 #SBATCH --job-name=og-e1-b003
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=16
@@ -466,45 +447,30 @@ mod tests {
 #SBATCH --output=slurm-%j.out
 #SBATCH --error=slurm-%j.err
 #SBATCH --constraint=cpu
-# optgate Slurm job og-e1-b003: 2 run(s), back to back, in the recorded order.
-# Generated by optgate; every value from the experiment file is quoted.
-OPTGATE_BIN=/opt/optgate/bin/optgate
-# The facts of the node this job landed on; a failed probe must not stop the runs.
-"$OPTGATE_BIN" probe --json > '/p/lustre/me/vpic'\''s run/jobs/og-e1-b003/probe.json' || true
-# Each run writes its own outputs and manifest. A failed run is recorded and the
-# others still run; an interrupted one (exit 130: time limit, cancel) ends the job.
-og_status=0
-og_after() {
-    case "$1" in
-        0) ;;
-        130) exit 130 ;;
-        *) og_status=1 ;;
-    esac
-}
-# Run 1 of 2: b003-omp6 (arm omp6).
+"#;
+    const RUN_LINES: &str = r#"# Run 1 of 2: b003-omp6 (arm omp6).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- srun -N 1 -n 16 -c 6 --export=ALL --cpu-bind=cores; og_after $?
 # Run 2 of 2: b003-baseline (arm baseline).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?
 exit "$og_status"
 "#;
 
+    /// The whole script of the sample job, to the byte.
+    fn expected() -> String {
+        let opening =
+            "# optgate Slurm job og-e1-b003: 2 run(s), back to back, in the recorded order.\n";
+        format!("{DIRECTIVES}{opening}{SAMPLE_BODY_PREAMBLE}{RUN_LINES}")
+    }
+
     #[test]
     fn the_script_is_exactly_this() {
         let got = render_script(&sample_job()).unwrap();
-        assert_eq!(got, EXPECTED);
+        assert_eq!(got, expected());
     }
 
     #[test]
     fn the_script_is_valid_bash() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("job.sh");
-        std::fs::write(&path, render_script(&sample_job()).unwrap()).unwrap();
-        let st = std::process::Command::new("bash")
-            .arg("-n")
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        assert_valid_bash(&render_script(&sample_job()).unwrap());
     }
 
     #[test]
@@ -532,15 +498,7 @@ exit "$og_status"
 
     #[test]
     fn gpus_minute_limits_and_absent_options_render_as_expected() {
-        let mut job = sample_job();
-        job.runs.truncate(1);
-        job.runs[0].gpus_per_task = 2;
-        job.runs[0].launcher_args.clear();
-        job.gpus_per_task = 2;
-        job.queue = None;
-        job.account = None;
-        job.exclusive = false;
-        job.extra_directives.clear();
+        let mut job = bare_sample_job(2);
         job.time_limit = Duration::from_secs(2 * 86_400 + 3 * 3_600 + 4 * 60 + 5);
         let s = render_script(&job).unwrap();
         let directives: Vec<&str> = s.lines().filter(|l| l.starts_with("#SBATCH")).collect();
