@@ -36,6 +36,17 @@ pub struct NameQuery {
     pub parse: fn(&str) -> Result<Vec<NamedJob>, SchedError>,
 }
 
+/// `base` without the variables `cleared` names.
+pub fn env_without(
+    base: &BTreeMap<OsString, OsString>,
+    cleared: fn(&str) -> bool,
+) -> BTreeMap<OsString, OsString> {
+    base.iter()
+        .filter(|(k, _)| !k.to_str().is_some_and(cleared))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// The command side of a batch backend. Blocking.
 pub struct BatchClient {
     pub runner: Arc<dyn CommandRunner>,
@@ -72,13 +83,7 @@ impl BatchClient {
 
     /// `program args…` with the environment the commands run with.
     pub fn inv(&self, program: &str, args: impl IntoIterator<Item = String>) -> Invocation {
-        let env = self
-            .base_env
-            .iter()
-            .filter(|(k, _)| !k.to_str().is_some_and(self.cleared))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Invocation::new(program, args).env(env)
+        Invocation::new(program, args).env(env_without(&self.base_env, self.cleared))
     }
 
     /// The retries' pause (cut short when optgate is stopping).

@@ -17,7 +17,7 @@ use optgate_experiment::SchedulerKind;
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
 use crate::batch::limit_seconds;
-use crate::batch_client::{BatchClient, NameQuery, Submission};
+use crate::batch_client::{BatchClient, NameQuery, Submission, env_without};
 use crate::command::{CommandRunner, Invocation, RetryPolicy};
 use crate::directive::{self, Carries, Dialect, last_line, launch_shape};
 use crate::lookup::{NamedJob, parse_name_listing};
@@ -104,10 +104,7 @@ pub fn is_cleared_variable(name: &str) -> bool {
 /// The environment Slurm commands run with: `base` without the cleared variables (what
 /// [`BatchClient::inv`] gives the backend's commands).
 pub fn clean_env(base: &BTreeMap<OsString, OsString>) -> BTreeMap<OsString, OsString> {
-    base.iter()
-        .filter(|(k, _)| !k.to_str().is_some_and(is_cleared_variable))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    env_without(base, is_cleared_variable)
 }
 
 /// `sbatch --parsable` prints `JOBID` or `JOBID;CLUSTER`.
