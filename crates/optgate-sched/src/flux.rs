@@ -823,6 +823,36 @@ exit "$og_status"
         assert_eq!(calls[0].cwd.as_deref(), Some(job.dir.as_path()));
     }
 
+    /// What real Flux 0.88.0 prints (exit 1) for `flux cancel` of a job that already ended
+    /// and of an id it never had.
+    const CANCEL_ENDED: &str = "\
+flux-cancel: ERROR: ƒ3fm7zgKh: job is inactive
+flux-cancel: ERROR: ƒ3fdDtWF9: job is inactive
+flux-cancel: ERROR: ƒ68GN: unknown job id
+";
+
+    #[test]
+    fn cancelling_jobs_that_already_ended_is_not_an_error() {
+        let f = fake(1, "", CANCEL_ENDED);
+        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(3));
+        b.cancel(&[JobId("1".into()), JobId("2".into())]).unwrap();
+        let calls = f.calls.lock().unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].program, "flux");
+        assert_eq!(calls[0].args, ["cancel", "1", "2"]);
+        drop(calls);
+        // Planted bug "any failure of flux cancel is fine" fails here: an unreachable
+        // broker is an error, and not retried.
+        let f = fake(1, "", &NO_BROKER.replace("flux-jobs", "flux-cancel"));
+        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(3));
+        assert!(b.cancel(&[JobId("1".into())]).unwrap_err().is_unreachable());
+        // One ended job beside a real error is still an error.
+        let mixed = format!("{CANCEL_ENDED}flux-cancel: ERROR: Permission denied\n");
+        let b = FluxBackend::with_runner(fake(1, "", &mixed), RetryPolicy::immediate(1));
+        assert!(b.cancel(&[JobId("1".into())]).is_err());
+        assert!(b.cancel(&[]).is_ok(), "no ids, no command");
+    }
+
     #[test]
     fn find_by_name_reads_the_name_listing() {
         let f = fake(0, "10 og-e1-b001\n30 og-e1-b001\n20 og-e1-b002\n", "");

@@ -940,6 +940,38 @@ exit "$og_status"
         assert_eq!(fake.programs(), ["sbatch", "squeue"]);
     }
 
+    /// A submission whose answer was lost, while a leftover job of the same name (an
+    /// earlier experiment's, say) is still listed — after it, as `squeue` may print them.
+    #[test]
+    fn a_lost_submission_adopts_the_newest_job_of_its_name_not_a_leftover() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut job = sample_job();
+        job.dir = tmp.path().join("jobs/og-e1-b003");
+        let lost = Output {
+            code: Some(1),
+            stdout: String::new(),
+            stderr: "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation".into(),
+        };
+        let fake = FakeSlurm::new(vec![
+            ("sbatch", lost),
+            (
+                "squeue",
+                out("18 og-e1-b003
+3_[1-2] og-e1-b003
+12 og-e1-b003
+"),
+            ),
+        ]);
+        let b = SlurmBackend::with_runner(fake.clone(), RetryPolicy::immediate(3));
+        // Planted bug "last listed wins" adopts 12; "array ids count" adopts 3_[1-2].
+        assert_eq!(b.submit(&job).unwrap(), JobId("18".into()));
+        assert_eq!(
+            std::fs::read_to_string(job.dir.join("job-id")).unwrap(),
+            "18\n"
+        );
+        assert_eq!(fake.programs(), ["sbatch", "squeue"], "submitted once");
+    }
+
     #[test]
     fn find_by_name_picks_the_newest_job_of_a_name() {
         let fake = FakeSlurm::new(vec![(
