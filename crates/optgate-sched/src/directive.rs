@@ -282,4 +282,27 @@ mod tests {
             Err(SchedError::Unrepresentable { value, .. }) if value == "omp6"
         ));
     }
+
+    #[test]
+    fn both_launchers_ask_for_the_runs_own_shape_in_tasks() {
+        let mut job = sample_job();
+        job.runs[0].nodes = 3;
+        job.runs[0].tasks_per_node = 4;
+        job.runs[0].cpus_per_task = 2;
+        // Planted bug: `-n` as tasks per node (not nodes × tasks per node) fails here.
+        assert_eq!(
+            launch_shape(&job.runs[0]),
+            ["-N", "3", "-n", "12", "-c", "2"]
+        );
+        let srun = crate::slurm::srun_words(&job.runs[0]).unwrap();
+        let flux_run = crate::flux::flux_run_words(&job.runs[0]);
+        assert_eq!(srun[1..7], launch_shape(&job.runs[0]));
+        assert_eq!(flux_run[2..8], launch_shape(&job.runs[0]));
+    }
+
+    #[test]
+    fn the_submitted_id_is_read_from_the_last_line_that_is_not_blank() {
+        assert_eq!(last_line("sbatch: note\n  4242;c1  \n\n"), "4242;c1");
+        assert_eq!(last_line("\n \n"), "");
+    }
 }
