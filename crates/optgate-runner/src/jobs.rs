@@ -8,7 +8,7 @@ use std::time::Duration;
 use optgate_experiment::{
     Design, Experiment, MAX_TIME_LIMIT, PlannedBlock, PlannedRun, plan::run_id,
 };
-use optgate_sched::prepare::{LocalError, write_run_files};
+use optgate_sched::prepare::{PrepareError, write_run_files};
 use optgate_sched::script::RunContext;
 use optgate_sched::{JobRun, JobSpec};
 
@@ -47,7 +47,7 @@ pub fn jobs_for_block(
     layout: &Layout,
     experiment_id: &str,
     optgate_bin: &Path,
-) -> Result<Vec<JobSpec>, LocalError> {
+) -> Result<Vec<JobSpec>, PrepareError> {
     let jobs = block_jobs(exp, block, layout, experiment_id, optgate_bin);
     for job in &jobs {
         write_job_files(exp, layout, job)?;
@@ -95,7 +95,11 @@ pub fn block_jobs(
 
 /// Writes the files of every run of `job` (`run.sh`, `run.json`, each written atomically):
 /// once, just before the job is submitted.
-pub fn write_job_files(exp: &Experiment, layout: &Layout, job: &JobSpec) -> Result<(), LocalError> {
+pub fn write_job_files(
+    exp: &Experiment,
+    layout: &Layout,
+    job: &JobSpec,
+) -> Result<(), PrepareError> {
     for r in &job.runs {
         let planned = PlannedRun {
             id: r.run_id.clone(),
@@ -114,13 +118,13 @@ pub fn prepare_run(
     exp: &Experiment,
     r: &PlannedRun,
     layout: &Layout,
-) -> Result<JobRun, LocalError> {
+) -> Result<JobRun, PrepareError> {
     write_run(exp, r, layout)?;
     Ok(job_run(exp, r, layout))
 }
 
 /// Writes one run's files into its directory.
-fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), LocalError> {
+fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), PrepareError> {
     let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
     let run_dir = layout.run_dir(&r.id);
     let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));

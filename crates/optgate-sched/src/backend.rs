@@ -319,7 +319,7 @@ pub trait Scheduler: Send + Sync {
 
     /// Jobs of this user whose name is in `names` (reconciliation after a crash): pending,
     /// running, or ended but still remembered by the scheduler; the newest when several
-    /// share a name.
+    /// share a name (for Slurm and Flux: the highest id, [`crate::lookup::newest_by_name`]).
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError>;
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError>;

@@ -7,18 +7,18 @@
 //! Flux 0.88.0 quoted in the tests; `tests/flux_real.rs` runs the backend end to end against
 //! the one-node instance of `schedulers/flux/setup-one-node.sh`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::Arc;
 
 use optgate_experiment::SchedulerKind;
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
-use crate::batch::{
-    check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
-};
-use crate::command::{CommandRunner, Invocation, RetryPolicy, SystemRunner, run_checked};
-use crate::shell::join;
+use crate::batch::limit_seconds;
+use crate::batch_client::{BatchClient, NameQuery, Submission};
+use crate::command::{CommandRunner, Invocation, RetryPolicy};
+use crate::directive::{self, Carries, Dialect, last_line, launch_shape};
+use crate::lookup::{NamedJob, parse_name_listing};
 
 /// The F58 alphabet (RFC 19, FLUID): base 58 without `0`, `O`, `I` and `l`.
 const F58_ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
@@ -80,12 +80,7 @@ pub fn job_id_in_env(var: impl Fn(&str) -> Option<String>) -> Option<String> {
 
 /// `flux batch` prints the new job's id (F58) on stdout.
 pub fn parse_flux_batch(stdout: &str) -> Result<JobId, SchedError> {
-    let line = stdout
-        .lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .unwrap_or("");
-    parse_job_id(line).map_err(|_| SchedError::Parse {
+    parse_job_id(last_line(stdout)).map_err(|_| SchedError::Parse {
         what: "a job id from `flux batch`",
         text: stdout.to_string(),
     })
@@ -108,16 +103,8 @@ pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedErro
 /// The `flux run` words of one run: its own shape in tasks, then the arm's extra
 /// arguments. The environment goes along by default.
 pub fn flux_run_words(run: &JobRun) -> Vec<String> {
-    let mut w: Vec<String> = vec![
-        "flux".into(),
-        "run".into(),
-        "-N".into(),
-        run.nodes.to_string(),
-        "-n".into(),
-        (run.nodes * run.tasks_per_node).to_string(),
-        "-c".into(),
-        run.cpus_per_task.to_string(),
-    ];
+    let mut w: Vec<String> = vec!["flux".into(), "run".into()];
+    w.extend(launch_shape(run));
     if run.gpus_per_task > 0 {
         w.push("-g".into());
         w.push(run.gpus_per_task.to_string());
@@ -126,65 +113,35 @@ pub fn flux_run_words(run: &JobRun) -> Vec<String> {
     w
 }
 
-/// What one node of a job's allocation must hold: the cores and GPUs of the largest arm on
-/// a node (each arm's tasks per node × its cores or GPUs per task), not the largest task
-/// count times the largest cores per task taken from different arms (a 2-task × 1-core
-/// baseline and a 1-task × 2-core variant need 2 cores, not 4). A `flux batch` job is a
-/// Flux instance of its own: each arm's `flux run` places its tasks in whatever cores the
-/// allocation holds, so the slot shape does not constrain them.
-pub fn per_node_need(job: &JobSpec) -> (u64, u64) {
-    let need = |per_task: fn(&crate::backend::JobRun) -> u32| {
-        job.runs
-            .iter()
-            .map(|r| u64::from(r.tasks_per_node) * u64::from(per_task(r)))
-            .max()
-            .unwrap_or(0)
-    };
-    (need(|r| r.cpus_per_task).max(1), need(|r| r.gpus_per_task))
-}
+pub use crate::directive::per_node_need;
 
-/// The batch script of a job: the allocation as one slot per node holding what the largest
-/// arm needs there ([`per_node_need`]). Fails on values a directive line cannot carry.
+/// What each part of a job renders to in a `# flux:` line, in the order written: the
+/// allocation as one slot per node holding what the largest arm needs there
+/// ([`per_node_need`]); each run's `flux run` then asks for its own shape in tasks.
+pub const FLUX_BATCH: Dialect = Dialect {
+    scheduler: "Flux",
+    prefix: "# flux: ",
+    time_limit: format_time_limit,
+    launcher: |run| Ok(flux_run_words(run)),
+    directives: &[
+        ("--job-name", Carries::JobName),
+        ("--nodes", Carries::Nodes),
+        ("--nslots", Carries::Nodes),
+        ("--cores-per-slot", Carries::CoresPerNode),
+        ("--gpus-per-slot", Carries::GpusPerNode),
+        ("--time-limit", Carries::TimeLimit),
+        ("--queue", Carries::Queue),
+        ("--bank", Carries::Account),
+        ("--exclusive", Carries::Exclusive),
+        ("--output", Carries::Fixed("flux-{{id}}.out")),
+        ("--error", Carries::Fixed("flux-{{id}}.err")),
+    ],
+};
+
+/// The batch script of a job (see [`FLUX_BATCH`]). Fails on values a directive line cannot
+/// carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
-    check_common(job, &[])?;
-    check_job_dir(&job.dir)?;
-    let (cores, gpus) = per_node_need(job);
-    let mut d: Vec<String> = vec![
-        format!("--job-name={}", job.name),
-        format!("--nodes={}", job.nodes),
-        format!("--nslots={}", job.nodes),
-        format!("--cores-per-slot={cores}"),
-    ];
-    if gpus > 0 {
-        d.push(format!("--gpus-per-slot={gpus}"));
-    }
-    d.push(format!(
-        "--time-limit={}",
-        format_time_limit(job.time_limit)?
-    ));
-    if let Some(q) = &job.queue {
-        d.push(format!("--queue={q}"));
-    }
-    if let Some(a) = &job.account {
-        d.push(format!("--bank={a}"));
-    }
-    if job.exclusive {
-        d.push("--exclusive".into());
-    }
-    // Relative to the job's working directory, its job directory: submit() runs from
-    // there, so a job directory of any name works (directive lines cannot be quoted).
-    d.push("--output=flux-{{id}}.out".into());
-    d.push("--error=flux-{{id}}.err".into());
-    d.extend(job.extra_directives.iter().cloned());
-    // Directives must come before any other non-blank line.
-    let mut s = String::from("#!/bin/bash\n");
-    for line in d {
-        s.push_str("# flux: ");
-        s.push_str(&line);
-        s.push('\n');
-    }
-    s.push_str(&render_body(job, "Flux", &|run| join(flux_run_words(run))));
-    Ok(s)
+    directive::render_script(&FLUX_BATCH, job)
 }
 
 /// One line of `flux jobs -n -o '{id.dec} {state} {result} {returncode}'`; result and
@@ -230,20 +187,15 @@ pub fn parse_flux_jobs(stdout: &str) -> Result<Vec<FluxJobRow>, SchedError> {
     Ok(rows)
 }
 
-/// Parses `flux jobs -n -o '{id.dec} {name}'`.
-pub fn parse_flux_job_names(stdout: &str) -> Result<Vec<(String, String)>, SchedError> {
-    stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|line| match line.split_once(' ') {
-            Some((id, name)) => Ok((id.to_string(), name.trim().to_string())),
-            None => Err(SchedError::Parse {
-                what: "a `flux jobs` line (id.dec, name)",
-                text: line.to_string(),
-            }),
-        })
-        .collect()
+/// Parses `flux jobs -n -o '{id.dec} {name}'` (see [`crate::lookup::parse_name_listing`]).
+pub fn parse_flux_job_names(stdout: &str) -> Result<Vec<NamedJob>, SchedError> {
+    parse_name_listing(stdout, "a `flux jobs` line (id.dec, name)")
+}
+
+/// Whether a line `flux cancel` printed says the job had already ended (or is unknown to
+/// the instance): cancelling it is then not a failure.
+pub fn says_job_ended(line: &str) -> bool {
+    line.contains("inactive") || line.contains("unknown")
 }
 
 /// The ids `flux jobs` reported unknown on stderr (`JobID <id> unknown`), and whether
@@ -334,11 +286,23 @@ fn exception_words(row: &FluxJobRow) -> String {
     }
 }
 
+/// How a job's script goes to Flux: `flux batch job.sh`.
+const FLUX_SUBMISSION: Submission = Submission {
+    dialect: &FLUX_BATCH,
+    what: "flux batch",
+    program: "flux",
+    args: &["batch"],
+    parse_id: parse_flux_batch,
+};
+
+/// Flux commands run with the whole environment (tests put a stand-in on `PATH`).
+fn keeps_every_variable(_: &str) -> bool {
+    false
+}
+
 /// The Flux backend. Blocking; the daemon calls it from a blocking task.
 pub struct FluxBackend {
-    runner: Arc<dyn CommandRunner>,
-    retry: RetryPolicy,
-    base_env: BTreeMap<OsString, OsString>,
+    client: BatchClient,
 }
 
 impl Default for FluxBackend {
@@ -349,52 +313,33 @@ impl Default for FluxBackend {
 
 impl FluxBackend {
     pub fn new() -> FluxBackend {
-        FluxBackend::with_runner(Arc::new(SystemRunner::default()), RetryPolicy::default())
+        FluxBackend {
+            client: BatchClient::system(keeps_every_variable),
+        }
     }
 
     pub fn with_runner(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> FluxBackend {
         FluxBackend {
-            runner,
-            retry,
-            base_env: std::env::vars_os().collect(),
+            client: BatchClient::new(runner, retry, keeps_every_variable),
         }
     }
 
     /// Replaces the environment the commands run with (tests put a stand-in on `PATH`).
     pub fn with_base_env(mut self, env: BTreeMap<OsString, OsString>) -> FluxBackend {
-        self.base_env = env;
+        self.client.base_env = env;
         self
     }
 
     fn inv(&self, args: Vec<String>) -> Invocation {
-        Invocation::new("flux", args).env(self.base_env.clone())
+        self.client.inv("flux", args)
     }
 
-    fn find_once(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let inv = self.inv(vec![
-            "jobs".into(),
-            "-a".into(),
-            "-n".into(),
-            "-c".into(),
-            "0".into(),
-            "-o".into(),
-            JOBS_NAME_FORMAT.into(),
-        ]);
-        let out = run_checked(self.runner.as_ref(), &self.retry, &inv)?;
-        let mut found: BTreeMap<String, JobId> = BTreeMap::new();
-        for (id, name) in parse_flux_job_names(&out.stdout)? {
-            if wanted.contains(name.as_str()) {
-                // Flux ids grow with submission time: the highest is the newest.
-                let newer = found
-                    .get(&name)
-                    .is_none_or(|old| id.parse::<u64>().ok() > old.0.parse::<u64>().ok());
-                if newer {
-                    found.insert(name, JobId(id));
-                }
-            }
+    fn names(&self) -> NameQuery {
+        let args = ["jobs", "-a", "-n", "-c", "0", "-o", JOBS_NAME_FORMAT];
+        NameQuery {
+            command: self.inv(args.map(String::from).to_vec()),
+            parse: parse_flux_job_names,
         }
-        Ok(found)
     }
 }
 
@@ -404,20 +349,7 @@ impl Scheduler for FluxBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let path = write_job_script(job, &render_script(job)?)?;
-        let inv = self
-            .inv(vec!["batch".into(), path.display().to_string()])
-            .cwd(&job.dir);
-        let id = submit_idempotently(
-            &self.retry,
-            &|d| self.runner.pause(d),
-            "flux batch",
-            job,
-            |names| self.find_once(names),
-            || parse_flux_batch(&self.runner.run(&inv)?.check(&inv)?.stdout),
-        )?;
-        tracing::info!(job = %job.name, id = %id, "submitted to Flux");
-        Ok(id)
+        self.client.submit(job, &FLUX_SUBMISSION, &self.names())
     }
 
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
@@ -435,20 +367,18 @@ impl Scheduler for FluxBackend {
         ];
         args.extend(ids.iter().map(|i| i.0.clone()));
         let inv = self.inv(args);
-        let out = self
-            .retry
-            .run_pausing("flux jobs", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                // Unknown ids are reported on stderr; the exit status is 1 only when every id
-                // is unknown, which is an answer, not a failure.
-                let (_, only_unknown) = unknown_ids(&out.stderr);
-                if out.success() || (out.code == Some(1) && only_unknown && !out.stderr.is_empty())
-                {
-                    Ok(out)
-                } else {
-                    Err(out.into_error(&inv))
-                }
-            })?;
+        let c = &self.client;
+        let out = c.retry.run_pausing("flux jobs", &|d| c.pause(d), || {
+            let out = c.runner.run(&inv)?;
+            // Unknown ids are reported on stderr; the exit status is 1 only when every id
+            // is unknown, which is an answer, not a failure.
+            let (_, only_unknown) = unknown_ids(&out.stderr);
+            if out.success() || (out.code == Some(1) && only_unknown && !out.stderr.is_empty()) {
+                Ok(out)
+            } else {
+                Err(out.into_error(&inv))
+            }
+        })?;
         let rows: BTreeMap<String, FluxJobRow> = parse_flux_jobs(&out.stdout)?
             .into_iter()
             .map(|r| (r.id.clone(), r))
@@ -464,38 +394,19 @@ impl Scheduler for FluxBackend {
     }
 
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        if names.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        self.find_once(names)
+        self.client.find_by_name(names, &self.names())
     }
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let mut args = vec!["cancel".to_string()];
-        args.extend(ids.iter().map(|i| i.0.clone()));
-        let inv = self.inv(args);
-        self.retry
-            .run_pausing("flux cancel", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                // A job that already ended cannot be cancelled, and need not be.
-                let benign =
-                    out.stderr_only_says(|l| l.contains("inactive") || l.contains("unknown"));
-                if out.success() || benign {
-                    Ok(())
-                } else {
-                    Err(out.into_error(&inv))
-                }
-            })
+        let flux_cancel = ("flux cancel", "flux", &["cancel"][..]);
+        self.client.cancel(flux_cancel, ids, says_job_ended)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::sample_job;
+    use crate::batch::{SAMPLE_BODY_PREAMBLE, assert_valid_bash, bare_sample_job, sample_job};
     use crate::command::Output;
     use std::sync::Mutex;
     use std::time::Duration;
@@ -507,7 +418,7 @@ mod tests {
         job
     }
 
-    const EXPECTED: &str = r#"#!/bin/bash
+    const DIRECTIVES: &str = r#"#!/bin/bash
 # flux: --job-name=og-e1-b003
 # flux: --nodes=1
 # flux: --nslots=1
@@ -519,57 +430,34 @@ mod tests {
 # flux: --output=flux-{{id}}.out
 # flux: --error=flux-{{id}}.err
 # flux: --constraint=cpu
-# optgate Flux job og-e1-b003: 2 run(s), back to back, in the recorded order.
-# Generated by optgate; every value from the experiment file is quoted.
-OPTGATE_BIN=/opt/optgate/bin/optgate
-# The facts of the node this job landed on; a failed probe must not stop the runs.
-"$OPTGATE_BIN" probe --json > '/p/lustre/me/vpic'\''s run/jobs/og-e1-b003/probe.json' || true
-# Each run writes its own outputs and manifest. A failed run is recorded and the
-# others still run; an interrupted one (exit 130: time limit, cancel) ends the job.
-og_status=0
-og_after() {
-    case "$1" in
-        0) ;;
-        130) exit 130 ;;
-        *) og_status=1 ;;
-    esac
-}
-# Run 1 of 2: b003-omp6 (arm omp6).
+"#;
+    const RUN_LINES: &str = r#"# Run 1 of 2: b003-omp6 (arm omp6).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- flux run -N 1 -n 16 -c 6 -o cpu-affinity=per-task; og_after $?
 # Run 2 of 2: b003-baseline (arm baseline).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- flux run -N 1 -n 16 -c 1; og_after $?
 exit "$og_status"
 "#;
 
+    /// The whole script of the sample job, to the byte.
+    fn expected() -> String {
+        let opening =
+            "# optgate Flux job og-e1-b003: 2 run(s), back to back, in the recorded order.\n";
+        format!("{DIRECTIVES}{opening}{SAMPLE_BODY_PREAMBLE}{RUN_LINES}")
+    }
+
     #[test]
     fn the_script_is_exactly_this() {
-        assert_eq!(render_script(&flux_job()).unwrap(), EXPECTED);
+        assert_eq!(render_script(&flux_job()).unwrap(), expected());
     }
 
     #[test]
     fn the_script_is_valid_bash() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("job.sh");
-        std::fs::write(&path, render_script(&flux_job()).unwrap()).unwrap();
-        let st = std::process::Command::new("bash")
-            .arg("-n")
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        assert_valid_bash(&render_script(&flux_job()).unwrap());
     }
 
     #[test]
     fn gpus_and_absent_options() {
-        let mut job = flux_job();
-        job.runs.truncate(1);
-        job.runs[0].gpus_per_task = 1;
-        job.runs[0].launcher_args.clear();
-        job.gpus_per_task = 1;
-        job.queue = None;
-        job.account = None;
-        job.exclusive = false;
-        job.extra_directives.clear();
+        let mut job = bare_sample_job(1);
         job.nodes = 2;
         job.runs[0].nodes = 2;
         job.time_limit = Duration::from_secs(90);
@@ -933,6 +821,36 @@ exit "$og_status"
         let calls = f.calls.lock().unwrap();
         assert_eq!(calls[0].args[0], "batch");
         assert_eq!(calls[0].cwd.as_deref(), Some(job.dir.as_path()));
+    }
+
+    /// What real Flux 0.88.0 prints (exit 1) for `flux cancel` of a job that already ended
+    /// and of an id it never had.
+    const CANCEL_ENDED: &str = "\
+flux-cancel: ERROR: ƒ3fm7zgKh: job is inactive
+flux-cancel: ERROR: ƒ3fdDtWF9: job is inactive
+flux-cancel: ERROR: ƒ68GN: unknown job id
+";
+
+    #[test]
+    fn cancelling_jobs_that_already_ended_is_not_an_error() {
+        let f = fake(1, "", CANCEL_ENDED);
+        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(3));
+        b.cancel(&[JobId("1".into()), JobId("2".into())]).unwrap();
+        let calls = f.calls.lock().unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].program, "flux");
+        assert_eq!(calls[0].args, ["cancel", "1", "2"]);
+        drop(calls);
+        // Planted bug "any failure of flux cancel is fine" fails here: an unreachable
+        // broker is an error, and not retried.
+        let f = fake(1, "", &NO_BROKER.replace("flux-jobs", "flux-cancel"));
+        let b = FluxBackend::with_runner(f.clone(), RetryPolicy::immediate(3));
+        assert!(b.cancel(&[JobId("1".into())]).unwrap_err().is_unreachable());
+        // One ended job beside a real error is still an error.
+        let mixed = format!("{CANCEL_ENDED}flux-cancel: ERROR: Permission denied\n");
+        let b = FluxBackend::with_runner(fake(1, "", &mixed), RetryPolicy::immediate(1));
+        assert!(b.cancel(&[JobId("1".into())]).is_err());
+        assert!(b.cancel(&[]).is_ok(), "no ids, no command");
     }
 
     #[test]

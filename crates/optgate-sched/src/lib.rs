@@ -7,10 +7,13 @@
 
 pub mod backend;
 pub mod batch;
+pub mod batch_client;
 pub mod command;
+pub mod directive;
 pub mod factory;
 pub mod flux;
 pub mod local_backend;
+pub mod lookup;
 pub mod poll;
 pub mod prepare;
 pub mod script;

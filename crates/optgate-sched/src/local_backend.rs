@@ -130,7 +130,11 @@ pub fn render_job_script(job: &JobSpec, lock_file: &Path) -> String {
         quote(&lock_file.display().to_string())
     ));
     s.push_str("{\n");
-    s.push_str(&render_body(job, "local", &|_| String::new()));
+    s.push_str(&render_body(
+        job,
+        "local",
+        &vec![String::new(); job.runs.len()],
+    ));
     s.push_str("} 9>&-\n");
     s
 }
@@ -429,11 +433,22 @@ mod tests {
             .parse()
             .unwrap();
         let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
-        let lock = std::fs::OpenOptions::new()
-            .append(true)
-            .open(backend.lock_file())
-            .unwrap();
-        let free = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock);
+        // The job reads as finished once its exit trap has written `job.exit`; its bash
+        // lets go of the lock a moment later, when it exits. A bounded wait for that: the
+        // process left behind (which must not hold it) lives for 60 s.
+        let try_lock = || {
+            let lock = std::fs::OpenOptions::new()
+                .append(true)
+                .open(backend.lock_file())
+                .unwrap();
+            nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        };
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        let mut free = try_lock();
+        while free.is_err() && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(20));
+            free = try_lock();
+        }
         // The sleeper is ours (its pid was written by the script we ran): stop it.
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),

@@ -21,8 +21,9 @@ pub const BUILD_SCRIPT: &str = "build.sh";
 pub const BUILD_LOG: &str = "build.log";
 pub const BUILD_RECORD: &str = "build.json";
 
+/// Why a run's files or a build could not be prepared.
 #[derive(Debug, thiserror::Error)]
-pub enum LocalError {
+pub enum PrepareError {
     #[error("cannot {op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -34,8 +35,8 @@ pub enum LocalError {
     Process(#[from] ProcessError),
 }
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
-    move |source| LocalError::Io {
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> PrepareError + 'a {
+    move |source| PrepareError::Io {
         op,
         path: path.to_path_buf(),
         source,
@@ -64,7 +65,7 @@ pub fn page_cache_mode(mode: optgate_experiment::PageCacheMode) -> PageCacheMode
 pub fn write_run_files(
     ctx: &RunContext<'_>,
     time_limit: Option<Duration>,
-) -> Result<RunRecord, LocalError> {
+) -> Result<RunRecord, PrepareError> {
     let dir = ctx.run_dir;
     std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
     let script = dir.join(RUN_SCRIPT);
@@ -125,7 +126,7 @@ pub async fn execute_build(
     build: &Build,
     build_dir: &Path,
     cancel: &CancellationToken,
-) -> Result<BuildRecord, LocalError> {
+) -> Result<BuildRecord, PrepareError> {
     std::fs::create_dir_all(build_dir).map_err(io("create build directory", build_dir))?;
     let script = build_dir.join(BUILD_SCRIPT);
     std::fs::write(&script, render_build(exp, build, build_dir)).map_err(io("write", &script))?;

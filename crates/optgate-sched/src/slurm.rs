@@ -9,18 +9,18 @@
 //! one `squeue` for all jobs plus, for jobs it no longer lists, one `sacct` — never one
 //! call per job.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 
 use optgate_experiment::SchedulerKind;
 
 use crate::backend::{JobId, JobRun, JobSpec, JobState, SchedError, Scheduler};
-use crate::batch::{
-    check_common, check_job_dir, limit_seconds, render_body, submit_idempotently, write_job_script,
-};
-use crate::command::{CommandRunner, Invocation, RetryPolicy, SystemRunner, run_checked};
-use crate::shell::join;
+use crate::batch::limit_seconds;
+use crate::batch_client::{BatchClient, NameQuery, Submission, env_without};
+use crate::command::{CommandRunner, Invocation, RetryPolicy};
+use crate::directive::{self, Carries, Dialect, last_line, launch_shape};
+use crate::lookup::{NamedJob, parse_name_listing};
 
 /// Slurm's time-limit format, `D-HH:MM:SS` (seconds rounded up).
 pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedError> {
@@ -40,15 +40,8 @@ pub fn format_time_limit(limit: std::time::Duration) -> Result<String, SchedErro
 /// extra launcher arguments. A governor outside [`optgate_experiment::load::CPUFREQ_GOVERNORS`]
 /// is refused (`SchedError::Unrepresentable`), never passed on.
 pub fn srun_words(run: &JobRun) -> Result<Vec<String>, SchedError> {
-    let mut w: Vec<String> = vec![
-        "srun".into(),
-        "-N".into(),
-        run.nodes.to_string(),
-        "-n".into(),
-        (run.nodes * run.tasks_per_node).to_string(),
-        "-c".into(),
-        run.cpus_per_task.to_string(),
-    ];
+    let mut w: Vec<String> = vec!["srun".into()];
+    w.extend(launch_shape(run));
     if run.gpus_per_task > 0 {
         w.push(format!("--gpus-per-task={}", run.gpus_per_task));
     }
@@ -70,49 +63,30 @@ pub fn srun_words(run: &JobRun) -> Result<Vec<String>, SchedError> {
     Ok(w)
 }
 
+/// What each part of a job renders to in an `#SBATCH` line, in the order written.
+pub const SBATCH: Dialect = Dialect {
+    scheduler: "Slurm",
+    prefix: "#SBATCH ",
+    time_limit: format_time_limit,
+    launcher: srun_words,
+    directives: &[
+        ("--job-name", Carries::JobName),
+        ("--nodes", Carries::Nodes),
+        ("--ntasks-per-node", Carries::TasksPerNode),
+        ("--cpus-per-task", Carries::CpusPerTask),
+        ("--gpus-per-task", Carries::GpusPerTask),
+        ("--time", Carries::TimeLimit),
+        ("--partition", Carries::Queue),
+        ("--account", Carries::Account),
+        ("--exclusive", Carries::Exclusive),
+        ("--output", Carries::Fixed("slurm-%j.out")),
+        ("--error", Carries::Fixed("slurm-%j.err")),
+    ],
+};
+
 /// The batch script of a job. Fails on values a directive line cannot carry.
 pub fn render_script(job: &JobSpec) -> Result<String, SchedError> {
-    check_common(job, &[])?;
-    check_job_dir(&job.dir)?;
-    let mut d: Vec<String> = vec![
-        format!("--job-name={}", job.name),
-        format!("--nodes={}", job.nodes),
-        format!("--ntasks-per-node={}", job.tasks_per_node),
-        format!("--cpus-per-task={}", job.cpus_per_task),
-    ];
-    if job.gpus_per_task > 0 {
-        d.push(format!("--gpus-per-task={}", job.gpus_per_task));
-    }
-    d.push(format!("--time={}", format_time_limit(job.time_limit)?));
-    if let Some(q) = &job.queue {
-        d.push(format!("--partition={q}"));
-    }
-    if let Some(a) = &job.account {
-        d.push(format!("--account={a}"));
-    }
-    if job.exclusive {
-        d.push("--exclusive".into());
-    }
-    // Relative to the job's working directory, its job directory: submit() runs from
-    // there, so a job directory of any name works (directive lines cannot be quoted).
-    d.push("--output=slurm-%j.out".into());
-    d.push("--error=slurm-%j.err".into());
-    d.extend(job.extra_directives.iter().cloned());
-    // Directives first: sbatch stops reading them at the first line that is neither a
-    // comment nor blank.
-    let mut s = String::from("#!/bin/bash\n");
-    for line in d {
-        s.push_str("#SBATCH ");
-        s.push_str(&line);
-        s.push('\n');
-    }
-    for run in &job.runs {
-        srun_words(run)?;
-    }
-    s.push_str(&render_body(job, "Slurm", &|run| {
-        join(srun_words(run).expect("checked above"))
-    }));
-    Ok(s)
+    directive::render_script(&SBATCH, job)
 }
 
 /// Whether a variable of the submitting environment would change the job or the output
@@ -127,22 +101,15 @@ pub fn is_cleared_variable(name: &str) -> bool {
             .any(|p| name.starts_with(p))
 }
 
-/// The environment Slurm commands run with: `base` without the cleared variables.
+/// The environment Slurm commands run with: `base` without the cleared variables (what
+/// [`BatchClient::inv`] gives the backend's commands).
 pub fn clean_env(base: &BTreeMap<OsString, OsString>) -> BTreeMap<OsString, OsString> {
-    base.iter()
-        .filter(|(k, _)| !k.to_str().is_some_and(is_cleared_variable))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    env_without(base, is_cleared_variable)
 }
 
 /// `sbatch --parsable` prints `JOBID` or `JOBID;CLUSTER`.
 pub fn parse_sbatch_parsable(stdout: &str) -> Result<JobId, SchedError> {
-    let line = stdout
-        .lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .unwrap_or("");
-    let id = line.split(';').next().unwrap_or("");
+    let id = last_line(stdout).split(';').next().unwrap_or("");
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return Err(SchedError::Parse {
             what: "a job id from `sbatch --parsable`",
@@ -183,20 +150,15 @@ pub fn parse_squeue(stdout: &str) -> Result<Vec<SqueueRow>, SchedError> {
     Ok(rows)
 }
 
-/// Parses `squeue -h -o '%i %j'` into (id, name) pairs.
-pub fn parse_squeue_names(stdout: &str) -> Result<Vec<(String, String)>, SchedError> {
-    stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|line| match line.split_once(' ') {
-            Some((id, name)) => Ok((id.to_string(), name.trim().to_string())),
-            None => Err(SchedError::Parse {
-                what: "a `squeue` line (id, name)",
-                text: line.to_string(),
-            }),
-        })
-        .collect()
+/// Parses `squeue -h -o '%i %j'` (see [`crate::lookup::parse_name_listing`]).
+pub fn parse_squeue_names(stdout: &str) -> Result<Vec<NamedJob>, SchedError> {
+    parse_name_listing(stdout, "a `squeue` line (id, name)")
+}
+
+/// Whether a line `scancel` printed says the job had already ended: cancelling it is then
+/// not a failure (Slurm 22.05's words for an ended job, and for one it has forgotten).
+pub fn says_job_ended(line: &str) -> bool {
+    line.contains("already completing or completed") || line.contains("Invalid job id specified")
 }
 
 /// One line of `sacct -X -n -P -o JobID,State,ExitCode,Elapsed`.
@@ -297,12 +259,19 @@ enum Accounting {
     Disabled,
 }
 
+/// How a job's script goes to Slurm: `sbatch --parsable job.sh`.
+const SBATCH_SUBMISSION: Submission = Submission {
+    dialect: &SBATCH,
+    what: "sbatch",
+    program: "sbatch",
+    args: &["--parsable"],
+    parse_id: parse_sbatch_parsable,
+};
+
 /// The Slurm backend. Blocking; the daemon calls it from a blocking task.
 pub struct SlurmBackend {
-    runner: Arc<dyn CommandRunner>,
-    retry: RetryPolicy,
-    /// The environment the commands start from, before the cleared variables go.
-    base_env: BTreeMap<OsString, OsString>,
+    /// Its commands start from `client.base_env` without the cleared variables.
+    client: BatchClient,
     /// Learnt from the first `sacct`: a cluster without accounting is not asked again.
     accounting: Mutex<Accounting>,
 }
@@ -316,14 +285,16 @@ impl Default for SlurmBackend {
 impl SlurmBackend {
     /// Runs the real commands, starting from this process's environment.
     pub fn new() -> SlurmBackend {
-        SlurmBackend::with_runner(Arc::new(SystemRunner::default()), RetryPolicy::default())
+        SlurmBackend::from_client(BatchClient::system(is_cleared_variable))
     }
 
     pub fn with_runner(runner: Arc<dyn CommandRunner>, retry: RetryPolicy) -> SlurmBackend {
+        SlurmBackend::from_client(BatchClient::new(runner, retry, is_cleared_variable))
+    }
+
+    fn from_client(client: BatchClient) -> SlurmBackend {
         SlurmBackend {
-            runner,
-            retry,
-            base_env: std::env::vars_os().collect(),
+            client,
             accounting: Mutex::new(Accounting::Untried),
         }
     }
@@ -331,30 +302,23 @@ impl SlurmBackend {
     /// Replaces the environment the commands start from (tests prove that what must be
     /// cleared is cleared).
     pub fn with_base_env(mut self, env: BTreeMap<OsString, OsString>) -> SlurmBackend {
-        self.base_env = env;
+        self.client.base_env = env;
         self
     }
 
-    fn inv(&self, program: &str, args: Vec<String>) -> Invocation {
-        Invocation::new(program, args).env(clean_env(&self.base_env))
+    /// `squeue` of all this user's jobs in `format`. `-t all`: also the jobs that ended but
+    /// slurmctld still remembers (MinJobAge), with their final state — the same knowledge
+    /// `scontrol show job` has, for all jobs in one call.
+    fn squeue_all(&self, format: &str) -> Invocation {
+        let args = ["--me", "-t", "all", "-h", "-o", format];
+        self.client.inv("squeue", args.map(String::from))
     }
 
-    fn squeue_all(&self, format: &str) -> Result<String, SchedError> {
-        // `-t all`: also the jobs that ended but slurmctld still remembers (MinJobAge),
-        // with their final state — the same knowledge `scontrol show job` has, for all
-        // jobs in one call.
-        let inv = self.inv(
-            "squeue",
-            vec![
-                "--me".into(),
-                "-t".into(),
-                "all".into(),
-                "-h".into(),
-                "-o".into(),
-                format.into(),
-            ],
-        );
-        Ok(run_checked(self.runner.as_ref(), &self.retry, &inv)?.stdout)
+    fn names(&self) -> NameQuery {
+        NameQuery {
+            command: self.squeue_all(SQUEUE_NAME_FORMAT),
+            parse: parse_squeue_names,
+        }
     }
 
     /// One batched `sacct` for jobs `squeue` no longer lists; `None` when the cluster keeps
@@ -368,27 +332,16 @@ impl SlurmBackend {
             .map(|i| i.0.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let inv = self.inv(
-            "sacct",
-            vec![
-                "-X".into(),
-                "-n".into(),
-                "-P".into(),
-                "-j".into(),
-                list,
-                "-o".into(),
-                SACCT_FIELDS.into(),
-            ],
-        );
-        let out = self
-            .retry
-            .run_pausing("sacct", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                if accounting_disabled(&out.stdout, &out.stderr) {
-                    return Ok(None);
-                }
-                out.check(&inv).map(Some)
-            })?;
+        let args = ["-X", "-n", "-P", "-j", &list, "-o", SACCT_FIELDS];
+        let inv = self.client.inv("sacct", args.map(String::from));
+        let c = &self.client;
+        let out = c.retry.run_pausing("sacct", &|d| c.pause(d), || {
+            let out = c.runner.run(&inv)?;
+            if accounting_disabled(&out.stdout, &out.stderr) {
+                return Ok(None);
+            }
+            out.check(&inv).map(Some)
+        })?;
         let mut acc = self.accounting.lock().expect("not poisoned");
         match out {
             None => {
@@ -406,27 +359,6 @@ impl SlurmBackend {
             }
         }
     }
-
-    fn find_once(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let mut found: BTreeMap<String, JobId> = BTreeMap::new();
-        for (id, name) in parse_squeue_names(&self.squeue_all(SQUEUE_NAME_FORMAT)?)? {
-            if wanted.contains(name.as_str()) {
-                let newer = match found.get(&name) {
-                    Some(old) => numeric(&id) > numeric(&old.0),
-                    None => true,
-                };
-                if newer {
-                    found.insert(name, JobId(id));
-                }
-            }
-        }
-        Ok(found)
-    }
-}
-
-fn numeric(id: &str) -> u64 {
-    id.parse().unwrap_or(0)
 }
 
 impl Scheduler for SlurmBackend {
@@ -435,23 +367,7 @@ impl Scheduler for SlurmBackend {
     }
 
     fn submit(&self, job: &JobSpec) -> Result<JobId, SchedError> {
-        let path = write_job_script(job, &render_script(job)?)?;
-        let inv = self
-            .inv(
-                "sbatch",
-                vec!["--parsable".into(), path.display().to_string()],
-            )
-            .cwd(&job.dir);
-        let id = submit_idempotently(
-            &self.retry,
-            &|d| self.runner.pause(d),
-            "sbatch",
-            job,
-            |names| self.find_once(names),
-            || parse_sbatch_parsable(&self.runner.run(&inv)?.check(&inv)?.stdout),
-        )?;
-        tracing::info!(job = %job.name, id = %id, "submitted to Slurm");
-        Ok(id)
+        self.client.submit(job, &SBATCH_SUBMISSION, &self.names())
     }
 
     fn poll(&self, ids: &[JobId]) -> Result<BTreeMap<JobId, JobState>, SchedError> {
@@ -459,11 +375,13 @@ impl Scheduler for SlurmBackend {
         if ids.is_empty() {
             return Ok(states);
         }
-        let rows: BTreeMap<String, SqueueRow> =
-            parse_squeue(&self.squeue_all(SQUEUE_STATE_FORMAT)?)?
-                .into_iter()
-                .map(|r| (r.id.clone(), r))
-                .collect();
+        let listing = self
+            .client
+            .run_checked(&self.squeue_all(SQUEUE_STATE_FORMAT))?;
+        let rows: BTreeMap<String, SqueueRow> = parse_squeue(&listing.stdout)?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
         let mut missing = Vec::new();
         for id in ids {
             match rows.get(&id.0) {
@@ -497,45 +415,24 @@ impl Scheduler for SlurmBackend {
     }
 
     fn find_by_name(&self, names: &[String]) -> Result<BTreeMap<String, JobId>, SchedError> {
-        if names.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        self.find_once(names)
+        self.client.find_by_name(names, &self.names())
     }
 
     fn cancel(&self, ids: &[JobId]) -> Result<(), SchedError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let mut args: Vec<String> = ids.iter().map(|i| i.0.clone()).collect();
-        args.insert(0, "--quiet".into());
-        let inv = self.inv("scancel", args);
-        self.retry
-            .run_pausing("scancel", &|d| self.runner.pause(d), || {
-                let out = self.runner.run(&inv)?;
-                // Cancelling a job that already ended is not a failure: the wish is fulfilled.
-                let benign = out.stderr_only_says(|l| {
-                    l.contains("already completing or completed")
-                        || l.contains("Invalid job id specified")
-                });
-                if out.success() || benign {
-                    Ok(())
-                } else {
-                    Err(out.into_error(&inv))
-                }
-            })
+        let scancel = ("scancel", "scancel", &["--quiet"][..]);
+        self.client.cancel(scancel, ids, says_job_ended)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::sample_job;
+    use crate::batch::{SAMPLE_BODY_PREAMBLE, assert_valid_bash, bare_sample_job, sample_job};
     use crate::command::Output;
     use std::sync::Mutex;
     use std::time::Duration;
 
-    const EXPECTED: &str = r#"#!/bin/bash
+    const DIRECTIVES: &str = r#"#!/bin/bash
 #SBATCH --job-name=og-e1-b003
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=16
@@ -547,45 +444,30 @@ mod tests {
 #SBATCH --output=slurm-%j.out
 #SBATCH --error=slurm-%j.err
 #SBATCH --constraint=cpu
-# optgate Slurm job og-e1-b003: 2 run(s), back to back, in the recorded order.
-# Generated by optgate; every value from the experiment file is quoted.
-OPTGATE_BIN=/opt/optgate/bin/optgate
-# The facts of the node this job landed on; a failed probe must not stop the runs.
-"$OPTGATE_BIN" probe --json > '/p/lustre/me/vpic'\''s run/jobs/og-e1-b003/probe.json' || true
-# Each run writes its own outputs and manifest. A failed run is recorded and the
-# others still run; an interrupted one (exit 130: time limit, cancel) ends the job.
-og_status=0
-og_after() {
-    case "$1" in
-        0) ;;
-        130) exit 130 ;;
-        *) og_status=1 ;;
-    esac
-}
-# Run 1 of 2: b003-omp6 (arm omp6).
+"#;
+    const RUN_LINES: &str = r#"# Run 1 of 2: b003-omp6 (arm omp6).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-omp6' --attempt 1 -- srun -N 1 -n 16 -c 6 --export=ALL --cpu-bind=cores; og_after $?
 # Run 2 of 2: b003-baseline (arm baseline).
 "$OPTGATE_BIN" exec-run '/p/lustre/me/vpic'\''s run/runs/b003-baseline' --attempt 1 -- srun -N 1 -n 16 -c 1 --export=ALL; og_after $?
 exit "$og_status"
 "#;
 
+    /// The whole script of the sample job, to the byte.
+    fn expected() -> String {
+        let opening =
+            "# optgate Slurm job og-e1-b003: 2 run(s), back to back, in the recorded order.\n";
+        format!("{DIRECTIVES}{opening}{SAMPLE_BODY_PREAMBLE}{RUN_LINES}")
+    }
+
     #[test]
     fn the_script_is_exactly_this() {
         let got = render_script(&sample_job()).unwrap();
-        assert_eq!(got, EXPECTED);
+        assert_eq!(got, expected());
     }
 
     #[test]
     fn the_script_is_valid_bash() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("job.sh");
-        std::fs::write(&path, render_script(&sample_job()).unwrap()).unwrap();
-        let st = std::process::Command::new("bash")
-            .arg("-n")
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        assert_valid_bash(&render_script(&sample_job()).unwrap());
     }
 
     #[test]
@@ -613,15 +495,7 @@ exit "$og_status"
 
     #[test]
     fn gpus_minute_limits_and_absent_options_render_as_expected() {
-        let mut job = sample_job();
-        job.runs.truncate(1);
-        job.runs[0].gpus_per_task = 2;
-        job.runs[0].launcher_args.clear();
-        job.gpus_per_task = 2;
-        job.queue = None;
-        job.account = None;
-        job.exclusive = false;
-        job.extra_directives.clear();
+        let mut job = bare_sample_job(2);
         job.time_limit = Duration::from_secs(2 * 86_400 + 3 * 3_600 + 4 * 60 + 5);
         let s = render_script(&job).unwrap();
         let directives: Vec<&str> = s.lines().filter(|l| l.starts_with("#SBATCH")).collect();
@@ -1064,6 +938,38 @@ exit "$og_status"
         let b = SlurmBackend::with_runner(fake.clone(), RetryPolicy::immediate(3));
         assert_eq!(b.submit(&job).unwrap(), JobId("18".into()));
         assert_eq!(fake.programs(), ["sbatch", "squeue"]);
+    }
+
+    /// A submission whose answer was lost, while a leftover job of the same name (an
+    /// earlier experiment's, say) is still listed — after it, as `squeue` may print them.
+    #[test]
+    fn a_lost_submission_adopts_the_newest_job_of_its_name_not_a_leftover() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut job = sample_job();
+        job.dir = tmp.path().join("jobs/og-e1-b003");
+        let lost = Output {
+            code: Some(1),
+            stdout: String::new(),
+            stderr: "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation".into(),
+        };
+        let fake = FakeSlurm::new(vec![
+            ("sbatch", lost),
+            (
+                "squeue",
+                out("18 og-e1-b003
+3_[1-2] og-e1-b003
+12 og-e1-b003
+"),
+            ),
+        ]);
+        let b = SlurmBackend::with_runner(fake.clone(), RetryPolicy::immediate(3));
+        // Planted bug "last listed wins" adopts 12; "array ids count" adopts 3_[1-2].
+        assert_eq!(b.submit(&job).unwrap(), JobId("18".into()));
+        assert_eq!(
+            std::fs::read_to_string(job.dir.join("job-id")).unwrap(),
+            "18\n"
+        );
+        assert_eq!(fake.programs(), ["sbatch", "squeue"], "submitted once");
     }
 
     #[test]
