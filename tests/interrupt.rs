@@ -75,6 +75,7 @@ fn interrupted_then_resumed(signal: nix::sys::signal::Signal) {
         })
         .collect();
     assert_eq!(interrupted.len(), 1);
+    interrupt_went_through_the_engines_cancel(&out);
 
     let o = run(&[
         "run",
@@ -171,4 +172,49 @@ fn lock_is_held(path: &std::path::Path) -> bool {
         Ok(_released_on_drop) => false,
         Err(_) => true,
     }
+}
+
+/// The interrupt is the daemon's cancel, carried out by the engine: the execution's
+/// database holds the experiment cancelled with the interrupt's reason, the stopped job
+/// closed by the engine's cancel path (its own wording), and every run that had not
+/// finished cancelled with that reason (which is what a resume reopens) — the two finished
+/// ones kept. A Ctrl-C handled beside the engine (runs sent back to pending by hand, the
+/// experiment left `running`, the job closed with another detail) fails here.
+fn interrupt_went_through_the_engines_cancel(root: &std::path::Path) {
+    use optgate_store::{ExperimentState, JobRecordState, RunState, Store};
+    let store = Store::open_read_only(&root.join(".optgate/optgate.db")).unwrap();
+    let exps = store.experiments().unwrap();
+    assert_eq!(exps.len(), 1);
+    let e = &exps[0];
+    assert_eq!(e.state, ExperimentState::Cancelled);
+    assert_eq!(
+        e.state_reason.as_deref(),
+        Some(optgate_daemon::foreground::INTERRUPTED)
+    );
+    let runs = store.runs(&e.id).unwrap();
+    let completed = runs
+        .iter()
+        .filter(|r| r.state == RunState::Completed)
+        .count();
+    assert_eq!(completed, 2, "{runs:?}");
+    for r in runs.iter().filter(|r| r.state != RunState::Completed) {
+        assert_eq!(r.state, RunState::Cancelled, "{r:?}");
+        assert_eq!(
+            r.detail.as_deref(),
+            Some(optgate_daemon::foreground::INTERRUPTED),
+            "{r:?}"
+        );
+    }
+    let jobs = store.jobs(&e.id).unwrap();
+    let stopped: Vec<_> = jobs
+        .iter()
+        .filter(|j| j.state == JobRecordState::Cancelled)
+        .collect();
+    assert_eq!(stopped.len(), 1, "{jobs:?}");
+    assert_eq!(
+        stopped[0].detail.as_deref(),
+        Some("stopped: the experiment is cancelled"),
+        "{jobs:?}"
+    );
+    assert!(jobs.iter().all(|j| !j.state.is_live()), "{jobs:?}");
 }
