@@ -7,8 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
 use optgate_experiment::{AA_CONTROL, Experiment, MetricSource, Plan, Verdict as FileVerdict};
 use optgate_probe::Probe;
 use optgate_report::{
@@ -17,7 +15,7 @@ use optgate_report::{
 };
 use optgate_stats::{Analysis, AnalysisConfig, ArmData, SequentialPlan, StatsError};
 
-use crate::{Collected, Layout, RunStatus};
+use crate::{Collected, Layout};
 
 /// An execution's runs, as a look sees them.
 pub struct Execution<'a> {
@@ -130,14 +128,15 @@ fn execution_report(
     report.isolation = Some(isolation(exp));
     report.experiment = Some(experiment_meta(exp));
     report.checklist = Some(checklist(exp, &report.analysis));
-    report.provenance = Some(provenance(
+    let provenance = crate::provenance::execution_provenance(
         exp,
         x.plan,
         x.layout,
         collected,
         x.not_applicable,
         x.node,
-    ));
+    );
+    report.provenance = Some(serde_json::to_value(&provenance).expect("the provenance serialises"));
     Ok(report)
 }
 
@@ -217,106 +216,6 @@ fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::Check
         })
         .collect();
     optgate_report::build_checklist(analysis, &dimensions, &declared)
-}
-
-/// Everything needed to tell later how the numbers were made.
-fn provenance(
-    exp: &Experiment,
-    plan: &Plan,
-    layout: &Layout,
-    collected: &Collected,
-    not_applicable: &BTreeMap<String, String>,
-    probe: &Probe,
-) -> serde_json::Value {
-    let arms = arms_provenance(exp, not_applicable);
-    let runs = runs_provenance(layout, collected);
-    let correctness = match &collected.correctness {
-        None => json!("not checked: the experiment declares no correctness files or values"),
-        Some(c) => json!(c),
-    };
-    json!({
-        "optgate_version": env!("CARGO_PKG_VERSION"),
-        "experiment_file": exp.source.display().to_string(),
-        "experiment_sha256": exp.source_sha256,
-        "run_root": layout.root.display().to_string(),
-        "scheduler": exp.kind.to_string(),
-        "design": exp.design,
-        "seed": plan.seed,
-        "recorded_order": plan.blocks,
-        "node": {
-            "hostname": probe.hostname,
-            "cpu_model": probe.cpu_model,
-            "physical_cores": probe.physical_cores,
-            "hardware_threads": probe.hardware_threads,
-            "numa_nodes": probe.numa_nodes,
-            "isa": probe.isa,
-            "governors": probe.cpufreq.governors,
-            "kernel": probe.kernel,
-        },
-        "arms": arms,
-        "correctness": correctness,
-        "runs": runs,
-        "failed_runs": collected.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count(),
-    })
-}
-
-/// Each arm as it ran: its variables, resources, command line, build, governor, and why
-/// it was not applicable.
-fn arms_provenance(
-    exp: &Experiment,
-    not_applicable: &BTreeMap<String, String>,
-) -> Vec<serde_json::Value> {
-    exp.arms
-        .iter()
-        .map(|a| {
-            let build = a.build.map(|i| &exp.builds[i]);
-            json!({
-                "name": a.name,
-                "env": a.env,
-                "unset": a.unset,
-                "resources": a.resources,
-                "args": a.args,
-                "command": optgate_sched::script::app_command_line(&exp.file.app.command, &a.args),
-                "build": build.map(|b| json!({
-                    "id": b.id,
-                    "command": optgate_sched::script::app_command_line(b.command(), &[]),
-                })),
-                "governor": a.governor,
-                "requires": a.requires,
-                "not_applicable": not_applicable.get(&a.name),
-            })
-        })
-        .collect()
-}
-
-/// Each collected run with its manifest's times, exit code and job id, and the governor
-/// changes it recorded.
-fn runs_provenance(layout: &Layout, collected: &Collected) -> Vec<serde_json::Value> {
-    collected
-        .runs
-        .iter()
-        .map(|r| {
-            let manifest = optgate_wrapper::manifest::RunManifest::read(&layout.run_dir(&r.id))
-                .ok()
-                .flatten();
-            let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-            json!({
-                "id": r.id,
-                "arm": r.arm,
-                "block": r.block,
-                "status": r.status,
-                "host": r.host,
-                "elapsed_s": r.elapsed_s,
-                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
-                "ended_at": manifest.as_ref().map(|m| m.ended_at.clone()),
-                "exit_code": manifest.as_ref().and_then(|m| m.exit_code),
-                "scheduler_job_id": manifest.as_ref().and_then(|m| m.scheduler_job_id.clone()),
-                "governor_changes": governor,
-            })
-        })
-        .collect()
 }
 
 /// What the per-epoch values are, for the report's header.
