@@ -234,9 +234,9 @@ fn engine_ended(ended: Result<Result<(), DaemonError>, tokio::task::JoinError>) 
     }
 }
 
-/// Ctrl-C: the daemon's cancel of the experiment ([`crate::handlers::cancel::
-/// cancel_experiment`], reason [`INTERRUPTED`]); the engine's next pass stops its live jobs
-/// and builds and records their runs. Waits (at most [`CANCEL_WAIT`]) until the engine has.
+/// Ctrl-C: the daemon's cancel of the experiment
+/// ([`crate::handlers::cancel::cancel_experiment`], reason [`INTERRUPTED`]); the engine's
+/// next pass stops its live jobs and builds and records their runs. Waits (at most [`CANCEL_WAIT`]) until the engine has.
 /// An experiment that ended just before the interrupt ends as it ended (returned).
 async fn stop_on_interrupt(ctx: &Daemon, id: &str) -> Result<Stop, DaemonError> {
     let jobs: Vec<JobId> = live_jobs(ctx, id)
