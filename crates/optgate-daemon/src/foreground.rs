@@ -92,6 +92,9 @@ pub struct Options {
     /// The optgate binary the jobs call (`exec-run`).
     pub optgate_bin: PathBuf,
     pub settings: EngineSettings,
+    /// Points where the engine panics (tests: the supervisor must start it again); none
+    /// armed outside tests.
+    pub failpoints: Arc<crate::failpoint::Failpoints>,
 }
 
 /// The reason an interrupted execution's experiment is cancelled with (Ctrl-C, or a
@@ -180,7 +183,7 @@ async fn open_engine(opts: &Options) -> Result<Arc<Daemon>, DaemonError> {
         started_at: optgate_wrapper::run::now_rfc3339(),
         shutdown: CancellationToken::new(),
         unreachable_give_up: UNREACHABLE_GIVE_UP,
-        failpoints: Default::default(),
+        failpoints: opts.failpoints.clone(),
     }))
 }
 

@@ -88,6 +88,7 @@ pub fn run(
             machine_lock,
             optgate_bin,
             settings: EngineSettings::default(),
+            failpoints: Default::default(),
         };
         let on_event = |ev: foreground::Event| match (&mut progress, ev) {
             (p, foreground::Event::Total { runs, done }) => match p {
