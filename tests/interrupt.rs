@@ -1,5 +1,6 @@
-//! Ctrl-C during `optgate run` stops the current run, keeps the finished ones, says so,
-//! and `--out` of the same directory resumes without running a finished run again.
+//! Ctrl-C during `optgate run` stops the current run through the engine's own cancel,
+//! keeps the finished ones, says so, and `--out` of the same directory resumes without
+//! running a finished run again; `optgate run`'s engine runs under the daemon's supervisor.
 
 mod support;
 
@@ -75,6 +76,7 @@ fn interrupted_then_resumed(signal: nix::sys::signal::Signal) {
         })
         .collect();
     assert_eq!(interrupted.len(), 1);
+    interrupt_went_through_the_engines_cancel(&out);
 
     let o = run(&[
         "run",
@@ -171,4 +173,99 @@ fn lock_is_held(path: &std::path::Path) -> bool {
         Ok(_released_on_drop) => false,
         Err(_) => true,
     }
+}
+
+/// The interrupt is the daemon's cancel, carried out by the engine: the execution's
+/// database holds the experiment cancelled with the interrupt's reason, the stopped job
+/// closed by the engine's cancel path (its own wording), and every run that had not
+/// finished cancelled with that reason (which is what a resume reopens) — the two finished
+/// ones kept. A Ctrl-C handled beside the engine (runs sent back to pending by hand, the
+/// experiment left `running`, the job closed with another detail) fails here.
+fn interrupt_went_through_the_engines_cancel(root: &std::path::Path) {
+    use optgate_store::{ExperimentState, JobRecordState, RunState, Store};
+    let store = Store::open_read_only(&root.join(".optgate/optgate.db")).unwrap();
+    let exps = store.experiments().unwrap();
+    assert_eq!(exps.len(), 1);
+    let e = &exps[0];
+    assert_eq!(e.state, ExperimentState::Cancelled);
+    assert_eq!(
+        e.state_reason.as_deref(),
+        Some(optgate_daemon::foreground::INTERRUPTED)
+    );
+    let runs = store.runs(&e.id).unwrap();
+    let completed = runs
+        .iter()
+        .filter(|r| r.state == RunState::Completed)
+        .count();
+    assert_eq!(completed, 2, "{runs:?}");
+    for r in runs.iter().filter(|r| r.state != RunState::Completed) {
+        assert_eq!(r.state, RunState::Cancelled, "{r:?}");
+        assert_eq!(
+            r.detail.as_deref(),
+            Some(optgate_daemon::foreground::INTERRUPTED),
+            "{r:?}"
+        );
+    }
+    let jobs = store.jobs(&e.id).unwrap();
+    let stopped: Vec<_> = jobs
+        .iter()
+        .filter(|j| j.state == JobRecordState::Cancelled)
+        .collect();
+    assert_eq!(stopped.len(), 1, "{jobs:?}");
+    assert_eq!(
+        stopped[0].detail.as_deref(),
+        Some("stopped: the experiment is cancelled"),
+        "{jobs:?}"
+    );
+    assert!(jobs.iter().all(|j| !j.state.is_live()), "{jobs:?}");
+}
+
+/// `optgate run`'s engine is the daemon's, under the daemon's supervisor: an engine that
+/// panics mid-way (right after the second job's end is recorded) is started again,
+/// reconciles, and the execution ends with every run counted once. Without the supervisor
+/// the execution would wait for an engine that is gone: the bounded wait fails the test.
+#[test]
+fn the_engine_of_run_is_started_again_after_it_panics() {
+    use optgate_daemon::foreground::{End, Options, run};
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_experiment(dir.path(), &fake_app_experiment("supervised", ""));
+    let exp = optgate_experiment::load(&p).unwrap().experiment;
+    let failpoints = std::sync::Arc::new(optgate_daemon::failpoint::Failpoints::default());
+    failpoints.arm("after-job-end", 2);
+    let root = dir.path().join("exec");
+    let opts = Options {
+        root: root.clone(),
+        machine_lock: dir.path().join("local-runs.lock"),
+        optgate_bin: env!("CARGO_BIN_EXE_optgate").into(),
+        settings: Default::default(),
+        failpoints: failpoints.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let interrupt = tokio_util::sync::CancellationToken::new();
+    let end = runtime
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(300), run(&exp, opts, |_| {}, interrupt)).await
+        })
+        .expect("the execution never ended: its engine died and nothing started it again")
+        .unwrap();
+    assert!(failpoints.fired(), "the engine never reached the point");
+    let End::Finished { row, failed_runs } = end else {
+        panic!("{end:?}")
+    };
+    assert!(
+        row.state.is_terminal()
+            && !matches!(
+                row.state,
+                optgate_store::ExperimentState::Failed | optgate_store::ExperimentState::Cancelled
+            ),
+        "{row:?}"
+    );
+    assert!(failed_runs.is_empty(), "{failed_runs:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["variants"][0]["n_variant"], 5);
 }

@@ -1,5 +1,5 @@
-//! The samples CSV of `optgate analyze`: `analyze_csv` (parse, validate, analyse, build the
-//! report) and the renderings `analyze` prints, on any text. Bad input must come back as a
+//! The samples CSV of `optgate analyze`: `optgate_runner::report::analyze_samples` (parse,
+//! validate, then the one report builder) and the renderings `analyze` prints, on any text. Bad input must come back as a
 //! `SamplesError` (exit 2 in the CLI), never a panic.
 //!
 //! The baseline name and the design come from an optional first comment line (comments are
@@ -8,9 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use optgate_report::{
-    AnalyzeOptions, analyze_csv, render_csv, render_json, render_markdown, render_table,
-};
+use optgate_report::{AnalyzeOptions, render_csv, render_json, render_markdown, render_table};
+use optgate_runner::report::analyze_samples;
 use optgate_stats::Design;
 
 fuzz_target!(|data: &[u8]| {
@@ -31,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut opts = AnalyzeOptions::new(baseline);
     opts.design = design;
-    match analyze_csv(text, "/fuzz/samples.csv", &opts) {
+    match analyze_samples(text, "/fuzz/samples.csv", &opts) {
         Ok(report) => {
             let _ = render_table(&report);
             let _ = render_markdown(&report);

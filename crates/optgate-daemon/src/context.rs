@@ -96,8 +96,9 @@ pub struct Daemon {
     /// How long a running experiment may wait for a scheduler that cannot be reached
     /// before it ends `failed` ([`UNREACHABLE_GIVE_UP`], or `$OPTGATE_UNREACHABLE_GIVE_UP`).
     pub unreachable_give_up: std::time::Duration,
-    /// Crash points armed in this process (tests; empty otherwise).
-    pub failpoints: crate::failpoint::Failpoints,
+    /// Crash points armed in this process (tests; empty otherwise). Shared, so a test that
+    /// hands them to `optgate run`'s engine can still ask whether one fired.
+    pub failpoints: std::sync::Arc<crate::failpoint::Failpoints>,
 }
 
 /// How long a running experiment waits for its scheduler to answer again (`cannot reach

@@ -1,12 +1,15 @@
 //! `optgate run`'s engine: the daemon's own engine ([`crate::engine::run_with`]) run in this
-//! process for one experiment, with the local backend, its database kept beside the runs
-//! (`<root>/.optgate/state.db`). There is no second execution loop: builds, jobs, the run
-//! wrapper, fail-fast, looks, added blocks and the report are the daemon's.
+//! process for one experiment, under the daemon's supervisor ([`crate::supervise`]), with
+//! the local backend, its database kept beside the runs (`<root>/.optgate/state.db`).
+//! There is no second execution loop: builds, jobs, the run wrapper, fail-fast, looks,
+//! added blocks, the report and the cancel are the daemon's.
 //!
 //! What this module adds is what a foreground command needs around the engine: watching
-//! the experiment's runs for progress, stopping on Ctrl-C (the running job is cancelled, so
-//! its run writes an `interrupted` manifest; the finished runs are kept) and resuming from
-//! the same root (the engine's crash reconciliation picks up where it stopped).
+//! the experiment's runs for progress, Ctrl-C as the daemon's `cancel` (reason
+//! [`INTERRUPTED`]: the engine stops the running job, whose run writes an `interrupted`
+//! manifest, and records its runs; the finished runs are kept), then bounded waits for the
+//! engine's record and the job's end; and resuming from the same root (the interrupt's
+//! cancellation reopened, then the engine's crash reconciliation picks up where it stopped).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,15 +21,14 @@ use tokio_util::sync::CancellationToken;
 use optgate_experiment::{Experiment, SchedulerKind};
 use optgate_sched::local_backend::LocalBackend;
 use optgate_sched::{JobId, Scheduler};
-use optgate_store::{
-    ExperimentRow, ExperimentState, JobRecordState, RunRow, RunState, RunUpdate, Store,
-};
-use optgate_wrapper::manifest::{Outcome, RunManifest};
+use optgate_store::{ExperimentRow, ExperimentState, RunRow, RunState, Store};
+use optgate_wrapper::manifest::RunManifest;
 
 use crate::context::{Backends, Daemon, Db, UNREACHABLE_GIVE_UP};
 use crate::engine::{EngineSettings, run_with};
 use crate::error::DaemonError;
 use crate::paths::StatePaths;
+use crate::supervise::{RESTART_DELAY, supervise};
 
 /// The directory under a run root that holds the in-process engine's state (its database
 /// and local-job registry).
@@ -35,8 +37,10 @@ pub const ENGINE_DIR: &str = ".optgate";
 /// How often the experiment's runs are read for progress and its end.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
-/// How long a Ctrl-C waits for the cancelled job to stop (its run's wrapper sends the app
-/// SIGTERM, then SIGKILL after its 5 s grace, and writes the `interrupted` manifest).
+/// How long a Ctrl-C waits, twice at most: for the engine to record the cancelled jobs'
+/// runs, then for those jobs to stop (each run's wrapper sends the app SIGTERM, then
+/// SIGKILL after its 5 s grace, and writes the `interrupted` manifest). Past it `optgate
+/// run` ends anyway; a resumed execution's reconciliation sees to what is left.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(15);
 
 /// Where an execution's engine keeps its state.
@@ -68,10 +72,11 @@ pub enum Event {
 #[derive(Debug)]
 pub enum End {
     /// The experiment reached a final state (decided, budget exhausted, failed), with the
-    /// arms that were not applicable here.
+    /// runs the engine recorded failed (id and reason; they are not counted) of the arms
+    /// that run here.
     Finished {
         row: Box<ExperimentRow>,
-        not_applicable: BTreeMap<String, String>,
+        failed_runs: Vec<(String, String)>,
     },
     /// Ctrl-C: the running job was stopped; `kept` runs had finished and count on resume.
     Interrupted { kept: usize },
@@ -87,16 +92,68 @@ pub struct Options {
     /// The optgate binary the jobs call (`exec-run`).
     pub optgate_bin: PathBuf,
     pub settings: EngineSettings,
+    /// Points where the engine panics (tests: the supervisor must start it again); none
+    /// armed outside tests.
+    pub failpoints: Arc<crate::failpoint::Failpoints>,
 }
 
+/// The reason an interrupted execution's experiment is cancelled with (Ctrl-C, or a
+/// signal to `optgate run`). A resumed execution reopens exactly that cancellation
+/// (`Store::reopen_cancelled`): the runs it stopped run again, the finished ones count.
+pub const INTERRUPTED: &str =
+    "interrupted (Ctrl-C or a signal to `optgate run`); `optgate run --out` of its root resumes it";
+
 /// Runs `exp` to its end in this process: a new execution in `opts.root`, or the one
-/// already there resumed. `interrupt` (Ctrl-C) stops it, keeping what finished.
+/// already there resumed. The engine runs under the daemon's supervisor; `interrupt`
+/// (Ctrl-C) cancels the experiment through the engine's own cancel, keeping what finished.
 pub async fn run(
     exp: &Experiment,
     opts: Options,
     mut on_event: impl FnMut(Event),
     interrupt: CancellationToken,
 ) -> Result<End, DaemonError> {
+    let ctx = open_engine(&opts).await?;
+    let id = the_execution(&ctx, exp, &opts.root).await?;
+    let (c, stop, settings) = (ctx.clone(), ctx.shutdown.clone(), opts.settings.clone());
+    let mut engine = tokio::spawn(supervise(
+        "the engine",
+        move || run_with(c.clone(), stop.clone(), settings.clone()),
+        ctx.shutdown.clone(),
+        RESTART_DELAY,
+    ));
+    let mut watch = Watch::new(optgate_runner::Layout::new(&opts.root));
+    let end = loop {
+        let (row, runs, na) = read_state(&ctx, &id).await?;
+        watch.report(&row, &runs, &na, &mut on_event);
+        if row.state.is_terminal() {
+            break finished(row, &runs, &na);
+        }
+        tokio::select! {
+            _ = interrupt.cancelled() => break End::Interrupted { kept: 0 },
+            ended = &mut engine => return Err(engine_ended(ended)),
+            _ = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+    };
+    let stop = match end {
+        End::Interrupted { .. } => stop_on_interrupt(&ctx, &id).await?,
+        finished => Stop::Ended(finished),
+    };
+    ctx.shutdown.cancel();
+    engine.await.map_err(crate::error::join_error)??;
+    match stop {
+        Stop::Ended(finished) => Ok(finished),
+        Stop::Cancelled(jobs) => {
+            wait_for_stopped_jobs(&ctx, &id, jobs).await?;
+            Ok(End::Interrupted {
+                kept: kept_runs(&ctx, &id).await?,
+            })
+        }
+    }
+}
+
+/// The engine's context for an execution: its directory under the root (0700), its
+/// database, and the local backend every job of it runs on.
+async fn open_engine(opts: &Options) -> Result<Arc<Daemon>, DaemonError> {
     use std::os::unix::fs::DirBuilderExt;
     let paths = engine_paths(&opts.root);
     std::fs::DirBuilder::new()
@@ -114,10 +171,9 @@ pub async fn run(
     for file in paths.state_files() {
         crate::paths::private_file(&file)?;
     }
-    let shutdown = CancellationToken::new();
     let (dir, lock) = (paths.dir.clone(), opts.machine_lock.clone());
     let backend: Arc<dyn Scheduler> = Arc::new(LocalBackend::with_lock(&dir, &lock));
-    let ctx = Arc::new(Daemon {
+    Ok(Arc::new(Daemon {
         paths,
         db: Db::new(store),
         wake: tokio::sync::Notify::new(),
@@ -125,45 +181,167 @@ pub async fn run(
         backends: Backends::with_factory(Arc::new(move |_, _| backend.clone())),
         optgate_bin: opts.optgate_bin.clone(),
         started_at: optgate_wrapper::run::now_rfc3339(),
-        shutdown: shutdown.clone(),
+        shutdown: CancellationToken::new(),
         unreachable_give_up: UNREACHABLE_GIVE_UP,
-        failpoints: Default::default(),
-    });
-    let id = match the_experiment(&ctx).await? {
-        Some(row) => row.id,
+        failpoints: opts.failpoints.clone(),
+    }))
+}
+
+/// The id of the execution's experiment: the one its database holds (reopened when an
+/// interrupt cancelled it), or a new one recorded now.
+async fn the_execution(ctx: &Daemon, exp: &Experiment, root: &Path) -> Result<String, DaemonError> {
+    match the_experiment(ctx).await? {
+        Some(row) => {
+            let i = row.id.clone();
+            if ctx
+                .db
+                .call(move |s| s.reopen_cancelled(&i, INTERRUPTED))
+                .await?
+            {
+                tracing::info!("experiment {}: resumed after an interrupt", row.id);
+            }
+            Ok(row.id)
+        }
         // A new execution (or one killed before its experiment was recorded).
         None => {
             let id = crate::handlers::submit::new_id();
-            crate::handlers::submit::record_new(&ctx, exp, &id, &opts.root, SchedulerKind::Local)
-                .await?;
-            id
+            crate::handlers::submit::record_new(ctx, exp, &id, root, SchedulerKind::Local).await?;
+            Ok(id)
         }
-    };
-    let engine = tokio::spawn(run_with(ctx.clone(), shutdown.clone(), opts.settings));
-    let mut watch = Watch::new(optgate_runner::Layout::new(&opts.root));
-    let end = loop {
-        let (row, runs, na) = read_state(&ctx, &id).await?;
-        watch.report(&row, &runs, &na, &mut on_event);
-        if row.state.is_terminal() {
-            break End::Finished {
-                row: Box::new(row),
-                not_applicable: na,
-            };
-        }
-        tokio::select! {
-            _ = interrupt.cancelled() => break End::Interrupted { kept: 0 },
-            _ = tokio::time::sleep(WATCH_INTERVAL) => {}
-        }
-    };
-    shutdown.cancel();
-    engine.await.map_err(crate::error::join_error)?;
-    match end {
-        End::Interrupted { .. } => {
-            let kept = stop_jobs(&ctx, &id, &opts.root).await?;
-            Ok(End::Interrupted { kept })
-        }
-        finished => Ok(finished),
     }
+}
+
+/// The end of an execution whose experiment reached a final state.
+fn finished(row: ExperimentRow, runs: &[RunRow], not_applicable: &BTreeMap<String, String>) -> End {
+    let failed_runs = runs
+        .iter()
+        .filter(|r| r.state == RunState::Failed && !not_applicable.contains_key(&r.arm))
+        .map(|r| (r.run_id.clone(), r.detail.clone().unwrap_or_default()))
+        .collect();
+    End::Finished {
+        row: Box::new(row),
+        failed_runs,
+    }
+}
+
+/// The error of an engine supervisor that ended while the execution still watched: it
+/// died more often than the supervisor restarts it.
+fn engine_ended(ended: Result<Result<(), DaemonError>, tokio::task::JoinError>) -> DaemonError {
+    match ended {
+        Ok(Err(e)) => e,
+        Err(e) => crate::error::join_error(e),
+        Ok(Ok(())) => DaemonError::Experiment {
+            id: "this execution".into(),
+            message: "its engine stopped before the experiment ended".into(),
+        },
+    }
+}
+
+/// Ctrl-C: the daemon's cancel of the experiment
+/// ([`crate::handlers::cancel::cancel_experiment`], reason [`INTERRUPTED`]); the engine's
+/// next pass stops its live jobs and builds and records their runs. Waits (at most [`CANCEL_WAIT`]) until the engine has.
+/// An experiment that ended just before the interrupt ends as it ended (returned).
+async fn stop_on_interrupt(ctx: &Daemon, id: &str) -> Result<Stop, DaemonError> {
+    let jobs: Vec<JobId> = live_jobs(ctx, id)
+        .await?
+        .into_iter()
+        .filter_map(|j| j.scheduler_job_id.map(JobId))
+        .collect();
+    let before = crate::handlers::cancel::cancel_experiment(ctx, id, INTERRUPTED).await?;
+    if before.is_some_and(|b| b.is_terminal()) {
+        let (row, runs, na) = read_state(ctx, id).await?;
+        return Ok(Stop::Ended(finished(row, &runs, &na)));
+    }
+    let recorded = wait_until(CANCEL_WAIT, || async {
+        Ok(live_jobs(ctx, id).await?.is_empty())
+    })
+    .await?;
+    if !recorded {
+        tracing::warn!("experiment {id}: the engine did not stop its jobs within {CANCEL_WAIT:?}");
+    }
+    Ok(Stop::Cancelled(jobs))
+}
+
+/// What an interrupt did.
+enum Stop {
+    /// The experiment had already ended (just before the interrupt): this is its end.
+    Ended(End),
+    /// The engine cancelled it; these are the scheduler ids of the jobs it was running.
+    Cancelled(Vec<JobId>),
+}
+
+/// Waits (at most [`CANCEL_WAIT`]) until the jobs the engine cancelled have ended at the
+/// backend: their runs' wrappers have stopped the apps and written their `interrupted`
+/// manifests, and the machine-wide lock is free again.
+async fn wait_for_stopped_jobs(
+    ctx: &Daemon,
+    id: &str,
+    stopped: Vec<JobId>,
+) -> Result<(), DaemonError> {
+    let backend = ctx.backend(SchedulerKind::Local);
+    let ended = wait_until(CANCEL_WAIT, || {
+        let (b, ids) = (backend.clone(), stopped.clone());
+        async move {
+            let asked = ids.clone();
+            let states = tokio::task::spawn_blocking(move || b.poll(&asked))
+                .await
+                .map_err(crate::error::join_error)?
+                .map_err(|e| DaemonError::Experiment {
+                    id: id.to_string(),
+                    message: format!("cannot poll its stopped local jobs: {e}"),
+                })?;
+            Ok(ids
+                .iter()
+                .all(|j| states.get(j).is_none_or(|s| s.is_finished())))
+        }
+    })
+    .await?;
+    if !ended {
+        tracing::warn!("experiment {id}: its stopped jobs did not end within {CANCEL_WAIT:?}");
+    }
+    Ok(())
+}
+
+/// Calls `check` every [`WATCH_INTERVAL`] until it is true or `limit` has passed; returns
+/// whether it became true.
+async fn wait_until<F, Fut>(limit: Duration, mut check: F) -> Result<bool, DaemonError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, DaemonError>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await? {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// The experiment's jobs the engine has not yet recorded as ended.
+async fn live_jobs(ctx: &Daemon, id: &str) -> Result<Vec<optgate_store::JobRow>, DaemonError> {
+    let i = id.to_string();
+    ctx.db
+        .call(move |s| {
+            Ok(s.jobs(&i)?
+                .into_iter()
+                .filter(|j| j.state.is_live())
+                .collect())
+        })
+        .await
+}
+
+/// How many runs the engine has recorded completed (of the arms that run here): they count
+/// when the execution resumes.
+async fn kept_runs(ctx: &Daemon, id: &str) -> Result<usize, DaemonError> {
+    let (_, runs, na) = read_state(ctx, id).await?;
+    Ok(runs
+        .iter()
+        .filter(|r| r.state == RunState::Completed && !na.contains_key(&r.arm))
+        .count())
 }
 
 /// The one experiment of an execution's database (none in a new one).
@@ -282,99 +460,35 @@ impl Watch {
     }
 }
 
-/// After Ctrl-C (the engine stopped): cancels the experiment's live jobs, waits for them to
-/// stop, and records their ends — finished runs keep their outcome, the others go back to
-/// pending so a resumed execution runs them (an interruption is not one of the job's
-/// attempts failing). Returns how many runs have finished.
-async fn stop_jobs(ctx: &Daemon, id: &str, root: &Path) -> Result<usize, DaemonError> {
-    let i = id.to_string();
-    let live: Vec<optgate_store::JobRow> = ctx
-        .db
-        .call(move |s| {
-            Ok(s.jobs(&i)?
-                .into_iter()
-                .filter(|j| j.state.is_live())
-                .collect())
-        })
-        .await?;
-    let backend = ctx.backend(SchedulerKind::Local);
-    let ids: Vec<JobId> = live
-        .iter()
-        .filter_map(|j| j.scheduler_job_id.clone().map(JobId))
-        .collect();
-    tokio::task::spawn_blocking(move || cancel_and_wait(backend.as_ref(), &ids))
-        .await
-        .map_err(crate::error::join_error)?
-        .map_err(|e| DaemonError::Experiment {
-            id: id.to_string(),
-            message: format!("cannot stop its local jobs: {e}"),
-        })?;
-    // Every run of a stopped job goes back to pending: on resume the engine records the
-    // ones whose manifest says they finished (and counts them as it counts any run), and
-    // runs the others. An interruption is not one of the job's attempts failing.
-    let jobs: Vec<optgate_store::JobRow> = live
-        .into_iter()
-        .filter(|j| j.state == JobRecordState::Submitted)
-        .collect();
-    let i = id.to_string();
-    let runs = ctx
-        .db
-        .call(move |s| {
-            let queued: BTreeSet<String> = s
-                .runs(&i)?
-                .into_iter()
-                .filter(|r| r.state == RunState::Queued)
-                .map(|r| r.run_id)
-                .collect();
-            for job in jobs {
-                let updates: Vec<RunUpdate> = job
-                    .run_ids
-                    .iter()
-                    .filter(|r| queued.contains(*r))
-                    .map(|r| RunUpdate {
-                        run_id: r.clone(),
-                        state: RunState::Pending,
-                        detail: Some("stopped by Ctrl-C; runs again when resumed".into()),
-                    })
-                    .collect();
-                s.finish_job(
-                    &job,
-                    JobRecordState::Cancelled,
-                    Some("stopped by Ctrl-C"),
-                    &updates,
-                )?;
-            }
-            s.runs(&i)
-        })
-        .await?;
-    let layout = optgate_runner::Layout::new(root);
-    Ok(runs
-        .iter()
-        .filter(|r| {
-            RunManifest::read(&layout.run_dir(&r.run_id))
-                .ok()
-                .flatten()
-                .is_some_and(|m| m.outcome == Outcome::Completed)
-        })
-        .count())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Cancels the jobs `ids` and waits (at most [`CANCEL_WAIT`]) until each has ended.
-fn cancel_and_wait(
-    backend: &dyn Scheduler,
-    ids: &[JobId],
-) -> Result<(), optgate_sched::SchedError> {
-    backend.cancel(ids)?;
-    let deadline = std::time::Instant::now() + CANCEL_WAIT;
-    while std::time::Instant::now() < deadline {
-        let states = backend.poll(ids)?;
-        if ids
-            .iter()
-            .all(|j| states.get(j).is_none_or(|s| s.is_finished()))
-        {
-            break;
-        }
-        std::thread::sleep(WATCH_INTERVAL);
+    /// A Ctrl-C's waits are bounded: a check that never comes true gives up at the limit
+    /// (on tokio's paused clock), having asked again every [`WATCH_INTERVAL`]; one that
+    /// comes true ends the wait at once. Catches an unbounded loop (this test would hang)
+    /// and a wait that gives up before its limit.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_at_its_limit_or_when_its_check_comes_true() {
+        let start = tokio::time::Instant::now();
+        let mut asked = 0u32;
+        let ended = wait_until(CANCEL_WAIT, || {
+            asked += 1;
+            async { Ok(false) }
+        })
+        .await
+        .unwrap();
+        assert!(!ended);
+        assert!(start.elapsed() >= CANCEL_WAIT, "{:?}", start.elapsed());
+        assert!(start.elapsed() < CANCEL_WAIT + WATCH_INTERVAL * 2);
+        let expected = (CANCEL_WAIT.as_millis() / WATCH_INTERVAL.as_millis()) as u32;
+        assert!(asked >= expected, "{asked}");
+        let start = tokio::time::Instant::now();
+        assert!(
+            wait_until(CANCEL_WAIT, || async { Ok(true) })
+                .await
+                .unwrap()
+        );
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
-    Ok(())
 }

@@ -122,30 +122,25 @@ pub(crate) fn look_report(
     closed: &BTreeMap<String, VariantDecision>,
 ) -> Result<(optgate_report::Report, Option<optgate_stats::StagedLook>), LookError> {
     let mut staged_look = None;
+    let source = optgate_runner::report::Source::Execution(optgate_runner::report::Execution {
+        exp: &work.exp,
+        plan: at.plan,
+        layout: &work.layout,
+        collected: at.collected,
+        not_applicable: at.not_applicable,
+        node: at.node,
+    });
     let report = match &work.staged {
         None => optgate_runner::report::build_report(
-            &work.exp,
-            at.plan,
-            &work.layout,
-            at.collected,
-            at.not_applicable,
+            &source,
             work.sequential.as_ref().map(|p| (p, at.look)),
-            at.node,
         ),
-        Some(sp) => optgate_runner::report::build_report_with(
-            &work.exp,
-            at.plan,
-            &work.layout,
-            at.collected,
-            at.not_applicable,
-            at.node,
-            |base, others, cfg| {
-                let (analysis, l) =
-                    optgate_policy::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
-                staged_look = Some(l);
-                Ok(analysis)
-            },
-        ),
+        Some(sp) => optgate_runner::report::build_report_with(&source, |base, others, cfg| {
+            let (analysis, l) =
+                optgate_policy::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
+            staged_look = Some(l);
+            Ok(analysis)
+        }),
     }
     .map_err(LookError::Analysis)?;
     Ok((report, staged_look))

@@ -1,12 +1,13 @@
 //! Benchmark of the size: 20 variants × 30 replicates × 100 epochs (plus the
-//! baseline), paired. Measures the statistics alone, the whole `optgate analyze` path
-//! (CSV text → report) and the table rendering.
+//! baseline), paired. Measures the statistics alone, the samples parser and the table
+//! rendering. (The whole `optgate analyze` path — parse, then the one report builder in
+//! `optgate-runner` — is measured through the binary in `benches/analyze`.)
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use optgate_report::{AnalyzeOptions, analyze_csv, render_table};
+use optgate_report::{AnalyzeOptions, Report, parse_samples, render_table};
 use optgate_stats::{AnalysisConfig, ArmData, RunSamples, analyze};
 
 const VARIANTS: usize = 20;
@@ -81,10 +82,16 @@ fn bench(c: &mut Criterion) {
     });
     let text = csv_text(&base, &variants);
     let opts = AnalyzeOptions::new("base");
-    c.bench_function("analyze_csv (parse + analyze + report), same size", |b| {
-        b.iter(|| analyze_csv(black_box(&text), "bench.csv", &opts).unwrap())
+    // `optgate analyze` is this parse, then `optgate_runner::report::build_report` (the
+    // analysis above and `Report::new`).
+    c.bench_function("parse_samples, same size", |b| {
+        b.iter(|| parse_samples(black_box(&text), "bench.csv", "base", opts.design).unwrap())
     });
-    let report = analyze_csv(&text, "bench.csv", &opts).unwrap();
+    let report = Report::new(
+        analyze(&base, &variants, &opts.config()).unwrap(),
+        &base,
+        &variants,
+    );
     c.bench_function("render_table, same size", |b| {
         b.iter(|| render_table(black_box(&report)))
     });

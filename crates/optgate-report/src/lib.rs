@@ -7,8 +7,9 @@
 //! `optgate analyze --format json` and the daemon's report JSON are the same object; the
 //! daemon's simply has the metadata filled in.
 //!
-//! For the CLI, [`analyze_csv`] is the whole of `optgate analyze`: parse, analyse, build the
-//! report; the renderers and [`plots::write_plots`] do the rest.
+//! A report is built by one function, `optgate_runner::report::build_report`, for an
+//! execution and for a samples file alike (`optgate analyze`: [`parse_samples`], then that);
+//! this crate defines its shape and renders it ([`render`], [`plots::write_plots`]).
 
 pub mod checklist;
 pub mod plots;
@@ -16,16 +17,16 @@ pub mod provenance;
 pub mod render;
 pub mod samples_csv;
 
-use optgate_stats::{
-    Analysis, AnalysisConfig, ArmData, Better, Design, EpochWindow, StatsError, analyze,
-};
+use optgate_stats::{Analysis, AnalysisConfig, ArmData, Better, Design, EpochWindow};
 use serde::{Deserialize, Serialize};
 
 pub use checklist::{
     APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
 };
 pub use plots::{PlotError, write_plots};
-pub use provenance::{DecisionProvenance, JobProvenance, LookProvenance, SequentialProvenance};
+pub use provenance::{
+    DecisionProvenance, JobProvenance, LookProvenance, SamplesProvenance, SequentialProvenance,
+};
 pub use render::{render_csv, render_json, render_markdown, render_table, render_table_width};
 pub use samples_csv::{Problem, Samples, SamplesError, parse_samples, read_samples_file};
 
@@ -338,34 +339,6 @@ impl AnalyzeOptions {
             ..AnalysisConfig::default()
         }
     }
-}
-
-/// `optgate analyze` in one call: parse the samples text (`origin` names it in errors),
-/// analyse, and build the report (no experiment metadata, no checklist; provenance
-/// records the samples file). Every error is bad input (exit code 2).
-pub fn analyze_csv(
-    csv_text: &str,
-    origin: &str,
-    opts: &AnalyzeOptions,
-) -> Result<Report, SamplesError> {
-    let samples = parse_samples(csv_text, origin, &opts.baseline, opts.design)?;
-    let stats_err = |error: StatsError| SamplesError::Stats {
-        origin: origin.to_string(),
-        error,
-    };
-    let mut cfg = opts.config();
-    if samples.system_resource.is_some() {
-        // Resources used: lower is better.
-        cfg.system_better = optgate_stats::Better::Lower;
-    }
-    let analysis = analyze(&samples.baseline, &samples.variants, &cfg).map_err(stats_err)?;
-    let mut report = Report::new(analysis, &samples.baseline, &samples.variants);
-    report.system_resource = samples.system_resource;
-    report.provenance = Some(serde_json::json!({
-        "samples_file": origin,
-        "optgate_version": env!("CARGO_PKG_VERSION"),
-    }));
-    Ok(report)
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
-//! The part of a report's provenance that says how the decision was reached: the
+//! The typed parts of a report's provenance: how the decision was reached (the
 //! experiment's id, its looks under the sequential rule, the jobs that ran its blocks and
-//! what the compute nodes' probes found. Typed here, with the report, so the report's shape
-//! is defined in one crate; the engine fills it in at every look (`optgate run` runs the
-//! same engine), and it is stored in the provenance object under these keys.
+//! what the compute nodes' probes found; the engine fills it in at every look, and
+//! `optgate run` runs the same engine), and where a samples file's numbers came from
+//! (`optgate analyze`). Typed here, with the report, so the report's shape is defined in
+//! one crate; each is stored in the provenance object under its fields' keys.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,10 +52,35 @@ pub struct JobProvenance {
     pub state: String,
 }
 
+/// Where a report of a samples file comes from: the file as the user named it, and the
+/// optgate that analysed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplesProvenance {
+    pub samples_file: String,
+    pub optgate_version: String,
+}
+
 impl crate::Report {
     /// Records how the decision was reached in the provenance object (made if absent).
     pub fn set_decision_provenance(&mut self, d: &DecisionProvenance) {
-        let value = serde_json::to_value(d).expect("provenance serialises");
+        self.merge_provenance(d);
+    }
+
+    /// Records the samples file a report analyses in the provenance object (made if
+    /// absent).
+    pub fn set_samples_provenance(&mut self, p: &SamplesProvenance) {
+        self.merge_provenance(p);
+    }
+
+    /// The samples file the report analyses, when it is a samples file's report.
+    pub fn samples_provenance(&self) -> Option<SamplesProvenance> {
+        serde_json::from_value(self.provenance.clone()?).ok()
+    }
+
+    /// Adds `part`'s fields to the provenance object (made if absent); fields already
+    /// there with other keys stay.
+    fn merge_provenance(&mut self, part: &impl Serialize) {
+        let value = serde_json::to_value(part).expect("provenance serialises");
         let serde_json::Value::Object(fields) = value else {
             unreachable!("a struct serialises to an object")
         };

@@ -1,14 +1,17 @@
-//! The report from a samples file: what the table, Markdown, CSV and JSON renderings
-//! show, the JSON round trip, the checklist, and the SVG plots.
+//! The report of a samples file: what the table, Markdown, CSV and JSON renderings show,
+//! the JSON round trip, the checklist, and the SVG plots. (The report itself is made by
+//! `optgate_runner::report::build_report`, which this crate cannot call; the fixture below
+//! assembles the same object from its public parts, and `optgate-runner`'s
+//! `tests/samples_report.rs` checks that the builder's is that object.)
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use optgate_report::{
-    AnalyzeOptions, DIMENSIONS, DeclaredVerdict, ExperimentMeta, Report, VariantMeta, Verdict,
-    analyze_csv, build_checklist, render_csv, render_json, render_markdown, render_table,
-    write_plots,
+    AnalyzeOptions, DIMENSIONS, DeclaredVerdict, ExperimentMeta, Report, SamplesProvenance,
+    VariantMeta, Verdict, build_checklist, parse_samples, render_csv, render_json, render_markdown,
+    render_table, write_plots,
 };
 use optgate_stats::Decision;
 
@@ -26,7 +29,16 @@ fn report() -> Report {
         5,
         0.004,
     );
-    analyze_csv(&text, "samples.csv", &AnalyzeOptions::new("base")).unwrap()
+    let opts = AnalyzeOptions::new("base");
+    let s = parse_samples(&text, "samples.csv", &opts.baseline, opts.design).unwrap();
+    let analysis = optgate_stats::analyze(&s.baseline, &s.variants, &opts.config()).unwrap();
+    let mut r = Report::new(analysis, &s.baseline, &s.variants);
+    r.system_resource = s.system_resource;
+    r.set_samples_provenance(&SamplesProvenance {
+        samples_file: "samples.csv".into(),
+        optgate_version: env!("CARGO_PKG_VERSION").into(),
+    });
+    r
 }
 
 #[test]
@@ -288,4 +300,8 @@ fn decision_provenance_joins_the_provenance_and_reads_back() {
     );
     let back: Report = serde_json::from_value(json).unwrap();
     assert_eq!(back.decision_provenance(), Some(d));
+    assert_eq!(
+        back.samples_provenance().map(|p| p.samples_file).as_deref(),
+        Some("samples.csv")
+    );
 }

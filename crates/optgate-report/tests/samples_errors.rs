@@ -1,13 +1,13 @@
 //! Bad samples files: each problem is reported with the line numbers it comes from, and
-//! all problems at once. Input in, expected message out.
+//! all problems at once. Input in, expected message out. (The analysis of a good file, and
+//! a statistics error, go through the report builder: `optgate-runner`'s
+//! `tests/samples_report.rs`.)
 
-use optgate_report::{AnalyzeOptions, Problem, SamplesError, analyze_csv};
+use optgate_report::{Problem, SamplesError, parse_samples};
 use optgate_stats::Design;
 
 fn problems(text: &str, baseline: &str, design: Design) -> Vec<String> {
-    let mut opts = AnalyzeOptions::new(baseline);
-    opts.design = design;
-    match analyze_csv(text, "s.csv", &opts) {
+    match parse_samples(text, "s.csv", baseline, design) {
         Err(SamplesError::Invalid { origin, problems }) => {
             assert_eq!(origin, "s.csv");
             problems.iter().map(Problem::to_string).collect()
@@ -35,24 +35,23 @@ fast,2,2,4.1
 ";
 
 #[test]
-fn good_file_analyses_even_with_two_replicates() {
-    let r = analyze_csv(GOOD, "s.csv", &AnalyzeOptions::new("base")).unwrap();
-    let v = &r.analysis.variants[0];
-    assert_eq!(v.decision, optgate_stats::Decision::Inconclusive);
-    assert!(
-        v.reason.contains("only 2 complete replicates"),
-        "{}",
-        v.reason
-    );
+fn good_file_parses_into_its_arms() {
+    let s = parse_samples(GOOD, "s.csv", "base", Design::Paired).unwrap();
+    assert_eq!(s.baseline.name, "base");
+    assert_eq!(s.baseline.runs.len(), 2);
+    assert_eq!(s.variants.len(), 1);
+    assert_eq!(s.variants[0].name, "fast");
+    assert_eq!(s.variants[0].runs[1].epochs[&2], 4.1);
 }
 
 #[test]
 fn columns_in_any_order_with_quotes_comments_and_crlf() {
     let text = "# exported by hand\r\nseconds,\"epoch\",variant,replicate\r\n10,1,base,1\r\n5,2,base,1\r\n\
                 10.5,1,base,2\r\n5.1,2,base,2\r\n9,1,\"fast\",1\r\n4,2,fast,1\r\n9.5,1,fast,2\r\n4.1,2,fast,2\r\n";
-    let r = analyze_csv(text, "s.csv", &AnalyzeOptions::new("base")).unwrap();
-    assert_eq!(r.analysis.variants[0].name, "fast");
-    assert_eq!(r.arms[0].epochs.len(), 2);
+    let s = parse_samples(text, "s.csv", "base", Design::Paired).unwrap();
+    assert_eq!(s.variants[0].name, "fast");
+    assert_eq!(s.baseline.runs[0].epochs.len(), 2);
+    assert_eq!(s.variants[0].runs[1].epochs[&1], 9.5);
 }
 
 #[test]
@@ -123,9 +122,7 @@ fn paired_replicates_that_do_not_line_up() {
         ]
     );
     // The same file is fine for an independent design.
-    let mut opts = AnalyzeOptions::new("base");
-    opts.design = Design::Independent;
-    analyze_csv(&text, "s.csv", &opts).unwrap();
+    parse_samples(&text, "s.csv", "base", Design::Independent).unwrap();
 }
 
 #[test]
@@ -170,21 +167,11 @@ fn header_problems() {
 #[test]
 fn error_message_lists_every_problem() {
     let text = "variant,replicate,epoch,seconds\nbase,1,1,abc\nbase,1,2,-1\n";
-    let err = analyze_csv(text, "runs.csv", &AnalyzeOptions::new("base")).unwrap_err();
+    let err = parse_samples(text, "runs.csv", "base", Design::Paired).unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.starts_with("runs.csv: 2 problems in the samples file:"),
         "{msg}"
     );
     assert!(msg.contains("line 2:") && msg.contains("line 3:"), "{msg}");
-}
-
-#[test]
-fn bad_options_are_a_stats_error() {
-    let mut opts = AnalyzeOptions::new("base");
-    opts.alpha = 0.7;
-    match analyze_csv(GOOD, "s.csv", &opts) {
-        Err(SamplesError::Stats { .. }) => {}
-        other => panic!("{other:?}"),
-    }
 }

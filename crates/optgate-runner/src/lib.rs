@@ -8,6 +8,7 @@ pub mod failfast;
 pub mod jobs;
 pub mod layout;
 pub mod preflight;
+pub mod provenance;
 pub mod report;
 pub mod root;
 

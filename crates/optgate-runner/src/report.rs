@@ -1,55 +1,115 @@
-//! The report of an execution: the analysis of the collected runs plus what the experiment
-//! declared (variants, checklist), the A/A noise floor, the traced time per category beside
-//! the wall time, and the provenance of every run, as an
-//! `optgate_report::Report`. One function for `optgate run` and the daemon, so their
-//! reports are the same object.
+//! The one function that builds a report: [`build_report`], for an execution's runs
+//! (`optgate run` and the daemon's looks: the analysis of the collected runs plus what the
+//! experiment declared — variants, checklist —, the A/A noise floor, the traced time per
+//! category beside the wall time, and the provenance of every run) and for a samples file
+//! measured elsewhere (`optgate analyze`: the analysis and where the numbers came from), as
+//! an `optgate_report::Report`. So every report is the same object, made the same way.
 
 use std::collections::BTreeMap;
-
-use serde_json::json;
 
 use optgate_experiment::{AA_CONTROL, Experiment, MetricSource, Plan, Verdict as FileVerdict};
 use optgate_probe::Probe;
 use optgate_report::{
-    ArmBreakdown, DeclaredVerdict, ExperimentMeta, NoiseFloor, Report, VariantMeta, Verdict,
+    AnalyzeOptions, ArmBreakdown, DeclaredVerdict, ExperimentMeta, NoiseFloor, Report, Samples,
+    SamplesError, SamplesProvenance, VariantMeta, Verdict,
 };
 use optgate_stats::{Analysis, AnalysisConfig, ArmData, SequentialPlan, StatsError};
 
-use crate::{Collected, Layout, RunStatus};
+use crate::{Collected, Layout};
 
-/// The report of an execution: the analysis of `collected` (at look `look` of
-/// `sequential` when the daemon adds replicates, else a single analysis), what the
-/// experiment declared, and the provenance of every run. `node` is the probe of the
-/// machine that builds the report. `optgate run` and the daemon both call this.
+/// An execution's runs, as a look sees them.
+pub struct Execution<'a> {
+    pub exp: &'a Experiment,
+    pub plan: &'a Plan,
+    pub layout: &'a Layout,
+    pub collected: &'a Collected,
+    pub not_applicable: &'a BTreeMap<String, String>,
+    /// The probe of the machine that builds the report.
+    pub node: &'a Probe,
+}
+
+/// Measurements taken elsewhere: a samples CSV, parsed, with the settings given for it.
+pub struct SamplesFile<'a> {
+    /// The file as the user named it (in the provenance).
+    pub origin: &'a str,
+    pub samples: &'a Samples,
+    pub config: AnalysisConfig,
+}
+
+/// What a report is built from.
+pub enum Source<'a> {
+    Execution(Execution<'a>),
+    SamplesFile(SamplesFile<'a>),
+}
+
+/// The report of `source`: its analysis (at look `look` of `sequential` when the daemon
+/// adds replicates, else a single analysis) and what the source tells about itself.
+/// `optgate run`, the daemon and `optgate analyze` all call this.
 pub fn build_report(
-    exp: &Experiment,
-    plan: &Plan,
-    layout: &Layout,
-    collected: &Collected,
-    not_applicable: &BTreeMap<String, String>,
+    source: &Source,
     sequential: Option<(&SequentialPlan, u32)>,
-    node: &Probe,
 ) -> Result<Report, StatsError> {
-    let analyse = |base: &ArmData, others: &[ArmData], cfg: &AnalysisConfig| match sequential {
+    build_report_with(source, |base, others, cfg| match sequential {
         Some((seq, look)) => optgate_stats::analyze_sequential(base, others, cfg, seq, look),
         None => optgate_stats::analyze(base, others, cfg),
-    };
-    build_report_with(exp, plan, layout, collected, not_applicable, node, analyse)
+    })
 }
 
 /// [`build_report`] with the analysis of the proposals made by `analyse` (baseline, the
-/// variants without the A/A control, the experiment's settings): the daemon's staged rule
-/// analyses only the variants still in the block plan and adds the decided ones itself.
+/// variants without the A/A control, the settings): the daemon's staged rule analyses only
+/// the variants still in the block plan and adds the decided ones itself.
 pub fn build_report_with(
-    exp: &Experiment,
-    plan: &Plan,
-    layout: &Layout,
-    collected: &Collected,
-    not_applicable: &BTreeMap<String, String>,
-    node: &Probe,
+    source: &Source,
     analyse: impl FnOnce(&ArmData, &[ArmData], &AnalysisConfig) -> Result<Analysis, StatsError>,
 ) -> Result<Report, StatsError> {
-    let (base, mut others) = crate::analysis::arm_data(exp, collected, not_applicable);
+    match source {
+        Source::Execution(x) => execution_report(x, analyse),
+        Source::SamplesFile(f) => {
+            let mut cfg = f.config.clone();
+            if f.samples.system_resource.is_some() {
+                // Resources used: lower is better.
+                cfg.system_better = optgate_stats::Better::Lower;
+            }
+            let analysis = analyse(&f.samples.baseline, &f.samples.variants, &cfg)?;
+            let mut report = Report::new(analysis, &f.samples.baseline, &f.samples.variants);
+            report.system_resource = f.samples.system_resource;
+            report.set_samples_provenance(&SamplesProvenance {
+                samples_file: f.origin.to_string(),
+                optgate_version: env!("CARGO_PKG_VERSION").to_string(),
+            });
+            Ok(report)
+        }
+    }
+}
+
+/// `optgate analyze` in one call: parse the samples text (`origin` names it in errors and
+/// in the provenance), then [`build_report`] of it with `opts`' settings. Every error is
+/// bad input (exit code 2).
+pub fn analyze_samples(
+    csv_text: &str,
+    origin: &str,
+    opts: &AnalyzeOptions,
+) -> Result<Report, SamplesError> {
+    let samples = optgate_report::parse_samples(csv_text, origin, &opts.baseline, opts.design)?;
+    let source = Source::SamplesFile(SamplesFile {
+        origin,
+        samples: &samples,
+        config: opts.config(),
+    });
+    build_report(&source, None).map_err(|error| SamplesError::Stats {
+        origin: origin.to_string(),
+        error,
+    })
+}
+
+/// An execution's report: the analysis of its collected runs, what the experiment
+/// declared, the A/A noise floor, and the provenance of every run.
+fn execution_report(
+    x: &Execution,
+    analyse: impl FnOnce(&ArmData, &[ArmData], &AnalysisConfig) -> Result<Analysis, StatsError>,
+) -> Result<Report, StatsError> {
+    let (exp, collected) = (x.exp, x.collected);
+    let (base, mut others) = crate::analysis::arm_data(exp, collected, x.not_applicable);
     let cfg = crate::analysis::analysis_config(exp);
     // The A/A control is not a proposal: it is analysed on its own (so it neither joins
     // Holm's family nor gets a decision) and reported as the noise floor.
@@ -68,14 +128,15 @@ pub fn build_report_with(
     report.isolation = Some(isolation(exp));
     report.experiment = Some(experiment_meta(exp));
     report.checklist = Some(checklist(exp, &report.analysis));
-    report.provenance = Some(provenance(
+    let provenance = crate::provenance::execution_provenance(
         exp,
-        plan,
-        layout,
+        x.plan,
+        x.layout,
         collected,
-        not_applicable,
-        node,
-    ));
+        x.not_applicable,
+        x.node,
+    );
+    report.provenance = Some(serde_json::to_value(&provenance).expect("the provenance serialises"));
     Ok(report)
 }
 
@@ -155,106 +216,6 @@ fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::Check
         })
         .collect();
     optgate_report::build_checklist(analysis, &dimensions, &declared)
-}
-
-/// Everything needed to tell later how the numbers were made.
-fn provenance(
-    exp: &Experiment,
-    plan: &Plan,
-    layout: &Layout,
-    collected: &Collected,
-    not_applicable: &BTreeMap<String, String>,
-    probe: &Probe,
-) -> serde_json::Value {
-    let arms = arms_provenance(exp, not_applicable);
-    let runs = runs_provenance(layout, collected);
-    let correctness = match &collected.correctness {
-        None => json!("not checked: the experiment declares no correctness files or values"),
-        Some(c) => json!(c),
-    };
-    json!({
-        "optgate_version": env!("CARGO_PKG_VERSION"),
-        "experiment_file": exp.source.display().to_string(),
-        "experiment_sha256": exp.source_sha256,
-        "run_root": layout.root.display().to_string(),
-        "scheduler": exp.kind.to_string(),
-        "design": exp.design,
-        "seed": plan.seed,
-        "recorded_order": plan.blocks,
-        "node": {
-            "hostname": probe.hostname,
-            "cpu_model": probe.cpu_model,
-            "physical_cores": probe.physical_cores,
-            "hardware_threads": probe.hardware_threads,
-            "numa_nodes": probe.numa_nodes,
-            "isa": probe.isa,
-            "governors": probe.cpufreq.governors,
-            "kernel": probe.kernel,
-        },
-        "arms": arms,
-        "correctness": correctness,
-        "runs": runs,
-        "failed_runs": collected.runs.iter().filter(|r| matches!(r.status, RunStatus::Failed { .. })).count(),
-    })
-}
-
-/// Each arm as it ran: its variables, resources, command line, build, governor, and why
-/// it was not applicable.
-fn arms_provenance(
-    exp: &Experiment,
-    not_applicable: &BTreeMap<String, String>,
-) -> Vec<serde_json::Value> {
-    exp.arms
-        .iter()
-        .map(|a| {
-            let build = a.build.map(|i| &exp.builds[i]);
-            json!({
-                "name": a.name,
-                "env": a.env,
-                "unset": a.unset,
-                "resources": a.resources,
-                "args": a.args,
-                "command": optgate_sched::script::app_command_line(&exp.file.app.command, &a.args),
-                "build": build.map(|b| json!({
-                    "id": b.id,
-                    "command": optgate_sched::script::app_command_line(b.command(), &[]),
-                })),
-                "governor": a.governor,
-                "requires": a.requires,
-                "not_applicable": not_applicable.get(&a.name),
-            })
-        })
-        .collect()
-}
-
-/// Each collected run with its manifest's times, exit code and job id, and the governor
-/// changes it recorded.
-fn runs_provenance(layout: &Layout, collected: &Collected) -> Vec<serde_json::Value> {
-    collected
-        .runs
-        .iter()
-        .map(|r| {
-            let manifest = optgate_wrapper::manifest::RunManifest::read(&layout.run_dir(&r.id))
-                .ok()
-                .flatten();
-            let governor = std::fs::read_to_string(layout.run_dir(&r.id).join("governor.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-            json!({
-                "id": r.id,
-                "arm": r.arm,
-                "block": r.block,
-                "status": r.status,
-                "host": r.host,
-                "elapsed_s": r.elapsed_s,
-                "started_at": manifest.as_ref().map(|m| m.started_at.clone()),
-                "ended_at": manifest.as_ref().map(|m| m.ended_at.clone()),
-                "exit_code": manifest.as_ref().and_then(|m| m.exit_code),
-                "scheduler_job_id": manifest.as_ref().and_then(|m| m.scheduler_job_id.clone()),
-                "governor_changes": governor,
-            })
-        })
-        .collect()
 }
 
 /// What the per-epoch values are, for the report's header.

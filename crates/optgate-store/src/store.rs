@@ -381,6 +381,36 @@ impl Store {
         Ok(Some(before))
     }
 
+    /// Undoes one cancellation: an experiment `cancelled` with exactly `reason` goes back
+    /// to `planned` (the engine's start: builds already made are kept), and the runs that
+    /// cancellation cancelled — those whose detail is `reason` — back to `pending`. Runs
+    /// cancelled for anything else (an arm not applicable, an arm stopped by fail fast)
+    /// stay cancelled. One transaction; returns whether the experiment was reopened.
+    /// (`optgate run` resuming an execution its Ctrl-C cancelled.)
+    pub fn reopen_cancelled(&mut self, id: &str, reason: &str) -> Result<bool, StoreError> {
+        let op = "reopen a cancelled experiment";
+        let path = self.path.clone();
+        let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
+        let tx = self.conn.transaction().map_err(err.clone())?;
+        let moved = tx
+            .execute(
+                "UPDATE experiments SET state = 'planned', state_reason = NULL, updated_at = ?3 \
+                 WHERE id = ?1 AND state = 'cancelled' AND state_reason = ?2",
+                params![id, reason, now()],
+            )
+            .map_err(err.clone())?;
+        if moved == 1 {
+            tx.execute(
+                "UPDATE runs SET state = 'pending', detail = NULL \
+                 WHERE experiment_id = ?1 AND state = 'cancelled' AND detail = ?2",
+                params![id, reason],
+            )
+            .map_err(err.clone())?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(moved == 1)
+    }
+
     /// Moves an experiment from `from` to `to` only if it is still in `from` (a build that
     /// ends after a cancellation must not revive the experiment). Returns whether it moved.
     pub fn transition(

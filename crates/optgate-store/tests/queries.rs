@@ -251,6 +251,49 @@ fn cancel_experiment_cancels_pending_runs_and_keeps_queued_and_finished_ones() {
     assert_eq!(db.s.cancel_experiment("e4", "x").unwrap(), None);
 }
 
+/// Reopening undoes exactly the cancellation named by its reason: the experiment back to
+/// planned and the runs it cancelled back to pending, while a run cancelled for another
+/// reason (fail fast) and a finished run keep their state. Catches a reopen that revives
+/// every cancelled run, one that ignores the reason, or one that forgets its experiment.
+#[test]
+fn reopen_cancelled_undoes_only_the_cancellation_with_that_reason() {
+    let mut db = populated();
+    db.s.update_runs(
+        "e1",
+        &[RunUpdate {
+            run_id: "b002-v2".into(),
+            state: RunState::Cancelled,
+            detail: Some("stopped by fail fast".into()),
+        }],
+    )
+    .unwrap();
+    db.s.cancel_experiment("e1", "interrupted").unwrap();
+    db.s.cancel_experiment("e2", "interrupted").unwrap();
+    assert!(!db.s.reopen_cancelled("e1", "by the user").unwrap());
+    assert!(!db.s.reopen_cancelled("e3", "interrupted").unwrap());
+    assert!(db.s.reopen_cancelled("e1", "interrupted").unwrap());
+    let e1 = db.s.experiment("e1").unwrap().unwrap();
+    assert_eq!(
+        (e1.state, e1.state_reason),
+        (ExperimentState::Planned, None)
+    );
+    let runs = states(&db.s, "e1");
+    assert_eq!(runs["b002-baseline"], RunState::Pending);
+    assert_eq!(runs["b002-v1"], RunState::Pending);
+    assert_eq!(runs["b002-v2"], RunState::Cancelled, "fail fast's stays");
+    assert_eq!(runs["b001-baseline"], RunState::Completed);
+    // e2 was cancelled with the same reason but not reopened.
+    assert_eq!(
+        db.s.experiment("e2").unwrap().unwrap().state,
+        ExperimentState::Cancelled
+    );
+    assert!(
+        states(&db.s, "e2")
+            .values()
+            .all(|s| *s == RunState::Cancelled)
+    );
+}
+
 #[test]
 fn begin_building_cancels_the_pending_runs_of_the_arms_that_cannot_run() {
     let mut db = populated();

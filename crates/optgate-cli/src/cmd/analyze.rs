@@ -1,5 +1,6 @@
 //! `optgate analyze SAMPLES.csv --baseline NAME`: the statistics alone, on measurements
-//! taken elsewhere. Bad input exits with code 2 and names the rows.
+//! taken elsewhere, through the one report builder (`optgate_runner::report::
+//! analyze_samples` → `build_report`). Bad input exits with code 2 and names the rows.
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +37,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<i32> {
         Some(s) => Some(s.parse::<EpochWindow>().map_err(|e| bad(e.into()))?),
         None => None,
     };
-    let report = optgate_report::analyze_csv(&text, &display(&a.samples), &opts)
+    let report = optgate_runner::report::analyze_samples(&text, &display(&a.samples), &opts)
         .map_err(|e| bad(e.into()))?;
     if let Some(dir) = &a.plot {
         super::report::plots(&report, dir)?;

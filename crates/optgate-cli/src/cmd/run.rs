@@ -82,31 +82,13 @@ pub fn run(
     eprintln!("optgate: experiment `{}` → {}", exp.name(), root.display());
     let mut progress: Option<Progress> = None;
     let end = runtime.block_on(async {
-        // Ctrl-C, `kill`, `timeout` or a closed terminal: the runs live in a detached local
-        // job, so each of these stops it (it would otherwise go on without optgate).
-        let c = interrupt.clone();
-        tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-                signal(SignalKind::hangup()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            }
-            eprintln!("\noptgate: interrupted; stopping the current run…");
-            c.cancel();
-        });
+        tokio::spawn(interrupt_on_signals(interrupt.clone()));
         let opts = foreground::Options {
             root: root.clone(),
             machine_lock,
             optgate_bin,
             settings: EngineSettings::default(),
+            failpoints: Default::default(),
         };
         let on_event = |ev: foreground::Event| match (&mut progress, ev) {
             (p, foreground::Event::Total { runs, done }) => match p {
@@ -129,7 +111,7 @@ pub fn run(
     if let Some(p) = &progress {
         p.finish();
     }
-    let row = match end.map_err(|e| exit::with_code(exit::FAILED, e))? {
+    let finished = match end.map_err(|e| exit::with_code(exit::FAILED, e))? {
         foreground::End::Interrupted { kept } => {
             eprintln!(
                 "optgate: interrupted. Kept {kept} finished run(s) in {}; the interrupted run was discarded.\n\
@@ -140,13 +122,42 @@ pub fn run(
             );
             return Ok(exit::INTERRUPTED);
         }
-        foreground::End::Finished {
-            row,
-            not_applicable,
-        } => (*row, not_applicable),
+        foreground::End::Finished { row, failed_runs } => (*row, failed_runs),
     };
-    let (row, not_applicable) = row;
-    // The engine wrote the report of its last look (and the samples) into the root.
+    show_finished(&exp, &layout, finished, format, plot)
+}
+
+/// Ctrl-C, `kill`, `timeout` or a closed terminal cancel `interrupt`: the runs live in a
+/// detached local job, so each of these must stop it through the engine (it would
+/// otherwise go on without optgate).
+async fn interrupt_on_signals(interrupt: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+    eprintln!("\noptgate: interrupted; stopping the current run…");
+    interrupt.cancel();
+}
+
+/// Shows the end of an execution whose experiment reached a final state: the report the
+/// engine wrote at its last look (`report.json` in the root — what is shown, never a second
+/// collection of the runs), then the runs the engine recorded failed. Returns the exit code.
+fn show_finished(
+    exp: &Experiment,
+    layout: &Layout,
+    (row, failures): (optgate_store::ExperimentRow, Vec<(String, String)>),
+    format: Format,
+    plot: Option<PathBuf>,
+) -> Result<i32> {
     let report = match std::fs::read_to_string(layout.report_json()) {
         Ok(text) if row.state != ExperimentState::Failed || row.state_reason.is_none() => {
             serde_json::from_str::<optgate_report::Report>(&text)
@@ -164,10 +175,7 @@ pub fn run(
         super::report::plots(&report, &dir)?;
     }
     print!("{}", super::report::render(&report, format)?);
-    // The plan as the engine left it (a look may have added blocks).
-    let plan = existing_or_new_plan(&exp, &layout)?;
-    let collected = optgate_runner::collect(&exp, &plan, &layout, &not_applicable);
-    let failures = optgate_runner::analysis::failures(&collected);
+    // Their reasons are from their manifests, as the engine recorded them.
     if !failures.is_empty() {
         eprintln!(
             "\noptgate: {} run(s) failed and are not counted:",
@@ -181,7 +189,7 @@ pub fn run(
     }
     eprintln!(
         "optgate: report, samples and runs are in {}",
-        root.display()
+        layout.root.display()
     );
     Ok(exit::OK)
 }

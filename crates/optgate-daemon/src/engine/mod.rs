@@ -488,7 +488,9 @@ impl Engine {
     }
 
     /// Records the end of a job of an ended experiment: runs with a final manifest keep
-    /// their outcome, the others are cancelled.
+    /// their outcome, the others are cancelled — with a cancelled experiment's own reason
+    /// as their detail, so the cancellation that stopped them names them (`optgate run`
+    /// resuming after Ctrl-C reopens exactly those, `Store::reopen_cancelled`).
     pub(crate) async fn cancel_job_runs(
         &mut self,
         job: &JobRow,
@@ -496,6 +498,10 @@ impl Engine {
         ended_as: Option<&JobState>,
     ) -> Result<(), DaemonError> {
         let layout = optgate_runner::Layout::new(&row.root);
+        let why = match (&row.state, &row.state_reason) {
+            (ExperimentState::Cancelled, Some(reason)) => reason.clone(),
+            _ => format!("the experiment ended ({})", row.state),
+        };
         let updates: Vec<RunUpdate> = job
             .run_ids
             .iter()
@@ -509,7 +515,7 @@ impl Engine {
                     _ => RunUpdate {
                         run_id: r.clone(),
                         state: RunState::Cancelled,
-                        detail: Some(format!("the experiment ended ({})", row.state)),
+                        detail: Some(why.clone()),
                     },
                 },
             )

@@ -1,29 +1,49 @@
 //! `cancel`: mark an experiment cancelled (committed at once, so `status` shows it and no
-//! new work starts) and wake the engine, which cancels its live jobs and builds.
+//! new work starts) and wake the engine, which cancels its live jobs and builds. The same
+//! [`cancel_experiment`] is what Ctrl-C in `optgate run` does (`foreground.rs`).
+
+use optgate_store::ExperimentState;
 
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
+use crate::error::DaemonError;
 use crate::protocol::{CancelReply, CancelRequest, Response};
 
+/// The reason a user's `optgate cancel` records.
+pub const BY_THE_USER: &str = "cancelled by the user";
+
 pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
-    let id = req.id.clone();
-    let before = ctx
-        .db
-        .call(move |s| s.cancel_experiment(&id, "cancelled by the user"))
-        .await?;
-    let Some(before) = before else {
+    let Some(before) = cancel_experiment(ctx, &req.id, BY_THE_USER).await? else {
         return Ok(unknown(&req.id));
     };
-    ctx.wake.notify_one();
     let state = if before.is_terminal() {
         before
     } else {
-        tracing::info!("experiment {} cancelled (was {before})", req.id);
-        optgate_store::ExperimentState::Cancelled
+        ExperimentState::Cancelled
     };
     Ok(Response::Cancelled(CancelReply {
         id: req.id,
         previous_state: before,
         state,
     }))
+}
+
+/// The engine's cancel: records experiment `id` cancelled with `reason` (its pending runs
+/// with it) unless it already ended, and wakes the engine, whose next pass stops its live
+/// jobs and builds and records their runs (`Engine::stop_ended`). Returns the state before
+/// the call, or `None` for an unknown id.
+pub async fn cancel_experiment(
+    ctx: &Daemon,
+    id: &str,
+    reason: &str,
+) -> Result<Option<ExperimentState>, DaemonError> {
+    let (i, r) = (id.to_string(), reason.to_string());
+    let before = ctx.db.call(move |s| s.cancel_experiment(&i, &r)).await?;
+    if let Some(b) = before
+        && !b.is_terminal()
+    {
+        tracing::info!("experiment {id} cancelled (was {b}): {reason}");
+    }
+    ctx.wake.notify_one();
+    Ok(before)
 }

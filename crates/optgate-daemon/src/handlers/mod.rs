@@ -1,6 +1,6 @@
 //! One handler per request; [`dispatch`] is the single match from request to handler.
 
-mod cancel;
+pub mod cancel;
 pub mod report;
 mod shutdown;
 pub mod status;
