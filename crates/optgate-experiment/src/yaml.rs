@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
+
+use crate::limits::quote_prefix;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
 
@@ -36,11 +38,14 @@ pub struct YamlError {
     pub message: String,
 }
 
-/// Deserialises `text` into `T`. A linear pre-scan ([`prescan`]) first refuses what no
-/// experiment file needs and what would make a parser slow or large: NUL bytes, nesting
-/// past [`MAX_DEPTH`], aliases expanding past [`MAX_EXPANDED_NODES`], duplicate keys.
-/// serde_yaml's own recursion and repetition limits stay behind it as a second line.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+mod nesting;
+
+/// The checks of a source text that need no YAML library, each linear in its length: its
+/// size ([`MAX_FILE_BYTES`]), no NUL byte, and nesting within [`MAX_DEPTH`] (a pre-scan
+/// that counts `[`, `{` and indentation outside quotes, comments and block scalars). A
+/// text that passes is parsed in time linear in its size, so a caller holding a text it
+/// has not parsed (the daemon, a submitted file) refuses the hostile ones in milliseconds.
+pub fn check_text_limits(text: &str) -> Result<(), YamlError> {
     if text.len() > MAX_FILE_BYTES {
         return Err(YamlError {
             location: None,
@@ -51,7 +56,37 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
             ),
         });
     }
+    if let Some(at) = text.find('\0') {
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        return Err(YamlError {
+            location: Some(Location { line, column }),
+            message: "a NUL byte: experiment files are text, and a shell drops NUL bytes"
+                .to_string(),
+        });
+    }
+    match nesting::first_past(text, MAX_DEPTH) {
+        Some(location) => Err(YamlError {
+            location: Some(location),
+            message: depth_message(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Deserialises `text` into `T`. The text's limits are checked first
+/// ([`check_text_limits`]), then one pass over its events ([`prescan`]) refuses what no
+/// experiment file needs: NUL characters in values, aliases expanding past
+/// [`MAX_EXPANDED_NODES`], duplicate keys. serde_yaml's own recursion and repetition limits
+/// stay behind them as a second line.
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    check_text_limits(text)?;
     prescan(text)?;
+    deserialize(text)
+}
+
+fn deserialize<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     serde_yaml::from_str(text).map_err(|e| {
         let location = e.location().map(|l| Location {
             line: l.line(),
@@ -64,21 +99,13 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     })
 }
 
-/// One pass over the event stream, linear in the input, that refuses NUL bytes, nesting
-/// deeper than [`MAX_DEPTH`], aliases that expand past [`MAX_EXPANDED_NODES`] nodes and a
-/// key that appears twice in one mapping (YAML forbids it; serde_yaml keeps the last).
-/// Syntax errors are left to the deserialiser, which reports them with more context.
+/// One pass over the event stream, linear in the input, that refuses NUL characters in
+/// values (`"a\0b"`: no argument list or shell can carry one), nesting deeper than
+/// [`MAX_DEPTH`], aliases that expand past [`MAX_EXPANDED_NODES`] nodes and a key that
+/// appears twice in one mapping (YAML forbids it; serde_yaml keeps the last). Syntax errors
+/// are left to the deserialiser, which reports them with more context. Call it after
+/// [`check_text_limits`], which bounds the parser's work.
 pub fn prescan(text: &str) -> Result<(), YamlError> {
-    if let Some(at) = text.find('\0') {
-        let before = &text[..at];
-        let line = before.matches('\n').count() + 1;
-        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-        return Err(YamlError {
-            location: Some(Location { line, column }),
-            message: "a NUL byte: experiment files are text, and a shell drops NUL bytes"
-                .to_string(),
-        });
-    }
     let mut scan = Prescan::default();
     if let Err(e) = Parser::new_from_str(text).load(&mut scan, false)
         && scan.error.is_none()
@@ -173,10 +200,18 @@ impl MarkedEventReceiver for Prescan {
         }
         match ev {
             Event::Scalar(value, _, anchor, _) => {
+                if value.contains('\0') {
+                    self.fail(
+                        mark,
+                        "a NUL character (`\\0`) in a value: no shell or argument list can carry one"
+                            .to_string(),
+                    );
+                    return;
+                }
                 if self.next_is_key() {
                     let (keys, _) = self.stack.last_mut().unwrap().keys.as_mut().unwrap();
                     if !keys.insert(value.clone()) {
-                        let shown: String = value.chars().take(40).collect();
+                        let shown = quote_prefix(&value);
                         self.fail(mark, format!("duplicate key `{shown}` in this mapping"));
                         return;
                     }
@@ -220,18 +255,26 @@ pub const MAX_DESERIALIZE_ERRORS: usize = 20;
 /// a missing key a few more (one per placeholder tried, [`placeholder`]).
 const MAX_ATTEMPTS: usize = 4 * MAX_DESERIALIZE_ERRORS;
 
+/// Most bytes [`from_str_all`]'s retries deserialise in all: a large file with many
+/// problems gets fewer retries (at least one), so its answer still comes in well under a
+/// second.
+const MAX_RETRY_BYTES: usize = 16 * 1024 * 1024;
+
 /// Like [`from_str`], but reports every unknown key, badly typed value and missing key at
 /// once rather than the first only (serde stops at the first). After each error the
 /// document (an already parsed copy) is mended past it — an unknown key or bad value
 /// removed, a missing key filled with a placeholder — and deserialisation is tried again,
-/// at most [`MAX_ATTEMPTS`] times, each linear in the input. Problems of what the mending
+/// at most [`MAX_ATTEMPTS`] times (fewer for a large text, [`MAX_RETRY_BYTES`]), each linear in the input. Problems of what the mending
 /// itself put there are never reported.
 pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>> {
-    let first = match from_str::<T>(text) {
+    // A limit refuses the text as a whole: nothing is parsed again to look for more.
+    check_text_limits(text).map_err(|e| vec![e])?;
+    prescan(text).map_err(|e| vec![e])?;
+    let first = match deserialize::<T>(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
-    // A syntax error (or a limit) leaves nothing to retry on.
+    // A syntax error leaves nothing to retry on.
     let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
         return Err(vec![first]);
     };
@@ -242,7 +285,8 @@ pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>
     };
     let mut last = first.message.clone();
     let mut errors = vec![first];
-    for _ in 0..MAX_ATTEMPTS {
+    let attempts = MAX_ATTEMPTS.min(MAX_RETRY_BYTES / text.len().max(1)).max(1);
+    for _ in 0..attempts {
         if errors.len() >= MAX_DESERIALIZE_ERRORS || !search.mend_past(&last) {
             break;
         }
