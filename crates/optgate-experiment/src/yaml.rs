@@ -690,6 +690,8 @@ impl MarkedEventReceiver for LocatorBuilder {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -740,6 +742,123 @@ mod tests {
         // One level less is accepted.
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(from_str::<serde_yaml::Value>(&ok).is_ok());
+    }
+
+    /// The deepest nesting the event stream of `text` reaches (None when it does not parse).
+    fn event_depth(text: &str) -> Option<usize> {
+        struct Depth(usize, usize);
+        impl MarkedEventReceiver for Depth {
+            fn on_event(&mut self, ev: Event, _: Marker) {
+                match ev {
+                    Event::MappingStart(..) | Event::SequenceStart(..) => {
+                        self.0 += 1;
+                        self.1 = self.1.max(self.0);
+                    }
+                    Event::MappingEnd | Event::SequenceEnd => self.0 -= 1,
+                    _ => {}
+                }
+            }
+        }
+        let mut d = Depth(0, 0);
+        Parser::new_from_str(text).load(&mut d, false).ok()?;
+        Some(d.1)
+    }
+
+    #[test]
+    fn the_text_pre_scan_never_counts_deeper_than_the_parser() {
+        // Every experiment and fuzz seed of the repository, and some tricky texts: the
+        // pre-scan refuses none of them at their own depth (a planted over-count, e.g.
+        // brackets inside quotes or block scalars counted, fails here).
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut texts: Vec<String> = ["experiments", "fuzz/seeds/experiment_load"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        assert!(
+            texts.len() >= 10,
+            "the repository's experiments were not found"
+        );
+        texts.extend(
+            [
+                "a: |\n  [[[[ {{{{\n  - - - -\nb: [x, '[[', \"{{\\\"\"]\n",
+                "k: it's [not] a flow # [[[[\nj: >-\n  {{\n\n  ]]\n",
+                "- - - [a, {b: [c]}]\n- ? complex\n  : value\n",
+                "---\na: &x [1, [2]]\nb: *x\n...\n",
+                "a:\n- b: 1\n  c: [1, {d: 2}]\n- e\n",
+                "\"quoted: key\": {x: 'it''s [', y: \"]\"}\n",
+            ]
+            .map(String::from),
+        );
+        for text in &texts {
+            let Some(depth) = event_depth(text) else {
+                continue;
+            };
+            assert_eq!(nesting::first_past(text, depth), None, "{text}");
+            assert!(check_text_limits(text).is_ok(), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_text_pre_scan_refuses_deep_nesting_before_any_parser() {
+        // Balanced, so a parser would read it all (quadratically): the pre-scan stops at
+        // the 33rd level, in the text's own line and column.
+        for (open, close) in [("[", "]"), ("{\"a\": ", "}"), ("{a: ", "}")] {
+            let deep = format!(
+                "description: {}x{}\n",
+                open.repeat(30_000),
+                close.repeat(30_000)
+            );
+            let err = check_text_limits(&deep).unwrap_err();
+            assert!(
+                err.message.contains("deeper than 32 levels"),
+                "{}",
+                err.message
+            );
+            assert_eq!(err.location.map(|l| l.line), Some(1));
+        }
+        let compact = format!("x:\n{}1\n", "- ".repeat(300_000));
+        let err = check_text_limits(&compact).unwrap_err();
+        // One level later than the parser: a sequence at its mapping's own column is not
+        // counted (a count that may be low, never high).
+        assert_eq!(
+            err.location,
+            Some(Location {
+                line: 2,
+                column: 65
+            })
+        );
+        let indented: String = (0..40)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect();
+        let err = check_text_limits(&indented).unwrap_err();
+        assert_eq!(err.location.map(|l| l.line), Some(MAX_DEPTH + 1));
+    }
+
+    #[test]
+    fn a_nul_character_in_any_value_is_refused() {
+        for text in [
+            "a: \"x\\0y\"\n",
+            "a: [ok, \"x\\x00y\"]\n",
+            "a: { k: \"\\u0000\" }\n",
+        ] {
+            let err = from_str::<serde_yaml::Value>(text).unwrap_err();
+            assert!(
+                err.message.contains("NUL character"),
+                "{text}: {}",
+                err.message
+            );
+            assert_eq!(err.location.map(|l| l.line), Some(1));
+        }
+    }
+
+    #[test]
+    fn a_long_duplicate_key_is_quoted_by_its_prefix() {
+        let key = "k".repeat(70_000);
+        let text = format!("? {key}\n: 1\n? {key}\n: 2\n");
+        let err = from_str::<serde_yaml::Value>(&text).unwrap_err();
+        assert!(err.message.len() < 200, "{}", err.message.len());
+        assert!(err.message.contains("(70000 bytes)"), "{}", err.message);
     }
 
     #[test]
