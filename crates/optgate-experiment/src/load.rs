@@ -26,6 +26,13 @@ pub enum LoadError {
         path: PathBuf,
         error: crate::read::ReadError,
     },
+    /// Past [`yaml::MAX_FILE_BYTES`] by its metadata (or its read, when it grew): said in
+    /// the words of the same limit on a text ([`yaml::check_text_limits`]).
+    #[error(
+        "experiment file {path} is {bytes} bytes; experiment files are limited to {} bytes",
+        yaml::MAX_FILE_BYTES
+    )]
+    TooLarge { path: PathBuf, bytes: u64 },
     #[error("{}", render_diagnostics(.diagnostics))]
     Invalid { diagnostics: Vec<Diagnostic> },
 }
@@ -63,9 +70,15 @@ pub struct Loaded {
 /// is read, and read no further than that.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let limit = yaml::MAX_FILE_BYTES as u64;
-    let text = crate::read::read_regular_text(path, limit).map_err(|error| LoadError::Read {
-        path: path.to_path_buf(),
-        error,
+    let text = crate::read::read_regular_text(path, limit).map_err(|error| match error {
+        crate::read::ReadError::TooLarge { bytes, .. } => LoadError::TooLarge {
+            path: path.to_path_buf(),
+            bytes,
+        },
+        error => LoadError::Read {
+            path: path.to_path_buf(),
+            error,
+        },
     })?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     load_str(&text, &abs)

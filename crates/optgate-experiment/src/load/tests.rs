@@ -179,6 +179,25 @@ fn load_reads_files_and_reports_unreadable_ones() {
         Err(LoadError::Read { path, .. }) => assert!(path.ends_with("missing.yaml")),
         other => panic!("{other:?}"),
     }
+    // A directory is refused by its type, a sparse 16 MiB file by its size: neither read.
+    match load(dir.path()) {
+        Err(e @ LoadError::Read { .. }) => {
+            assert!(
+                e.to_string()
+                    .ends_with("it is not a regular file (it is a directory)")
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let big = dir.path().join("big.yaml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    match load(&big) {
+        Err(LoadError::TooLarge { bytes, .. }) => assert_eq!(bytes, 16 << 20),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
