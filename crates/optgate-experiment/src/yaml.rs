@@ -779,6 +779,13 @@ mod tests {
             texts.len() >= 10,
             "the repository's experiments were not found"
         );
+        // And the YAML examples of the reference.
+        let doc = std::fs::read_to_string(root.join("docs/EXPERIMENT.md")).unwrap();
+        texts.extend(
+            doc.split("```yaml\n")
+                .skip(1)
+                .filter_map(|b| b.split("```").next().map(String::from)),
+        );
         texts.extend(
             [
                 "a: |\n  [[[[ {{{{\n  - - - -\nb: [x, '[[', \"{{\\\"\"]\n",
@@ -797,6 +804,94 @@ mod tests {
             assert_eq!(nesting::first_past(text, depth), None, "{text}");
             assert!(check_text_limits(text).is_ok(), "{text}");
         }
+    }
+
+    /// A random YAML text of nested block and flow collections, with brackets, quotes and
+    /// `#` inside scalars, comments and block scalars where they are text.
+    fn random_yaml(rng: &mut impl rand::Rng, depth: usize, indent: usize) -> String {
+        const SCALARS: [&str; 8] = [
+            "x[y",
+            "it's",
+            "'[['",
+            "\"{\\\"[\"",
+            "a#b",
+            "'it''s ['",
+            "\"]\"",
+            "plain",
+        ];
+        let pad = " ".repeat(indent);
+        let scalar = |rng: &mut dyn rand::RngCore| SCALARS[rng.next_u32() as usize % SCALARS.len()];
+        let flow = |rng: &mut dyn rand::RngCore, d: usize| {
+            let mut f = String::new();
+            for _ in 0..d {
+                f.push_str(if rand::Rng::random_bool(rng, 0.5) {
+                    "["
+                } else {
+                    "{k: "
+                });
+            }
+            f.push_str(scalar(rng));
+            f
+        };
+        let close = |f: &str| {
+            f.chars()
+                .rev()
+                .filter(|c| *c == '[' || *c == '{')
+                .map(|c| if c == '[' { ']' } else { '}' })
+                .collect::<String>()
+        };
+        let mut out = String::new();
+        // One entry kind per collection: a sequence's entries all start with `-`.
+        let sequence = rng.random_bool(0.5);
+        for k in 0..1 + rng.random_range(0..3) {
+            let entry = if !sequence {
+                format!("{pad}k{k}:")
+            } else {
+                format!("{pad}- k{k}:")
+            };
+            let inner = if entry.contains('-') {
+                indent + 2
+            } else {
+                indent
+            };
+            out.push_str(&entry);
+            match rng.random_range(0..6) {
+                0..=2 if depth > 0 => {
+                    out.push('\n');
+                    out.push_str(&random_yaml(rng, depth - 1, inner + 2));
+                }
+                3 => {
+                    let levels = rng.random_range(0..4);
+                    let f = flow(rng, levels);
+                    out.push_str(&format!(" {f}{} # [[ '\n", close(&f)));
+                }
+                4 => out.push_str(&format!(" |\n{pad}    [[[ {{ '\n\n{pad}    - - x\n")),
+                _ => out.push_str(&format!(" {}\n", scalar(rng))),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_text_pre_scan_never_counts_deeper_than_the_parser_on_random_texts() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let (mut parsed, mut deepest) = (0, 0);
+        for _ in 0..3000 {
+            let text = random_yaml(&mut rng, 6, 0);
+            let Some(depth) = event_depth(&text) else {
+                continue;
+            };
+            parsed += 1;
+            deepest = deepest.max(depth);
+            assert_eq!(
+                nesting::first_past(&text, depth),
+                None,
+                "depth {depth}:\n{text}"
+            );
+        }
+        assert!(parsed > 1000, "only {parsed} random texts parsed");
+        assert!(deepest >= 10, "the random texts nest only {deepest} levels");
     }
 
     #[test]

@@ -79,7 +79,8 @@ pub fn unknown_directives(path: &Path, exp: &Experiment) -> Vec<Diagnostic> {
                     path.to_path_buf(),
                     locator.value(&at),
                     at,
-                    message,
+                    // The option's name is quoted whole there: cut it to its prefix.
+                    optgate_experiment::limits::shorten_quoted(&message),
                 )
             })
         })
