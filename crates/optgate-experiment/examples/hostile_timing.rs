@@ -69,6 +69,23 @@ fn cases() -> Vec<(&'static str, String)> {
         ),
         ("500 bad correctness.files", bad_files),
         (
+            "1 MiB: 900 KB description and 20 unknown keys (retries)",
+            format!(
+                "{HEAD}description: '{}'\n{}{variants}",
+                "x".repeat(900_000),
+                (0..20).map(|i| format!("typo{i}: 1\n")).collect::<String>()
+            ),
+        ),
+        (
+            "1 MiB: a 900 KB alternation as the metric pattern",
+            format!(
+                "name: t\napp: {{ command: [./app] }}\nmetric: {{ pattern: '(?P<epoch>\\d+) (?P<seconds>x)|{}' }}\n{variants}",
+                (0..90_000)
+                    .map(|i| format!("a{i:06}b|"))
+                    .collect::<String>()
+            ),
+        ),
+        (
             "8 MiB file",
             format!("{HEAD}description: '{}'\n", "x".repeat(8 << 20)),
         ),

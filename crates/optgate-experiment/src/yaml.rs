@@ -258,7 +258,7 @@ const MAX_ATTEMPTS: usize = 4 * MAX_DESERIALIZE_ERRORS;
 /// Most bytes [`from_str_all`]'s retries deserialise in all: a large file with many
 /// problems gets fewer retries (at least one), so its answer still comes in well under a
 /// second.
-const MAX_RETRY_BYTES: usize = 16 * 1024 * 1024;
+const MAX_RETRY_BYTES: usize = 8 * 1024 * 1024;
 
 /// Like [`from_str`], but reports every unknown key, badly typed value and missing key at
 /// once rather than the first only (serde stops at the first). After each error the
@@ -1183,6 +1183,22 @@ mod tests {
         }
         let errors = from_str_all::<Outer>(&text).unwrap_err();
         assert_eq!(errors.len(), MAX_DESERIALIZE_ERRORS);
+    }
+
+    #[test]
+    fn a_large_text_gets_fewer_retries() {
+        // 900 KB: each retry deserialises it all again, so at most MAX_RETRY_BYTES of them.
+        let mut text = format!(
+            "name: x\napp: {{ command: a }}\nitems: [{{ command: '{}' }}]\n",
+            "y".repeat(900_000)
+        );
+        for i in 0..100 {
+            text.push_str(&format!("typo{i}: 1\n"));
+        }
+        let errors = from_str_all::<Outer>(&text).unwrap_err();
+        let retries = MAX_RETRY_BYTES / text.len();
+        assert_eq!(errors.len(), 1 + retries, "{}", errors.len());
+        assert!(errors.len() < MAX_DESERIALIZE_ERRORS);
     }
 
     #[test]
