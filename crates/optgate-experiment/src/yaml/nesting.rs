@@ -238,8 +238,12 @@ impl Scan<'_> {
                 self.i += 1;
                 self.node_start = true;
             }
+            // A value indicator: before a blank or a flow indicator, or right after a
+            // quoted (JSON-like) key, as in `{"a":"b"}`.
             b':' | b'?'
-                if is_blank(self.at(self.i + 1)) || b":,[]{}".contains(&self.at(self.i + 1)) =>
+                if is_blank(self.at(self.i + 1))
+                    || b":,[]{}".contains(&self.at(self.i + 1))
+                    || (b == b':' && matches!(self.at(self.i - 1), b'"' | b'\'')) =>
             {
                 self.i += 1;
                 self.node_start = true;
@@ -310,6 +314,8 @@ mod tests {
         assert_eq!(depth_past(text, 3), None);
         assert_eq!(depth_past(text, 2), Some((4, 11)));
         assert_eq!(depth_past("a: [[[x]]]\n", 2), Some((1, 5)));
+        // JSON-like keys take their value right after the `:`.
+        assert_eq!(depth_past("{\"a\":\"[[[\", \"b\":'{{'}\n", 1), None);
         // A quote inside a plain scalar does not open a quoted scalar.
         assert_eq!(depth_past("a: [it's [[x]]]\n", 2), Some((1, 10)));
     }
