@@ -41,11 +41,12 @@ fn thread_count_above_cpus_per_task_is_an_error_unless_allowed() {
 
 #[test]
 fn more_cpus_than_the_node_has_is_an_error() {
-    let v = "  - { name: wide, dimension: l2_threading_model, launcher: { cpus_per_task: 100000 }, env: { OMP_NUM_THREADS: 100000 } }\n";
+    // The most CPUs a task may ask for (MAX_CPUS_PER_TASK), more than any test machine has.
+    let v = "  - { name: wide, dimension: l2_threading_model, launcher: { cpus_per_task: 4096 }, env: { OMP_NUM_THREADS: 4096 } }\n";
     let (code, out) = validate(&exp_with(v, ""));
     assert_eq!(code, Some(2), "{out}");
     assert!(
-        out.contains("1 task(s) per node × 100000 cpus per task = 100000 CPUs, but"),
+        out.contains("1 task(s) per node × 4096 cpus per task = 4096 CPUs, but"),
         "{out}"
     );
     assert!(out.contains("over-subscribed"), "{out}");

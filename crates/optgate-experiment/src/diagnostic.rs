@@ -38,7 +38,7 @@ impl Diagnostic {
             line: location.map(|l| l.line),
             column: location.map(|l| l.column),
             path: path.into(),
-            message: message.into(),
+            message: crate::limits::cut_message(&message.into()),
         }
     }
 
@@ -59,7 +59,8 @@ impl fmt::Display for Diagnostic {
         };
         write!(f, ": {sev}: {}", self.message)?;
         if !self.path.is_empty() {
-            write!(f, " (at `{}`)", self.path)?;
+            let shown = crate::limits::cut_at(&self.path, crate::limits::MAX_PATH_SHOWN);
+            write!(f, " (at `{shown}`)")?;
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ pub mod limits;
 pub mod load;
 pub mod model;
 pub mod plan;
+pub mod read;
 pub mod resolved;
 pub mod yaml;
 

@@ -34,6 +34,27 @@ pub const MAX_INPUTS: usize = 256;
 /// run: 100,000. Past it the rest are left alone and the manifest says so.
 pub const MAX_INPUT_FILES: usize = 100_000;
 
+/// The most `nodes` of a launch (scheduler or launcher): 200,000. The largest machine
+/// built (Fugaku) has 158,976 nodes; more is a typo.
+pub const MAX_NODES: u32 = 200_000;
+
+/// The most `tasks_per_node`: 4096, several times the hardware threads of any node sold.
+pub const MAX_TASKS_PER_NODE: u32 = 4096;
+
+/// The most `cpus_per_task`: 4096, as many CPUs as the largest shared-memory node has.
+pub const MAX_CPUS_PER_TASK: u32 = 4096;
+
+/// The most `gpus_per_task`: 64 (nodes carry 4 to 8).
+pub const MAX_GPUS_PER_TASK: u32 = 64;
+
+/// The most tasks of one launch, `nodes` × `tasks_per_node`: 10,000,000 (Fugaku's nodes
+/// with one task per core are 7.6 million). The product is computed with checked
+/// arithmetic: `65536 × 65536` is refused, never wrapped to `srun -n 0`.
+pub const MAX_TASKS: u64 = 10_000_000;
+
+/// The most CPUs one node is asked for, `tasks_per_node` × `cpus_per_task`: 4096.
+pub const MAX_CPUS_PER_NODE: u64 = 4096;
+
 /// At most this many bytes of an offending value are quoted in a message.
 pub const QUOTE_PREFIX: usize = 40;
 
@@ -49,3 +70,69 @@ pub fn quote_prefix(s: &str) -> String {
     }
     format!("{}… ({} bytes)", s[..end].escape_debug(), s.len())
 }
+
+/// A value as [`quote_prefix`] shows it, between backticks: the one way every check of
+/// the loader quotes what it refuses.
+pub fn quoted(s: &str) -> String {
+    format!("`{}`", quote_prefix(s))
+}
+
+/// `message` with every span between backticks or double quotes longer than
+/// [`QUOTE_PREFIX`] cut to that prefix and `…` (its length after it): for messages that
+/// quote a value whole (serde's `unknown field `…``, `invalid type: string "…"`).
+pub fn shorten_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4 * QUOTE_PREFIX));
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let mark = rest.as_bytes()[open] as char;
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(mark) else { break };
+        let inner = &rest[..close];
+        if inner.len() <= QUOTE_PREFIX {
+            out.push_str(inner);
+        } else {
+            out.push_str(&cut_to_prefix(inner));
+        }
+        out.push(mark);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    cut_message(&out)
+}
+
+/// `s` cut to [`QUOTE_PREFIX`] bytes on a character boundary, with `…` and the full
+/// length when longer (not escaped: for text already escaped or known to be printable).
+fn cut_to_prefix(s: &str) -> String {
+    let mut end = QUOTE_PREFIX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// The longest message a diagnostic carries, and the longest YAML path it shows: a safety
+/// net under the per-value prefixes, so that no diagnostic is more than a line or two.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+pub const MAX_PATH_SHOWN: usize = 128;
+
+/// `s` cut to [`MAX_MESSAGE_BYTES`] (on a character boundary) with `…` when longer.
+pub fn cut_message(s: &str) -> String {
+    cut_at(s, MAX_MESSAGE_BYTES)
+}
+
+/// `s` cut to `max` bytes on a character boundary, with `…` when longer.
+pub fn cut_at(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The most diagnostics printed for one experiment file (errors first); the rest are
+/// counted in one line "… and N more".
+pub const MAX_DIAGNOSTICS_SHOWN: usize = 20;

@@ -19,20 +19,38 @@ use crate::yaml::{self, Location, Locator};
 /// Why an experiment could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The I/O error is part of the message, not a `source`: printed as a chain it would
-    /// say "No such file or directory" twice.
+    /// The error is part of the message, not a `source`: printed as a chain it would say
+    /// "No such file or directory" twice.
     #[error("cannot read experiment file {path}: {error}")]
     Read {
         path: PathBuf,
-        error: std::io::Error,
+        error: crate::read::ReadError,
     },
+    /// Past [`yaml::MAX_FILE_BYTES`] by its metadata (or its read, when it grew): said in
+    /// the words of the same limit on a text ([`yaml::check_text_limits`]).
+    #[error(
+        "experiment file {path} is {bytes} bytes; experiment files are limited to {} bytes",
+        yaml::MAX_FILE_BYTES
+    )]
+    TooLarge { path: PathBuf, bytes: u64 },
     #[error("{}", render_diagnostics(.diagnostics))]
     Invalid { diagnostics: Vec<Diagnostic> },
 }
 
+/// The first [`MAX_DIAGNOSTICS_SHOWN`] diagnostics (errors come first), one line "… and N
+/// more" for the rest, and the count of errors.
 fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
-    let mut s: Vec<String> = diagnostics.iter().map(|d| d.to_string()).collect();
+    let mut s: Vec<String> = diagnostics
+        .iter()
+        .take(MAX_DIAGNOSTICS_SHOWN)
+        .map(|d| d.to_string())
+        .collect();
+    if let Some(more) = diagnostics.len().checked_sub(MAX_DIAGNOSTICS_SHOWN)
+        && more > 0
+    {
+        s.push(format!("… and {more} more"));
+    }
     s.push(format!(
         "{errors} error{} in the experiment file",
         if errors == 1 { "" } else { "s" }
@@ -47,11 +65,20 @@ pub struct Loaded {
     pub warnings: Vec<Diagnostic>,
 }
 
-/// Reads and validates the experiment file at `path`.
+/// Reads and validates the experiment file at `path`: a regular file (a pipe or a device
+/// is refused before it is opened) of at most [`yaml::MAX_FILE_BYTES`], checked before it
+/// is read, and read no further than that.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|error| LoadError::Read {
-        path: path.to_path_buf(),
-        error,
+    let limit = yaml::MAX_FILE_BYTES as u64;
+    let text = crate::read::read_regular_text(path, limit).map_err(|error| match error {
+        crate::read::ReadError::TooLarge { bytes, .. } => LoadError::TooLarge {
+            path: path.to_path_buf(),
+            bytes,
+        },
+        error => LoadError::Read {
+            path: path.to_path_buf(),
+            error,
+        },
     })?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     load_str(&text, &abs)
@@ -94,8 +121,21 @@ pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
     }
 }
 
-/// Rewords serde's messages where a person would not understand them.
+/// Rewords serde's messages where a person would not understand them, and cuts the values
+/// they quote whole to their prefix.
 fn explain_serde(message: &str) -> String {
+    let m = reword_serde(message);
+    // serde puts the YAML path first (`app.env.KEY: …`); a long key makes a long path.
+    let m = match m.split_once(": ") {
+        Some((path, rest)) if path.len() > MAX_PATH_SHOWN && !path.contains(' ') => {
+            format!("{}: {rest}", cut_at(path, MAX_PATH_SHOWN))
+        }
+        _ => m,
+    };
+    shorten_quoted(&m)
+}
+
+fn reword_serde(message: &str) -> String {
     let m = message.replace("unknown field", "unknown key");
     if m.contains("data did not match any variant of untagged enum CommandSpec") {
         return m.replace(
@@ -288,8 +328,8 @@ impl Checker {
             self.error(
                 "name",
                 format!(
-                    "experiment name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
-                    file.name.escape_debug()
+                    "experiment name {} must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                    quoted(&file.name)
                 ),
             );
         }
@@ -316,7 +356,8 @@ impl Checker {
             Some(s) => match s.parse::<optgate_stats::EpochWindow>() {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    self.error("compare.steady_epochs", e.to_string());
+                    let message = e.to_string().replacen(s.as_str(), &quote_prefix(s), 1);
+                    self.error("compare.steady_epochs", message);
                     None
                 }
             },
@@ -328,6 +369,7 @@ impl Checker {
         };
         let workdir = normalize(&workdir);
         let (arms, builds) = resolve_arms(&file);
+        self.check_launch_shapes(&file, &arms);
         let inputs = file
             .inputs
             .iter()
@@ -579,7 +621,7 @@ impl Checker {
 
     fn check_regex(&mut self, pattern: &str, path: &str, groups: &[&str]) {
         match Regex::new(pattern) {
-            Err(e) => self.error(path, format!("invalid regular expression: {e}")),
+            Err(e) => self.error(path, regex_error(pattern, &e)),
             Ok(re) => {
                 let names: BTreeSet<&str> = re.capture_names().flatten().collect();
                 for g in groups {
@@ -610,7 +652,10 @@ impl Checker {
         if p.is_empty() || pp.is_absolute() || pp.components().any(|c| c.as_os_str() == "..") {
             self.error(
                 path,
-                format!("`{p}` must be a path relative to the run directory, without `..`"),
+                format!(
+                    "{} must be a path relative to the run directory, without `..`",
+                    quoted(p)
+                ),
             );
         }
     }
@@ -713,16 +758,95 @@ impl Checker {
         }
     }
 
-    fn check_scheduler(&mut self, s: &SchedulerSpec) {
-        for (k, v) in [
-            ("nodes", s.nodes),
-            ("tasks_per_node", s.tasks_per_node),
-            ("cpus_per_task", s.cpus_per_task),
-        ] {
-            if v == Some(0) {
-                self.error(&format!("scheduler.{k}"), format!("{k} must be at least 1"));
+    /// `nodes`, `tasks_per_node`, `cpus_per_task` (at least 1) and `gpus_per_task` within
+    /// their documented maxima ([`MAX_NODES`] …).
+    fn check_shape_fields(&mut self, path: &str, fields: [(&str, Option<u32>); 4]) {
+        for (k, v) in fields {
+            let Some(n) = v else { continue };
+            let max = match k {
+                "nodes" => MAX_NODES,
+                "tasks_per_node" => MAX_TASKS_PER_NODE,
+                "cpus_per_task" => MAX_CPUS_PER_TASK,
+                _ => MAX_GPUS_PER_TASK,
+            };
+            if n == 0 && k != "gpus_per_task" {
+                self.error(&format!("{path}.{k}"), format!("{k} must be at least 1"));
+            } else if n > max {
+                self.error(
+                    &format!("{path}.{k}"),
+                    format!("{k} is {n}; at most {max} are accepted"),
+                );
             }
         }
+    }
+
+    /// Each arm's launch as it will run (its launcher's settings over the scheduler's):
+    /// its tasks (`nodes` × `tasks_per_node`, at most [`MAX_TASKS`]) and its CPUs per node
+    /// (`tasks_per_node` × `cpus_per_task`, at most [`MAX_CPUS_PER_NODE`]), multiplied
+    /// without overflow. One error per place, however many arms share it.
+    fn check_launch_shapes(&mut self, f: &ExperimentFile, arms: &[Arm]) {
+        let mut reported = BTreeSet::new();
+        for arm in arms {
+            let r = &arm.resources;
+            let fields = [r.nodes, r.tasks_per_node, r.cpus_per_task];
+            let maxima = [MAX_NODES, MAX_TASKS_PER_NODE, MAX_CPUS_PER_TASK];
+            if fields.iter().zip(maxima).any(|(&n, max)| n == 0 || n > max) {
+                continue; // each field's own error says why
+            }
+            let launcher = match arm.role {
+                ArmRole::Variant => f
+                    .variants
+                    .iter()
+                    .position(|v| v.name == arm.name)
+                    .map(|i| (format!("variants[{i}].launcher"), &f.variants[i].launcher)),
+                _ => Some(("baseline.launcher".to_string(), &f.baseline.launcher)),
+            };
+            let place = |key: &str, set: bool| match &launcher {
+                Some((p, _)) if set => format!("{p}.{key}"),
+                _ => format!("scheduler.{key}"),
+            };
+            let l = launcher.as_ref().map(|(_, l)| *l);
+            let tasks = u64::from(r.nodes).checked_mul(u64::from(r.tasks_per_node));
+            if tasks.is_none_or(|t| t > MAX_TASKS) {
+                let at = place(
+                    "tasks_per_node",
+                    l.is_some_and(|l| l.tasks_per_node.is_some()),
+                );
+                let message = format!(
+                    "{} nodes × {} tasks per node is more than {MAX_TASKS} tasks, the most one launch may have",
+                    r.nodes, r.tasks_per_node
+                );
+                if reported.insert((at.clone(), message.clone())) {
+                    self.error(&at, message);
+                }
+            }
+            let cpus = u64::from(r.tasks_per_node).checked_mul(u64::from(r.cpus_per_task));
+            if cpus.is_none_or(|c| c > MAX_CPUS_PER_NODE) {
+                let at = place(
+                    "cpus_per_task",
+                    l.is_some_and(|l| l.cpus_per_task.is_some()),
+                );
+                let message = format!(
+                    "{} tasks per node × {} CPUs per task is more than {MAX_CPUS_PER_NODE} CPUs, the most one node may be asked for",
+                    r.tasks_per_node, r.cpus_per_task
+                );
+                if reported.insert((at.clone(), message.clone())) {
+                    self.error(&at, message);
+                }
+            }
+        }
+    }
+
+    fn check_scheduler(&mut self, s: &SchedulerSpec) {
+        self.check_shape_fields(
+            "scheduler",
+            [
+                ("nodes", s.nodes),
+                ("tasks_per_node", s.tasks_per_node),
+                ("cpus_per_task", s.cpus_per_task),
+                ("gpus_per_task", s.gpus_per_task),
+            ],
+        );
         for (k, v) in [("queue", &s.queue), ("account", &s.account)] {
             if let Some(v) = v
                 && !is_plain_word(v)
@@ -730,8 +854,8 @@ impl Checker {
                 self.error(
                     &format!("scheduler.{k}"),
                     format!(
-                        "{k} `{}` may only contain letters, digits, `_`, `-`, `.`",
-                        v.escape_debug()
+                        "{k} {} may only contain letters, digits, `_`, `-`, `.`",
+                        quoted(v)
                     ),
                 );
             }
@@ -759,45 +883,43 @@ impl Checker {
     }
 
     fn check_env(&mut self, env: &EnvMap, path: &str) {
-        for (k, v) in env {
-            let p = format!("{path}.{k}");
+        for k in env.keys() {
             if !is_env_name(k) {
-                self.key_error(
-                    &p,
+                // Located at the key, shown at the map: the key is quoted once, cut.
+                let loc = self.locator.key(&format!("{path}.{k}"));
+                self.push(
+                    Severity::Error,
+                    loc,
+                    path,
                     format!(
-                        "`{}` is not a valid environment variable name (letters, digits, `_`, not starting with a digit)",
-                        k.escape_debug()
+                        "{} is not a valid environment variable name (letters, digits, `_`, not starting with a digit)",
+                        quoted(k)
                     ),
                 );
-            }
-            if v.as_str().contains('\0') {
-                self.error(&p, "an environment value cannot contain a NUL byte");
             }
         }
     }
 
     fn check_launcher(&mut self, l: &LauncherSpec, path: &str, kind: SchedulerKind) {
+        self.check_shape_fields(
+            path,
+            [
+                ("nodes", l.nodes),
+                ("tasks_per_node", l.tasks_per_node),
+                ("cpus_per_task", l.cpus_per_task),
+                ("gpus_per_task", l.gpus_per_task),
+            ],
+        );
         for (k, v) in [
             ("nodes", l.nodes),
             ("tasks_per_node", l.tasks_per_node),
             ("cpus_per_task", l.cpus_per_task),
         ] {
-            if v == Some(0) {
-                self.error(&format!("{path}.{k}"), format!("{k} must be at least 1"));
-            }
             if kind == SchedulerKind::Local && k != "cpus_per_task" && matches!(v, Some(n) if n > 1)
             {
                 self.error(
                     &format!("{path}.{k}"),
                     format!("the local scheduler runs one process on this machine; {k} must be 1"),
-                );
-            }
-        }
-        for (i, a) in l.extra_args.iter().enumerate() {
-            if a.contains('\0') {
-                self.error(
-                    &format!("{path}.extra_args[{i}]"),
-                    "an argument cannot contain a NUL byte",
                 );
             }
         }
@@ -831,10 +953,7 @@ impl Checker {
             if !is_env_name(u) {
                 self.error(
                     &format!("{path}.unset[{i}]"),
-                    format!(
-                        "`{}` is not a valid environment variable name",
-                        u.escape_debug()
-                    ),
+                    format!("{} is not a valid environment variable name", quoted(u)),
                 );
             }
         }
@@ -887,8 +1006,8 @@ impl Checker {
             self.error(
                 &format!("{p}.name"),
                 format!(
-                    "variant name `{}` must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
-                    v.name.escape_debug()
+                    "variant name {} must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                    quoted(&v.name)
                 ),
             );
         } else if v.name == BASELINE || v.name == AA_CONTROL {
@@ -901,8 +1020,8 @@ impl Checker {
             self.error(
                 &format!("{p}.name"),
                 format!(
-                    "duplicate variant name `{}` (first used by variants[{first}])",
-                    v.name
+                    "duplicate variant name {} (first used by variants[{first}])",
+                    quoted(&v.name)
                 ),
             );
         }
@@ -914,14 +1033,15 @@ impl Checker {
             None => self.warning(
                 p,
                 format!(
-                    "variant `{}` names no checklist `dimension`; the report cannot place it",
-                    v.name
+                    "variant {} names no checklist `dimension`; the report cannot place it",
+                    quoted(&v.name)
                 ),
             ),
             Some(d) if checklist::dimension(d).is_none() => self.error(
                 &format!("{p}.dimension"),
                 format!(
-                    "unknown dimension `{d}`; expected one of {}",
+                    "unknown dimension {}; expected one of {}",
+                    quoted(d),
                     dimension_list()
                 ),
             ),
@@ -936,8 +1056,8 @@ impl Checker {
             self.error(
                 &format!("{p}.governor"),
                 format!(
-                    "`{}` is not a governor name; expected one of {}",
-                    g.escape_debug(),
+                    "{} is not a governor name; expected one of {}",
+                    quoted(g),
                     CPUFREQ_GOVERNORS.join(", ")
                 ),
             );
@@ -946,7 +1066,7 @@ impl Checker {
             if !is_plain_word(r) {
                 self.error(
                     &format!("{p}.requires[{j}]"),
-                    format!("`{}` is not a capability flag name", r.escape_debug()),
+                    format!("{} is not a capability flag name", quoted(r)),
                 );
             }
         }
@@ -963,8 +1083,8 @@ impl Checker {
             self.warning(
                 p,
                 format!(
-                    "variant `{}` changes nothing relative to the baseline",
-                    v.name
+                    "variant {} changes nothing relative to the baseline",
+                    quoted(&v.name)
                 ),
             );
         }
@@ -1000,13 +1120,19 @@ impl Checker {
         for (k, e) in &f.checklist {
             let p = format!("checklist.{k}");
             if checklist::dimension(k).is_none() {
-                self.key_error(
-                    &p,
+                // Located at the key, shown at `checklist`: the key is quoted once, cut.
+                let loc = self.locator.key(&p);
+                self.push(
+                    Severity::Error,
+                    loc,
+                    "checklist",
                     format!(
-                        "unknown dimension `{k}`; expected one of {}",
+                        "unknown dimension {}; expected one of {}",
+                        quoted(k),
                         dimension_list()
                     ),
                 );
+                continue;
             }
             if e.verdict == Verdict::NotApplicable && e.reason.as_deref().is_none_or(str::is_empty)
             {
@@ -1025,6 +1151,24 @@ impl Checker {
             }
         }
     }
+}
+
+/// A regex's error without the whole pattern that the regex crate's message repeats: the
+/// pattern's prefix and the message's own last line ("error: unclosed group").
+fn regex_error(pattern: &str, e: &regex::Error) -> String {
+    let text = e.to_string();
+    let why = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .trim_start_matches("error: ");
+    format!(
+        "invalid regular expression {}: {}",
+        quoted(pattern),
+        cut_at(why, 2 * QUOTE_PREFIX + 40)
+    )
 }
 
 fn dimension_list() -> String {

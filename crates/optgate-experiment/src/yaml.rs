@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
+
+use crate::limits::quote_prefix;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
 
@@ -36,11 +38,14 @@ pub struct YamlError {
     pub message: String,
 }
 
-/// Deserialises `text` into `T`. A linear pre-scan ([`prescan`]) first refuses what no
-/// experiment file needs and what would make a parser slow or large: NUL bytes, nesting
-/// past [`MAX_DEPTH`], aliases expanding past [`MAX_EXPANDED_NODES`], duplicate keys.
-/// serde_yaml's own recursion and repetition limits stay behind it as a second line.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+mod nesting;
+
+/// The checks of a source text that need no YAML library, each linear in its length: its
+/// size ([`MAX_FILE_BYTES`]), no NUL byte, and nesting within [`MAX_DEPTH`] (a pre-scan
+/// that counts `[`, `{` and indentation outside quotes, comments and block scalars). A
+/// text that passes is parsed in time linear in its size, so a caller holding a text it
+/// has not parsed (the daemon, a submitted file) refuses the hostile ones in milliseconds.
+pub fn check_text_limits(text: &str) -> Result<(), YamlError> {
     if text.len() > MAX_FILE_BYTES {
         return Err(YamlError {
             location: None,
@@ -51,7 +56,37 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
             ),
         });
     }
+    if let Some(at) = text.find('\0') {
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+        return Err(YamlError {
+            location: Some(Location { line, column }),
+            message: "a NUL byte: experiment files are text, and a shell drops NUL bytes"
+                .to_string(),
+        });
+    }
+    match nesting::first_past(text, MAX_DEPTH) {
+        Some(location) => Err(YamlError {
+            location: Some(location),
+            message: depth_message(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Deserialises `text` into `T`. The text's limits are checked first
+/// ([`check_text_limits`]), then one pass over its events ([`prescan`]) refuses what no
+/// experiment file needs: NUL characters in values, aliases expanding past
+/// [`MAX_EXPANDED_NODES`], duplicate keys. serde_yaml's own recursion and repetition limits
+/// stay behind them as a second line.
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    check_text_limits(text)?;
     prescan(text)?;
+    deserialize(text)
+}
+
+fn deserialize<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     serde_yaml::from_str(text).map_err(|e| {
         let location = e.location().map(|l| Location {
             line: l.line(),
@@ -64,21 +99,13 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     })
 }
 
-/// One pass over the event stream, linear in the input, that refuses NUL bytes, nesting
-/// deeper than [`MAX_DEPTH`], aliases that expand past [`MAX_EXPANDED_NODES`] nodes and a
-/// key that appears twice in one mapping (YAML forbids it; serde_yaml keeps the last).
-/// Syntax errors are left to the deserialiser, which reports them with more context.
+/// One pass over the event stream, linear in the input, that refuses NUL characters in
+/// values (`"a\0b"`: no argument list or shell can carry one), nesting deeper than
+/// [`MAX_DEPTH`], aliases that expand past [`MAX_EXPANDED_NODES`] nodes and a key that
+/// appears twice in one mapping (YAML forbids it; serde_yaml keeps the last). Syntax errors
+/// are left to the deserialiser, which reports them with more context. Call it after
+/// [`check_text_limits`], which bounds the parser's work.
 pub fn prescan(text: &str) -> Result<(), YamlError> {
-    if let Some(at) = text.find('\0') {
-        let before = &text[..at];
-        let line = before.matches('\n').count() + 1;
-        let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-        return Err(YamlError {
-            location: Some(Location { line, column }),
-            message: "a NUL byte: experiment files are text, and a shell drops NUL bytes"
-                .to_string(),
-        });
-    }
     let mut scan = Prescan::default();
     if let Err(e) = Parser::new_from_str(text).load(&mut scan, false)
         && scan.error.is_none()
@@ -173,10 +200,18 @@ impl MarkedEventReceiver for Prescan {
         }
         match ev {
             Event::Scalar(value, _, anchor, _) => {
+                if value.contains('\0') {
+                    self.fail(
+                        mark,
+                        "a NUL character (`\\0`) in a value: no shell or argument list can carry one"
+                            .to_string(),
+                    );
+                    return;
+                }
                 if self.next_is_key() {
                     let (keys, _) = self.stack.last_mut().unwrap().keys.as_mut().unwrap();
                     if !keys.insert(value.clone()) {
-                        let shown: String = value.chars().take(40).collect();
+                        let shown = quote_prefix(&value);
                         self.fail(mark, format!("duplicate key `{shown}` in this mapping"));
                         return;
                     }
@@ -220,18 +255,26 @@ pub const MAX_DESERIALIZE_ERRORS: usize = 20;
 /// a missing key a few more (one per placeholder tried, [`placeholder`]).
 const MAX_ATTEMPTS: usize = 4 * MAX_DESERIALIZE_ERRORS;
 
+/// Most bytes [`from_str_all`]'s retries deserialise in all: a large file with many
+/// problems gets fewer retries (at least one), so its answer still comes in well under a
+/// second.
+const MAX_RETRY_BYTES: usize = 8 * 1024 * 1024;
+
 /// Like [`from_str`], but reports every unknown key, badly typed value and missing key at
 /// once rather than the first only (serde stops at the first). After each error the
 /// document (an already parsed copy) is mended past it — an unknown key or bad value
 /// removed, a missing key filled with a placeholder — and deserialisation is tried again,
-/// at most [`MAX_ATTEMPTS`] times, each linear in the input. Problems of what the mending
+/// at most [`MAX_ATTEMPTS`] times (fewer for a large text, [`MAX_RETRY_BYTES`]), each linear in the input. Problems of what the mending
 /// itself put there are never reported.
 pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>> {
-    let first = match from_str::<T>(text) {
+    // A limit refuses the text as a whole: nothing is parsed again to look for more.
+    check_text_limits(text).map_err(|e| vec![e])?;
+    prescan(text).map_err(|e| vec![e])?;
+    let first = match deserialize::<T>(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
-    // A syntax error (or a limit) leaves nothing to retry on.
+    // A syntax error leaves nothing to retry on.
     let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
         return Err(vec![first]);
     };
@@ -242,7 +285,8 @@ pub fn from_str_all<T: DeserializeOwned>(text: &str) -> Result<T, Vec<YamlError>
     };
     let mut last = first.message.clone();
     let mut errors = vec![first];
-    for _ in 0..MAX_ATTEMPTS {
+    let attempts = MAX_ATTEMPTS.min(MAX_RETRY_BYTES / text.len().max(1)).max(1);
+    for _ in 0..attempts {
         if errors.len() >= MAX_DESERIALIZE_ERRORS || !search.mend_past(&last) {
             break;
         }
@@ -646,6 +690,8 @@ impl MarkedEventReceiver for LocatorBuilder {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -696,6 +742,219 @@ mod tests {
         // One level less is accepted.
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(from_str::<serde_yaml::Value>(&ok).is_ok());
+    }
+
+    /// The deepest nesting the event stream of `text` reaches (None when it does not parse).
+    fn event_depth(text: &str) -> Option<usize> {
+        struct Depth(usize, usize);
+        impl MarkedEventReceiver for Depth {
+            fn on_event(&mut self, ev: Event, _: Marker) {
+                match ev {
+                    Event::MappingStart(..) | Event::SequenceStart(..) => {
+                        self.0 += 1;
+                        self.1 = self.1.max(self.0);
+                    }
+                    Event::MappingEnd | Event::SequenceEnd => self.0 -= 1,
+                    _ => {}
+                }
+            }
+        }
+        let mut d = Depth(0, 0);
+        Parser::new_from_str(text).load(&mut d, false).ok()?;
+        Some(d.1)
+    }
+
+    #[test]
+    fn the_text_pre_scan_never_counts_deeper_than_the_parser() {
+        // Every experiment and fuzz seed of the repository, and some tricky texts: the
+        // pre-scan refuses none of them at their own depth (a planted over-count, e.g.
+        // brackets inside quotes or block scalars counted, fails here).
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut texts: Vec<String> = ["experiments", "fuzz/seeds/experiment_load"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        assert!(
+            texts.len() >= 10,
+            "the repository's experiments were not found"
+        );
+        // And the YAML examples of the reference.
+        let doc = std::fs::read_to_string(root.join("docs/EXPERIMENT.md")).unwrap();
+        texts.extend(
+            doc.split("```yaml\n")
+                .skip(1)
+                .filter_map(|b| b.split("```").next().map(String::from)),
+        );
+        texts.extend(
+            [
+                "a: |\n  [[[[ {{{{\n  - - - -\nb: [x, '[[', \"{{\\\"\"]\n",
+                "k: it's [not] a flow # [[[[\nj: >-\n  {{\n\n  ]]\n",
+                "- - - [a, {b: [c]}]\n- ? complex\n  : value\n",
+                "---\na: &x [1, [2]]\nb: *x\n...\n",
+                "a:\n- b: 1\n  c: [1, {d: 2}]\n- e\n",
+                "\"quoted: key\": {x: 'it''s [', y: \"]\"}\n",
+                "{\"json\":\"[[[\", \"k\":[\"{{\", {\"a\":'['}]}\n",
+            ]
+            .map(String::from),
+        );
+        for text in &texts {
+            let Some(depth) = event_depth(text) else {
+                continue;
+            };
+            assert_eq!(nesting::first_past(text, depth), None, "{text}");
+            assert!(check_text_limits(text).is_ok(), "{text}");
+        }
+    }
+
+    /// A random YAML text of nested block and flow collections, with brackets, quotes and
+    /// `#` inside scalars, comments and block scalars where they are text.
+    fn random_yaml(rng: &mut impl rand::Rng, depth: usize, indent: usize) -> String {
+        const SCALARS: [&str; 8] = [
+            "x[y",
+            "it's",
+            "'[['",
+            "\"{\\\"[\"",
+            "a#b",
+            "'it''s ['",
+            "\"]\"",
+            "plain",
+        ];
+        let pad = " ".repeat(indent);
+        let scalar = |rng: &mut dyn rand::RngCore| SCALARS[rng.next_u32() as usize % SCALARS.len()];
+        let flow = |rng: &mut dyn rand::RngCore, d: usize| {
+            let mut f = String::new();
+            for _ in 0..d {
+                f.push_str(if rand::Rng::random_bool(rng, 0.5) {
+                    "["
+                } else {
+                    "{k: "
+                });
+            }
+            f.push_str(scalar(rng));
+            f
+        };
+        let close = |f: &str| {
+            f.chars()
+                .rev()
+                .filter(|c| *c == '[' || *c == '{')
+                .map(|c| if c == '[' { ']' } else { '}' })
+                .collect::<String>()
+        };
+        let mut out = String::new();
+        // One entry kind per collection: a sequence's entries all start with `-`.
+        let sequence = rng.random_bool(0.5);
+        for k in 0..1 + rng.random_range(0..3) {
+            let entry = if !sequence {
+                format!("{pad}k{k}:")
+            } else {
+                format!("{pad}- k{k}:")
+            };
+            let inner = if entry.contains('-') {
+                indent + 2
+            } else {
+                indent
+            };
+            out.push_str(&entry);
+            match rng.random_range(0..6) {
+                0..=2 if depth > 0 => {
+                    out.push('\n');
+                    out.push_str(&random_yaml(rng, depth - 1, inner + 2));
+                }
+                3 => {
+                    let levels = rng.random_range(0..4);
+                    let f = flow(rng, levels);
+                    out.push_str(&format!(" {f}{} # [[ '\n", close(&f)));
+                }
+                4 => out.push_str(&format!(" |\n{pad}    [[[ {{ '\n\n{pad}    - - x\n")),
+                _ => out.push_str(&format!(" {}\n", scalar(rng))),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_text_pre_scan_never_counts_deeper_than_the_parser_on_random_texts() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let (mut parsed, mut deepest) = (0, 0);
+        for _ in 0..3000 {
+            let text = random_yaml(&mut rng, 6, 0);
+            let Some(depth) = event_depth(&text) else {
+                continue;
+            };
+            parsed += 1;
+            deepest = deepest.max(depth);
+            assert_eq!(
+                nesting::first_past(&text, depth),
+                None,
+                "depth {depth}:\n{text}"
+            );
+        }
+        assert!(parsed > 1000, "only {parsed} random texts parsed");
+        assert!(deepest >= 10, "the random texts nest only {deepest} levels");
+    }
+
+    #[test]
+    fn the_text_pre_scan_refuses_deep_nesting_before_any_parser() {
+        // Balanced, so a parser would read it all (quadratically): the pre-scan stops at
+        // the 33rd level, in the text's own line and column.
+        for (open, close) in [("[", "]"), ("{\"a\": ", "}"), ("{a: ", "}")] {
+            let deep = format!(
+                "description: {}x{}\n",
+                open.repeat(30_000),
+                close.repeat(30_000)
+            );
+            let err = check_text_limits(&deep).unwrap_err();
+            assert!(
+                err.message.contains("deeper than 32 levels"),
+                "{}",
+                err.message
+            );
+            assert_eq!(err.location.map(|l| l.line), Some(1));
+        }
+        let compact = format!("x:\n{}1\n", "- ".repeat(300_000));
+        let err = check_text_limits(&compact).unwrap_err();
+        // One level later than the parser: a sequence at its mapping's own column is not
+        // counted (a count that may be low, never high).
+        assert_eq!(
+            err.location,
+            Some(Location {
+                line: 2,
+                column: 65
+            })
+        );
+        let indented: String = (0..40)
+            .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+            .collect();
+        let err = check_text_limits(&indented).unwrap_err();
+        assert_eq!(err.location.map(|l| l.line), Some(MAX_DEPTH + 1));
+    }
+
+    #[test]
+    fn a_nul_character_in_any_value_is_refused() {
+        for text in [
+            "a: \"x\\0y\"\n",
+            "a: [ok, \"x\\x00y\"]\n",
+            "a: { k: \"\\u0000\" }\n",
+        ] {
+            let err = from_str::<serde_yaml::Value>(text).unwrap_err();
+            assert!(
+                err.message.contains("NUL character"),
+                "{text}: {}",
+                err.message
+            );
+            assert_eq!(err.location.map(|l| l.line), Some(1));
+        }
+    }
+
+    #[test]
+    fn a_long_duplicate_key_is_quoted_by_its_prefix() {
+        let key = "k".repeat(70_000);
+        let text = format!("? {key}\n: 1\n? {key}\n: 2\n");
+        let err = from_str::<serde_yaml::Value>(&text).unwrap_err();
+        assert!(err.message.len() < 200, "{}", err.message.len());
+        assert!(err.message.contains("(70000 bytes)"), "{}", err.message);
     }
 
     #[test]
@@ -925,6 +1184,22 @@ mod tests {
         }
         let errors = from_str_all::<Outer>(&text).unwrap_err();
         assert_eq!(errors.len(), MAX_DESERIALIZE_ERRORS);
+    }
+
+    #[test]
+    fn a_large_text_gets_fewer_retries() {
+        // 900 KB: each retry deserialises it all again, so at most MAX_RETRY_BYTES of them.
+        let mut text = format!(
+            "name: x\napp: {{ command: a }}\nitems: [{{ command: '{}' }}]\n",
+            "y".repeat(900_000)
+        );
+        for i in 0..100 {
+            text.push_str(&format!("typo{i}: 1\n"));
+        }
+        let errors = from_str_all::<Outer>(&text).unwrap_err();
+        let retries = MAX_RETRY_BYTES / text.len();
+        assert_eq!(errors.len(), 1 + retries, "{}", errors.len());
+        assert!(errors.len() < MAX_DESERIALIZE_ERRORS);
     }
 
     #[test]

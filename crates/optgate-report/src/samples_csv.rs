@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
 
 use optgate_stats::{ArmData, Design, RunSamples};
@@ -601,61 +600,20 @@ pub fn write_samples<'a>(rows: impl IntoIterator<Item = SampleRow<'a>>) -> Strin
 }
 
 /// Reads the samples file at `path`: a regular file (not a directory, device or pipe) of at
-/// most [`MAX_FILE_BYTES`], as UTF-8 text.
+/// most [`MAX_FILE_BYTES`], as UTF-8 text ([`optgate_experiment::read::read_regular_text`]:
+/// the size is checked before reading, and the read itself is bounded).
 pub fn read_samples_file(path: &Path) -> Result<String, SamplesError> {
-    let fail = |reason: String| SamplesError::Read {
+    use optgate_experiment::read::{ReadError, read_regular_text};
+    read_regular_text(path, MAX_FILE_BYTES).map_err(|e| SamplesError::Read {
         path: path.display().to_string(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(fail(format!(
-            "it is not a regular file (it is {})",
-            file_kind(&meta)
-        )));
-    }
-    let too_big = || {
-        fail(format!(
-            "it is larger than {} MiB, the limit of a samples file",
-            MAX_FILE_BYTES / (1024 * 1024)
-        ))
-    };
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(too_big());
-    }
-    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
-    // Bounded even if the file grows after the check.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| fail(e.to_string()))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_big());
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        fail(format!(
-            "it is not UTF-8 text (byte {} is not valid)",
-            e.utf8_error().valid_up_to()
-        ))
+        reason: match e {
+            ReadError::TooLarge { .. } => format!(
+                "it is larger than {} MiB, the limit of a samples file",
+                MAX_FILE_BYTES / (1024 * 1024)
+            ),
+            other => other.to_string(),
+        },
     })
-}
-
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// Rows of one run, as read.

@@ -146,7 +146,8 @@ pub fn load_experiment(
 ) -> Result<optgate_experiment::Loaded> {
     match optgate_experiment::load(path) {
         Ok(loaded) => {
-            for w in &loaded.warnings {
+            const SHOWN: usize = optgate_experiment::limits::MAX_DIAGNOSTICS_SHOWN;
+            for w in loaded.warnings.iter().take(SHOWN) {
                 if !is_checklist_warning(w) || note == ChecklistNote::Full {
                     eprintln!("{w}");
                 } else if note == ChecklistNote::Short {
@@ -157,6 +158,10 @@ pub fn load_experiment(
                         path.display()
                     );
                 }
+            }
+            let more = loaded.warnings.len().saturating_sub(SHOWN);
+            if more > 0 {
+                eprintln!("… and {more} more warnings");
             }
             Ok(loaded)
         }

@@ -79,7 +79,8 @@ pub fn unknown_directives(path: &Path, exp: &Experiment) -> Vec<Diagnostic> {
                     path.to_path_buf(),
                     locator.value(&at),
                     at,
-                    message,
+                    // The option's name is quoted whole there: cut it to its prefix.
+                    optgate_experiment::limits::shorten_quoted(&message),
                 )
             })
         })
@@ -89,8 +90,12 @@ pub fn unknown_directives(path: &Path, exp: &Experiment) -> Vec<Diagnostic> {
 /// Prints [`unknown_directives`] and fails with exit 2 when there are any.
 pub fn refuse_unknown_directives(path: &Path, exp: &Experiment) -> Result<()> {
     let found = unknown_directives(path, exp);
-    for d in &found {
+    const SHOWN: usize = optgate_experiment::limits::MAX_DIAGNOSTICS_SHOWN;
+    for d in found.iter().take(SHOWN) {
         eprintln!("{d}");
+    }
+    if found.len() > SHOWN {
+        eprintln!("… and {} more", found.len() - SHOWN);
     }
     if found.is_empty() {
         Ok(())

@@ -179,6 +179,25 @@ fn load_reads_files_and_reports_unreadable_ones() {
         Err(LoadError::Read { path, .. }) => assert!(path.ends_with("missing.yaml")),
         other => panic!("{other:?}"),
     }
+    // A directory is refused by its type, a sparse 16 MiB file by its size: neither read.
+    match load(dir.path()) {
+        Err(e @ LoadError::Read { .. }) => {
+            assert!(
+                e.to_string()
+                    .ends_with("it is not a regular file (it is a directory)")
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let big = dir.path().join("big.yaml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    match load(&big) {
+        Err(LoadError::TooLarge { bytes, .. }) => assert_eq!(bytes, 16 << 20),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -548,18 +567,20 @@ fn launcher_checks() {
     no_errors(&base(
         "baseline: { launcher: { cpus_per_task: 8, nodes: 1 } }\n",
     ));
-    one_error(
+    // A NUL character is refused by the YAML layer, at the value, wherever it is.
+    let e = one_error(
         &slurm("", ", launcher: { extra_args: [ok, \"a\\0b\"] }"),
-        "variants[0].launcher.extra_args[1]",
-        "NUL",
+        "",
+        "a NUL character",
     );
+    assert_eq!(e.line, Some(7), "{e:?}");
 }
 
 #[test]
 fn env_and_unset_checks() {
     let e = one_error(
         &base("").replace("command: [./app]", "command: [./app]\n  env: { 1BAD: x }"),
-        "app.env.1BAD",
+        "app.env",
         "`1BAD` is not a valid environment variable name",
     );
     // A key error points at the key, not at its value.
@@ -569,12 +590,12 @@ fn env_and_unset_checks() {
             "command: [./app]",
             "command: [./app]\n  env: { OK: \"a\\0b\" }",
         ),
-        "app.env.OK",
-        "NUL",
+        "",
+        "a NUL character",
     );
     one_error(
         &base("baseline: { env: { A-B: 1 } }\n"),
-        "baseline.env.A-B",
+        "baseline.env",
         "not a valid",
     );
     one_error(
@@ -603,7 +624,7 @@ fn build_checks() {
     );
     one_error(
         &base("build: { command: make, env: { 'A B': 1 } }\n"),
-        "build.env.A B",
+        "build.env",
         "not a valid",
     );
     no_errors(&base("build: { command: make }\n"));
@@ -740,7 +761,7 @@ fn checklist_checks() {
 
     one_error(
         &base("checklist: { l9_magic: { verdict: applicable_not_measured } }\n"),
-        "checklist.l9_magic",
+        "checklist",
         "unknown dimension `l9_magic`",
     );
     for reason in ["", ", reason: ''"] {
@@ -1274,5 +1295,162 @@ fn a_missing_required_key_hides_nothing_after_it() {
             );
         }
         assert_eq!(e.len(), expected.len(), "{shown:#?}");
+    }
+}
+
+#[test]
+fn launch_shapes_are_bounded_and_their_products_never_wrap() {
+    // Each field past its maximum; at the maximum it is fine.
+    for (k, max) in [
+        ("nodes", MAX_NODES),
+        ("tasks_per_node", MAX_TASKS_PER_NODE),
+        ("cpus_per_task", MAX_CPUS_PER_TASK),
+        ("gpus_per_task", MAX_GPUS_PER_TASK),
+    ] {
+        one_error(
+            &slurm(&format!("{k}: {}", max + 1), ""),
+            &format!("scheduler.{k}"),
+            &format!("at most {max} are accepted"),
+        );
+        one_error(
+            &slurm("", &format!(", launcher: {{ {k}: {} }}", max + 1)),
+            &format!("variants[0].launcher.{k}"),
+            &format!("at most {max}"),
+        );
+    }
+    // 65536 × 65536 is 2^32: a u32 product wraps to 0 (`srun -n 0`).
+    let e = errors(&slurm("nodes: 65536, tasks_per_node: 65536", ""));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(e[0].message.contains("tasks_per_node is 65536"), "{e:#?}");
+    // Within each field's maximum, the products are checked: tasks of a launch …
+    one_error(
+        &slurm(
+            &format!("nodes: {MAX_NODES}, tasks_per_node: {MAX_TASKS_PER_NODE}"),
+            "",
+        ),
+        "scheduler.tasks_per_node",
+        "nodes × 4096 tasks per node is more than 10000000 tasks",
+    );
+    no_errors(&slurm("nodes: 100000, tasks_per_node: 100", ""));
+    // … and CPUs of a node, at the launcher that asks for them (once for all its arms).
+    one_error(
+        &slurm(
+            "tasks_per_node: 64",
+            &format!(", launcher: {{ cpus_per_task: {MAX_CPUS_PER_TASK} }}"),
+        ),
+        "variants[0].launcher.cpus_per_task",
+        "64 tasks per node × 4096 CPUs per task is more than 4096 CPUs",
+    );
+    one_error(
+        &slurm("tasks_per_node: 64, cpus_per_task: 128", ""),
+        "scheduler.cpus_per_task",
+        "more than 4096 CPUs",
+    );
+    no_errors(&slurm("tasks_per_node: 64, cpus_per_task: 64", ""));
+}
+
+#[test]
+fn a_nul_character_is_refused_in_args_and_commands() {
+    // `a\0b` reached the app as `ab`: the shell dropped the NUL.
+    for (extra, line) in [
+        ("command: [./app]\n  args: [ok, \"a\\0b\"]", 4),
+        ("command: \"./app \\0\"", 3),
+    ] {
+        let text = base("").replace("command: [./app]", extra);
+        let e = one_error(&text, "", "a NUL character");
+        assert_eq!(e.line, Some(line), "{e:?}");
+    }
+    one_error(
+        &slurm("extra_directives: [\"--x\\0y\"]", ""),
+        "",
+        "a NUL character",
+    );
+    one_error(
+        &base("").replace(V, &format!("{V}, args: [\"\\x00\"]")),
+        "",
+        "a NUL character",
+    );
+}
+
+#[test]
+fn many_problems_print_a_bounded_list() {
+    let mut text = base("").replace("variants:", "correctness:\n  files:\nvariants:");
+    let entries: String = (0..500).map(|_| "    - /abs\n").collect();
+    text = text.replace("  files:\n", &format!("  files:\n{entries}"));
+    let err = load_text(&text).unwrap_err();
+    let LoadError::Invalid { diagnostics } = &err else {
+        panic!("{err}")
+    };
+    // 500 errors and the checklist's warning.
+    assert_eq!(diagnostics.iter().filter(|d| d.is_error()).count(), 500);
+    assert_eq!(diagnostics.len(), 501);
+    let shown = err.to_string();
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), MAX_DIAGNOSTICS_SHOWN + 2, "{shown}");
+    assert_eq!(lines[MAX_DIAGNOSTICS_SHOWN], "… and 481 more");
+    assert_eq!(
+        lines[MAX_DIAGNOSTICS_SHOWN + 1],
+        "500 errors in the experiment file"
+    );
+    assert!(shown.len() < 4096, "{} bytes", shown.len());
+}
+
+/// A value of `n` bytes whose start is recognisable.
+fn long(n: usize) -> String {
+    format!("Q{}", "x".repeat(n - 1))
+}
+
+#[test]
+fn every_quoted_value_is_cut_to_its_prefix() {
+    let v70 = long(70_000);
+    let v35 = long(35_000);
+    let cases = [
+        slurm(&format!("queue: '{v70} y'"), ""),
+        slurm(&format!("account: '{v70} y'"), ""),
+        base("").replace(
+            "command: [./app]",
+            &format!("command: [./app]\n  env: {{ '{v35} y': 1 }}"),
+        ),
+        base(&format!("baseline: {{ unset: ['{v70} y'] }}\n")),
+        base(&format!(
+            "checklist: {{ {v70}: {{ verdict: applicable_not_measured }} }}\n"
+        )),
+        base("").replace("name: v,", &format!("name: '{v70} y',")),
+        base("").replace("name: t\n", &format!("name: '{v70} y'\n")),
+        base("").replace(V, &format!("{V}, governor: {v70}")),
+        base("").replace(V, &format!("{V}, requires: ['{v70} y']")),
+        base("").replace(
+            "dimension: l2_threading_model",
+            &format!("dimension: {v70}"),
+        ),
+        base(&format!("correctness: {{ files: [/{v70}] }}\n")),
+        base(&format!("compare: {{ steady_epochs: '{v70}' }}\n")),
+        base(&format!("app_typo_{v70}: 1\n"))
+            .replace(&format!("app_typo_{v70}"), &format!("? app_typo_{v70}\n:")),
+        base(&format!("description: [{v70}]\n")),
+        base(&format!("scheduler: {{ kind: '{v70}' }}\n")),
+        base("").replace(
+            "(?P<seconds>[0-9.]+) s'",
+            &format!("(?P<seconds>[0-9.]+) s{v70}('"),
+        ),
+        base("app_x: 1\n").replace(
+            "command: [./app]",
+            &format!("command: [./app]\n  env: {{ '{v35}': [1] }}"),
+        ),
+    ];
+    for text in &cases {
+        let shown = match load_text(text) {
+            Ok(_) => panic!("accepted: {}", &text[..200.min(text.len())]),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            shown.len() < 2048,
+            "{} bytes: {}",
+            shown.len(),
+            &shown[..300.min(shown.len())]
+        );
+        // The value is quoted at most once, by its prefix.
+        assert!(shown.matches("Qxxxxx").count() <= 1, "{shown}");
+        assert!(!shown.contains(&"x".repeat(200)), "{shown}");
     }
 }
