@@ -153,7 +153,7 @@ async fn a_real_connection_from_nobody_is_refused() {
     server.await.unwrap();
 }
 
-/// A client that connects and says nothing is dropped after the request timeout; the
+/// A client that connects and says nothing is dropped after the handshake timeout; the
 /// clock is paused, so no real time passes.
 #[tokio::test(start_paused = true)]
 async fn a_silent_client_is_dropped_after_the_timeout() {
@@ -168,7 +168,7 @@ async fn a_silent_client_is_dropped_after_the_timeout() {
         HelloReply::Error(e) => {
             assert_eq!(e.kind, ErrorKind::BadRequest);
             assert!(
-                e.message.contains("no complete request within 10 s"),
+                e.message.contains("no complete hello within 5 s"),
                 "{}",
                 e.message
             );
@@ -176,7 +176,7 @@ async fn a_silent_client_is_dropped_after_the_timeout() {
         other => panic!("{other:?}"),
     }
     // Exactly the timeout elapsed on the paused clock.
-    assert_eq!(t0.elapsed(), optgate_daemon::protocol::REQUEST_TIMEOUT);
+    assert_eq!(t0.elapsed(), optgate_daemon::protocol::HANDSHAKE_TIMEOUT);
     task.await.unwrap();
 }
 
