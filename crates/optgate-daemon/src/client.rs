@@ -56,9 +56,9 @@ fn receive<T: DeserializeOwned>(
     serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
-/// How long a client keeps trying while the daemon says it is busy (serving its
-/// connection limit): longer than the daemon waits for a silent client's request line, so
-/// a slot frees up within it.
+/// How long a client keeps trying while the daemon says it is busy (holding its
+/// connection limit): longer than the daemon waits for a silent client's hello and
+/// request lines together, so a connection frees up within it.
 pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(15);
 /// The pause between two tries while the daemon is busy.
 const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(200);

@@ -186,7 +186,8 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
     // The request line's buffer (up to 1 MiB) is not kept while the reply is written.
     drop(r);
     let response = match request {
-        Ok(request) => handlers::dispatch(ctx, request).await,
+        // A large request keeps its slot while it is handled: its text lives until then.
+        Ok((request, _slot)) => handlers::dispatch(ctx, request).await,
         // A client that only checks whether the daemon is up closes after the welcome.
         Err(e) if e == CLOSED => return,
         Err(e) => Response::Error(ErrorReply::new(ErrorKind::BadRequest, e)),
@@ -232,16 +233,19 @@ static LARGE_REQUESTS: std::sync::LazyLock<tokio::sync::Semaphore> =
     std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(MAX_LARGE_REQUESTS));
 
 /// Reads the request line within [`REQUEST_TIMEOUT`]: its first [`SMALL_REQUEST_BYTES`]
-/// freely, the rest (up to [`MAX_REQUEST_BYTES`]) holding a large-request slot. The error
-/// is the message for the client.
-async fn read_request<R>(r: &mut R) -> Result<Request, String>
+/// freely, the rest (up to [`MAX_REQUEST_BYTES`]) holding a large-request slot, returned
+/// with the request for the caller to keep while it handles it. The error is the message
+/// for the client.
+async fn read_request<R>(
+    r: &mut R,
+) -> Result<(Request, Option<tokio::sync::SemaphorePermit<'static>>), String>
 where
     R: tokio::io::AsyncBufRead + Unpin,
 {
     let read = async {
         let mut buf = Vec::new();
         let mut read = read_line_upto(r, &mut buf, SMALL_REQUEST_BYTES).await?;
-        let _slot = if read == LineRead::Longer {
+        let slot = if read == LineRead::Longer {
             let slot = LARGE_REQUESTS.acquire().await.ok();
             read = read_line_upto(r, &mut buf, MAX_REQUEST_BYTES).await?;
             slot
@@ -249,7 +253,7 @@ where
             None
         };
         match read {
-            LineRead::Whole => parse_frame::<Request>(&buf),
+            LineRead::Whole => parse_frame::<Request>(&buf).map(|request| (request, slot)),
             LineRead::Longer => Err(FrameError::TooLarge {
                 limit: MAX_REQUEST_BYTES,
             }),
