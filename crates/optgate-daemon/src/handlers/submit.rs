@@ -60,29 +60,43 @@ static PARSES: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
 /// Loads the experiment text of a submission: refused unparsed when too large or too deep
 /// (`precheck`), else parsed and validated on the blocking pool within [`PARSE_TIMEOUT`].
 async fn parse_bounded(text: String, path: PathBuf) -> Result<Loaded, ErrorReply> {
-    let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidExperiment, message);
     if let Some(why) = super::precheck::refuse_before_parsing(&text) {
-        return Err(invalid(format!("{}: {why}", path.display())));
+        return Err(ErrorReply::new(
+            ErrorKind::InvalidExperiment,
+            format!("{}: {why}", path.display()),
+        ));
     }
+    parse_within(text, path, optgate_experiment::load_str, PARSE_TIMEOUT).await
+}
+
+/// Runs `parse` on the blocking pool holding one of [`MAX_PARSES`] slots (kept until the
+/// parse ends, answered or not), and gives up on it after `deadline`.
+async fn parse_within<T: Send + 'static>(
+    text: String,
+    path: PathBuf,
+    parse: fn(&str, &Path) -> Result<T, optgate_experiment::LoadError>,
+    deadline: std::time::Duration,
+) -> Result<T, ErrorReply> {
+    let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidExperiment, message);
     let parse = async {
         let slot = PARSES.clone().acquire_owned().await.ok();
         tokio::task::spawn_blocking(move || {
-            let loaded = optgate_experiment::load_str(&text, &path);
+            let parsed = parse(&text, &path);
             drop(slot);
-            loaded
+            parsed
         })
         .await
     };
-    match tokio::time::timeout(PARSE_TIMEOUT, parse).await {
-        Ok(Ok(Ok(loaded))) => Ok(loaded),
+    match tokio::time::timeout(deadline, parse).await {
+        Ok(Ok(Ok(parsed))) => Ok(parsed),
         Ok(Ok(Err(e))) => Err(invalid(e.to_string())),
         Ok(Err(e)) => Err(ErrorReply::new(
             ErrorKind::Internal,
             crate::error::join_error(e).to_string(),
         )),
         Err(_) => Err(invalid(format!(
-            "the experiment file did not parse within {} s; refused",
-            PARSE_TIMEOUT.as_secs()
+            "the experiment file did not parse within {:?}; refused",
+            deadline
         ))),
     }
 }
@@ -148,4 +162,42 @@ pub fn new_id() -> String {
         chrono::Local::now().format("%Y%m%d-%H%M%S"),
         rand::random::<u16>()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+
+    /// A parse that never ends until the test lets it.
+    fn stuck(_: &str, _: &Path) -> Result<(), optgate_experiment::LoadError> {
+        STARTED.fetch_add(1, Ordering::SeqCst);
+        while !RELEASE.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Three submissions whose parse never ends: each is refused at its deadline, and only
+    /// two parses ever started (the stuck ones keep their slots). Planted bugs caught: no
+    /// deadline (the test hangs), or no parse slots (three parses start).
+    #[tokio::test]
+    async fn a_stuck_parse_is_refused_at_its_deadline_and_parses_are_bounded() {
+        let deadline = std::time::Duration::from_millis(200);
+        for _ in 0..3 {
+            let refused = parse_within(String::new(), PathBuf::from("/x"), stuck, deadline).await;
+            let e = refused.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidExperiment);
+            assert!(
+                e.message.contains("did not parse within 200ms"),
+                "{}",
+                e.message
+            );
+        }
+        assert_eq!(STARTED.load(Ordering::SeqCst), MAX_PARSES);
+        RELEASE.store(true, Ordering::SeqCst);
+    }
 }
