@@ -1,6 +1,6 @@
 //! The server at its boundary: another user is refused (peer credentials over a socket
 //! pair, and a real connection from `nobody` when the tests run as root), a silent client
-//! is dropped after the request timeout (on tokio's paused clock), a protocol mismatch is
+//! is dropped after the handshake timeout (on tokio's paused clock), a protocol mismatch is
 //! answered clearly, one daemon per state directory, and a stale socket is replaced.
 
 use std::io::{BufRead, BufReader, Write};
