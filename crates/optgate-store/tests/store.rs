@@ -278,6 +278,14 @@ fn a_damaged_scheduler_kind_is_named_never_guessed_and_can_be_closed() {
         s.active_experiments(),
         Err(StoreError::UnknownSchedulerKind { .. })
     ));
+    // Read row by row, the damaged one is its own error with its id and name.
+    match s.experiments_each(None).unwrap().as_slice() {
+        [Err(d)] => {
+            assert_eq!((d.id.as_str(), d.name.as_str()), ("e1", "demo"));
+            assert!(matches!(*d.error, StoreError::UnknownSchedulerKind { .. }));
+        }
+        other => panic!("read as {other:?}"),
+    }
     assert_eq!(
         s.unreadable_scheduler_kinds().unwrap(),
         vec![("e1".to_string(), "lcoal".to_string())]
