@@ -56,9 +56,9 @@ fn receive<T: DeserializeOwned>(
     serde_json::from_slice(&buf).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
-/// How long a client keeps trying while the daemon says it is busy (serving its
-/// connection limit): longer than the daemon waits for a silent client's request line, so
-/// a slot frees up within it.
+/// How long a client keeps trying while the daemon says it is busy (holding its
+/// connection limit): longer than the daemon waits for a silent client's hello and
+/// request lines together, so a connection frees up within it.
 pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(15);
 /// The pause between two tries while the daemon is busy.
 const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -305,16 +305,83 @@ pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, C
     }
 }
 
-/// Waits until the daemon on `paths` has exited (its lock is free), up to `limit`.
-pub fn wait_until_stopped(paths: &StatePaths, limit: Duration) -> bool {
+/// A running process named by its pid and its start time (field 22 of `/proc/PID/stat`),
+/// so that a pid reused by another process is never taken for the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DaemonProcess {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+/// Start time of `pid` and whether it still runs (not a zombie); `None` when there is no
+/// such process.
+fn proc_start_time(pid: u32) -> Option<(u64, bool)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    Some((fields.get(19)?.parse().ok()?, !matches!(state, 'Z' | 'X')))
+}
+
+impl DaemonProcess {
+    /// The daemon the pid file of `paths` names, while it runs.
+    pub fn of(paths: &StatePaths) -> Option<DaemonProcess> {
+        let pid = paths.read_pid()?;
+        let (start_time, running) = proc_start_time(pid)?;
+        running.then_some(DaemonProcess { pid, start_time })
+    }
+
+    /// Whether this very process still runs (a zombie has exited).
+    pub fn is_running(&self) -> bool {
+        proc_start_time(self.pid) == Some((self.start_time, true))
+    }
+
+    /// What the process is, for a message: pid, command line, state and thread count.
+    pub fn describe(&self) -> String {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", self.pid))
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|| "?".to_string())
+        };
+        format!(
+            "pid {} (`{cmdline}`, state {}, {} threads)",
+            self.pid,
+            field("State:"),
+            field("Threads:")
+        )
+    }
+}
+
+/// Waits up to `limit` until the daemon on `paths` has exited: its lock is free and
+/// `process` (the daemon as found before the stop, if it was) no longer runs.
+pub fn wait_until_stopped(
+    paths: &StatePaths,
+    process: Option<&DaemonProcess>,
+    limit: Duration,
+) -> bool {
     let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if !crate::lifecycle::is_locked(paths) {
+    loop {
+        let gone = !crate::lifecycle::is_locked(paths) && !process.is_some_and(|p| p.is_running());
+        if gone {
             return true;
+        }
+        if t0.elapsed() >= limit {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    false
 }
 
 fn log_tail(path: &Path, lines: usize) -> String {

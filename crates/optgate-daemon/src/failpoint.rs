@@ -17,6 +17,11 @@
 //! * `building`: an experiment is `building`, its build task started;
 //! * `before-look-commit`: a look's report files are written, the look is not recorded.
 //!
+//! A third, [`stall`], slows the daemon down instead: `OPTGATE_STALL=NAME:MILLIS` makes it
+//! sleep that long at point NAME — `exiting`: the daemon has stopped serving and has not
+//! exited yet (`tests/daemon_cli.rs`: `daemon stop` waits for the process, and no second
+//! daemon starts meanwhile).
+//!
 //! Unarmed (always, outside tests), a point costs one relaxed atomic load and one
 //! uncontended lock.
 
@@ -96,4 +101,17 @@ pub fn hit(points: &Failpoints, name: &str) {
         tracing::warn!("failpoint {name}: killing this daemon (SIGKILL)");
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
+}
+
+/// Sleeps here for the milliseconds `OPTGATE_STALL=NAME:MILLIS` gives when NAME is this
+/// point; does nothing otherwise.
+pub fn stall(name: &str) {
+    let Some(millis) = std::env::var("OPTGATE_STALL").ok().and_then(|spec| {
+        let (n, ms) = spec.split_once(':')?;
+        (n == name).then(|| ms.parse::<u64>().ok())?
+    }) else {
+        return;
+    };
+    tracing::warn!("stall {name}: sleeping {millis} ms");
+    std::thread::sleep(std::time::Duration::from_millis(millis));
 }

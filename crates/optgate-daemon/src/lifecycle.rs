@@ -2,7 +2,9 @@
 //! held for the daemon's life), a stale socket from a crashed daemon removed safely (only
 //! once the lock proves no daemon serves it), the socket created 0600 (umask around
 //! `bind`, before `listen`), signals and `daemon stop` turned into one cancellation, and
-//! the server and engine awaited before exit.
+//! the server and engine awaited before exit. Work still on the blocking pool (a parse past
+//! its deadline) gets [`EXIT_GRACE`], then the process exits without it; the lock is held
+//! until the process is gone, so no second daemon ever runs beside a stopping one.
 
 use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
@@ -59,6 +61,23 @@ impl InstanceLock {
         })
     }
 }
+
+impl InstanceLock {
+    /// Removes the pid file and keeps the lock until this process exits (the kernel
+    /// releases it with the last descriptor): a daemon started meanwhile is refused, not
+    /// run beside this one while it finishes exiting.
+    pub fn hold_until_exit(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        if this.paths.read_pid() == Some(std::process::id()) {
+            let _ = std::fs::remove_file(this.paths.pid());
+        }
+    }
+}
+
+/// How long the daemon, once its server and engine have stopped, waits for work still on
+/// tokio's blocking pool (a database call, a parse past its deadline) before it exits
+/// without it. SQLite rolls back a transaction cut short.
+pub const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Drop for InstanceLock {
     fn drop(&mut self) {
@@ -166,11 +185,13 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
         tasks.wait().await;
         engine.await.map_err(crate::error::join_error)?
     });
+    runtime.shutdown_timeout(EXIT_GRACE);
     let _ = std::fs::remove_file(paths.socket());
+    crate::failpoint::stall("exiting");
     tracing::info!(
         "optgate daemon stopped; running jobs carry on and are picked up at the next start"
     );
-    drop(lock);
+    lock.hold_until_exit();
     result
 }
 

@@ -3,8 +3,9 @@
 //! A connection carries one exchange: the client sends a [`Hello`] with its protocol
 //! version, the daemon answers with a [`Welcome`] (or an error and closes when the versions
 //! differ), the client sends one [`Request`], the daemon answers with one [`Response`] and
-//! closes. A request line is at most [`MAX_REQUEST_BYTES`]; each line must arrive within
-//! [`REQUEST_TIMEOUT`]. The status and report replies are the documented JSON of
+//! closes. The hello line is at most [`MAX_HELLO_BYTES`] and must arrive within
+//! [`HANDSHAKE_TIMEOUT`]; a request line is at most [`MAX_REQUEST_BYTES`] and must arrive
+//! within [`REQUEST_TIMEOUT`]. The status and report replies are the documented JSON of
 //! `optgate status --json` and `optgate report --format json`.
 //!
 //! Bump [`PROTOCOL_VERSION`] for any change an older peer would misread (a renamed or
@@ -28,8 +29,15 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// Largest reply line the client reads (reports with thousands of runs' provenance).
 pub const MAX_REPLY_BYTES: usize = 256 << 20;
-/// How long the daemon waits for each line of a request.
+/// How long the daemon waits for the request line after its welcome. The CLI sends it at
+/// once; a client that trickles it or says nothing is dropped when this has passed.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest hello line the daemon reads: a protocol number and a version string.
+pub const MAX_HELLO_BYTES: usize = 4 * 1024;
+/// How long the daemon waits for a whole hello line from the moment it accepts the
+/// connection. Silent or trickling clients are dropped when it passes; until then they
+/// hold a connection (of [`crate::server::MAX_CONNECTIONS`], 256), not a request slot.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The client's first line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +132,18 @@ pub struct SubmitReply {
 pub struct StatusReply {
     pub daemon: DaemonInfo,
     pub experiments: Vec<ExperimentStatus>,
+    /// Experiments whose database row cannot be read (a damaged scheduler kind or state):
+    /// listed apart so that one damaged row does not hide the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<DamagedExperiment>,
+}
+
+/// An experiment whose stored row is damaged: its id, its name and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedExperiment {
+    pub id: String,
+    pub name: String,
+    pub problem: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -286,6 +306,52 @@ where
         return Err(FrameError::TooLarge { limit });
     }
     Ok(serde_json::from_slice(&buf)?)
+}
+
+/// Reads on into `buf` until it holds a whole line (ending in `\n`, or the peer's end of
+/// stream) or more than `limit` bytes in all; says which. Called again with a larger
+/// `limit`, it goes on where it stopped.
+pub async fn read_line_upto<R>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> Result<LineRead, FrameError>
+where
+    R: AsyncBufRead + Unpin,
+{
+    loop {
+        if buf.last() == Some(&b'\n') {
+            return Ok(LineRead::Whole);
+        }
+        if buf.len() > limit {
+            return Ok(LineRead::Longer);
+        }
+        let room = (limit + 1 - buf.len()) as u64;
+        let n = (&mut *reader).take(room).read_until(b'\n', buf).await?;
+        if n == 0 {
+            return Ok(if buf.is_empty() {
+                LineRead::Closed
+            } else {
+                LineRead::Whole
+            });
+        }
+    }
+}
+
+/// How far [`read_line_upto`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRead {
+    /// The buffer holds a whole line.
+    Whole,
+    /// The line is longer than the limit asked for (the buffer holds limit + 1 bytes).
+    Longer,
+    /// The peer closed before sending anything.
+    Closed,
+}
+
+/// Parses one frame [`read_line_upto`] read whole.
+pub fn parse_frame<T: serde::de::DeserializeOwned>(line: &[u8]) -> Result<T, FrameError> {
+    Ok(serde_json::from_slice(line)?)
 }
 
 /// Writes one line of JSON and flushes it.

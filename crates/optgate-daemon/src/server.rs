@@ -1,6 +1,10 @@
 //! The socket server: accepts connections until `shutdown` is cancelled, and on each one
 //! checks the peer's uid, does the handshake, reads one request and answers it. At most
-//! [`MAX_CONNECTIONS`] are served at once (more are refused at once), every write has
+//! [`MAX_CONNECTIONS`] are open at once (more are refused at once); a connection that has
+//! not sent its hello within [`HANDSHAKE_TIMEOUT`] or its request within [`REQUEST_TIMEOUT`]
+//! is dropped; only a request line longer than [`SMALL_REQUEST_BYTES`] (a submit) needs one
+//! of [`MAX_LARGE_REQUESTS`] slots to be read on. So silent or trickling clients hold
+//! cheap connections, never what `optgate status` needs. Every write has
 //! [`WRITE_TIMEOUT`], and at shutdown connections get [`SHUTDOWN_GRACE`] to finish: a
 //! client that never reads can neither grow the daemon nor hold up its stop.
 
@@ -16,8 +20,9 @@ use tokio_util::task::TaskTracker;
 use crate::context::Daemon;
 use crate::handlers;
 use crate::protocol::{
-    ErrorKind, ErrorReply, FrameError, Hello, HelloReply, MAX_REQUEST_BYTES, PROTOCOL_VERSION,
-    REQUEST_TIMEOUT, Request, Response, Welcome, read_frame, write_frame,
+    ErrorKind, ErrorReply, FrameError, HANDSHAKE_TIMEOUT, Hello, HelloReply, LineRead,
+    MAX_HELLO_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION, REQUEST_TIMEOUT, Request, Response,
+    Welcome, parse_frame, read_line_upto, write_frame,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -44,11 +49,21 @@ pub fn check_peer(socket: &impl AsFd, allowed_uid: u32) -> Result<(), PeerError>
     }
 }
 
-/// Connections served at once: 32. Each holds at most one request line
-/// ([`MAX_REQUEST_BYTES`]) and its reply, so this bounds the memory clients can pin; a
-/// person's `optgate status` needs one for milliseconds. A connection past the limit gets
-/// a one-line refusal (if the socket takes it at once) and is closed.
-pub const MAX_CONNECTIONS: usize = 16;
+/// Connections open at once: 256. Until its hello and request are read, a connection
+/// holds a socket and at most [`SMALL_REQUEST_BYTES`] of request (plus one of
+/// [`MAX_LARGE_REQUESTS`] for a longer one), and it is dropped after
+/// [`HANDSHAKE_TIMEOUT`] + [`REQUEST_TIMEOUT`] at most: 100 silent and 100 trickling
+/// clients leave room for `optgate status`. Well under the usual limit of 1024 open files.
+/// A connection past the limit gets a one-line refusal (if the socket takes it at once)
+/// and is closed.
+pub const MAX_CONNECTIONS: usize = 256;
+/// A request line up to this size is read without a large-request slot: every request but
+/// `submit` is a few hundred bytes, and most experiment files fit too.
+pub const SMALL_REQUEST_BYTES: usize = 64 * 1024;
+/// Request lines longer than [`SMALL_REQUEST_BYTES`] (up to [`MAX_REQUEST_BYTES`]) read at
+/// once: 16, so clients can pin at most 16 MiB of large requests; the others wait for a
+/// slot within their [`REQUEST_TIMEOUT`].
+pub const MAX_LARGE_REQUESTS: usize = 16;
 /// How long one reply may take to be written: a client that stops reading is dropped.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long open connections get to finish once the daemon stops; the rest are dropped.
@@ -100,7 +115,7 @@ fn refuse_busy(stream: &UnixStream) {
     let reply = HelloReply::Error(ErrorReply::new(
         ErrorKind::Busy,
         format!(
-            "the daemon is serving {MAX_CONNECTIONS} connections, its limit; try again in a moment"
+            "the daemon has {MAX_CONNECTIONS} connections open, its limit; try again in a moment"
         ),
     ));
     if let Ok(mut line) = serde_json::to_vec(&reply) {
@@ -136,8 +151,9 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
     }
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
-    let hello: Hello = match read_timed(&mut r).await {
+    let hello: Hello = match read_hello(&mut r).await {
         Ok(h) => h,
+        Err(e) if e == CLOSED => return,
         Err(e) => {
             let reply = HelloReply::Error(ErrorReply::new(ErrorKind::BadRequest, e));
             let _ = write_timed(&mut w, &reply).await;
@@ -166,11 +182,12 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
     if write_timed(&mut w, &welcome).await.is_err() {
         return;
     }
-    let request = read_timed::<Request, _>(&mut r).await;
+    let request = read_request(&mut r).await;
     // The request line's buffer (up to 1 MiB) is not kept while the reply is written.
     drop(r);
     let response = match request {
-        Ok(request) => handlers::dispatch(ctx, request).await,
+        // A large request keeps its slot while it is handled: its text lives until then.
+        Ok((request, _slot)) => handlers::dispatch(ctx, request).await,
         // A client that only checks whether the daemon is up closes after the welcome.
         Err(e) if e == CLOSED => return,
         Err(e) => Response::Error(ErrorReply::new(ErrorKind::BadRequest, e)),
@@ -182,13 +199,68 @@ pub async fn handle_connection(stream: UnixStream, ctx: &Daemon, allowed_uid: u3
 
 const CLOSED: &str = "the client closed the connection";
 
-/// Reads one frame within [`REQUEST_TIMEOUT`]; the error is the message for the client.
-async fn read_timed<T, R>(r: &mut R) -> Result<T, String>
+/// Reads the hello line: at most [`MAX_HELLO_BYTES`], whole within [`HANDSHAKE_TIMEOUT`]
+/// of the accept (a client sending a byte now and then is dropped as a silent one is).
+async fn read_hello<R>(r: &mut R) -> Result<Hello, String>
 where
-    T: serde::de::DeserializeOwned,
     R: tokio::io::AsyncBufRead + Unpin,
 {
-    match tokio::time::timeout(REQUEST_TIMEOUT, read_frame::<T, _>(r, MAX_REQUEST_BYTES)).await {
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        read_line_upto(r, &mut buf, MAX_HELLO_BYTES),
+    )
+    .await;
+    match read {
+        Err(_) => Err(format!(
+            "no complete hello within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("bad hello: {e}")),
+        Ok(Ok(LineRead::Closed)) => Err(CLOSED.to_string()),
+        Ok(Ok(LineRead::Longer)) => Err(format!(
+            "bad hello: {}",
+            FrameError::TooLarge {
+                limit: MAX_HELLO_BYTES
+            }
+        )),
+        Ok(Ok(LineRead::Whole)) => parse_frame(&buf).map_err(|e| format!("bad hello: {e}")),
+    }
+}
+
+/// The slots of [`MAX_LARGE_REQUESTS`], shared by every connection of this process.
+static LARGE_REQUESTS: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(MAX_LARGE_REQUESTS));
+
+/// Reads the request line within [`REQUEST_TIMEOUT`]: its first [`SMALL_REQUEST_BYTES`]
+/// freely, the rest (up to [`MAX_REQUEST_BYTES`]) holding a large-request slot, returned
+/// with the request for the caller to keep while it handles it. The error is the message
+/// for the client.
+async fn read_request<R>(
+    r: &mut R,
+) -> Result<(Request, Option<tokio::sync::SemaphorePermit<'static>>), String>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    let read = async {
+        let mut buf = Vec::new();
+        let mut read = read_line_upto(r, &mut buf, SMALL_REQUEST_BYTES).await?;
+        let slot = if read == LineRead::Longer {
+            let slot = LARGE_REQUESTS.acquire().await.ok();
+            read = read_line_upto(r, &mut buf, MAX_REQUEST_BYTES).await?;
+            slot
+        } else {
+            None
+        };
+        match read {
+            LineRead::Whole => parse_frame::<Request>(&buf).map(|request| (request, slot)),
+            LineRead::Longer => Err(FrameError::TooLarge {
+                limit: MAX_REQUEST_BYTES,
+            }),
+            LineRead::Closed => Err(FrameError::Closed),
+        }
+    };
+    match tokio::time::timeout(REQUEST_TIMEOUT, read).await {
         Err(_) => Err(format!(
             "no complete request within {} s",
             REQUEST_TIMEOUT.as_secs()

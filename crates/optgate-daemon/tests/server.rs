@@ -1,6 +1,6 @@
 //! The server at its boundary: another user is refused (peer credentials over a socket
 //! pair, and a real connection from `nobody` when the tests run as root), a silent client
-//! is dropped after the request timeout (on tokio's paused clock), a protocol mismatch is
+//! is dropped after the handshake timeout (on tokio's paused clock), a protocol mismatch is
 //! answered clearly, one daemon per state directory, and a stale socket is replaced.
 
 use std::io::{BufRead, BufReader, Write};
@@ -153,7 +153,7 @@ async fn a_real_connection_from_nobody_is_refused() {
     server.await.unwrap();
 }
 
-/// A client that connects and says nothing is dropped after the request timeout; the
+/// A client that connects and says nothing is dropped after the handshake timeout; the
 /// clock is paused, so no real time passes.
 #[tokio::test(start_paused = true)]
 async fn a_silent_client_is_dropped_after_the_timeout() {
@@ -168,7 +168,7 @@ async fn a_silent_client_is_dropped_after_the_timeout() {
         HelloReply::Error(e) => {
             assert_eq!(e.kind, ErrorKind::BadRequest);
             assert!(
-                e.message.contains("no complete request within 10 s"),
+                e.message.contains("no complete hello within 5 s"),
                 "{}",
                 e.message
             );
@@ -176,7 +176,7 @@ async fn a_silent_client_is_dropped_after_the_timeout() {
         other => panic!("{other:?}"),
     }
     // Exactly the timeout elapsed on the paused clock.
-    assert_eq!(t0.elapsed(), optgate_daemon::protocol::REQUEST_TIMEOUT);
+    assert_eq!(t0.elapsed(), optgate_daemon::protocol::HANDSHAKE_TIMEOUT);
     task.await.unwrap();
 }
 

@@ -129,6 +129,15 @@ pub struct NewExperiment {
     pub max_replicates: u32,
 }
 
+/// An experiment row that cannot be read ([`crate::Store::experiments_each`]): its id and
+/// name, and why.
+#[derive(Debug)]
+pub struct DamagedExperimentRow {
+    pub id: String,
+    pub name: String,
+    pub error: Box<crate::StoreError>,
+}
+
 /// An experiment without its (large) source text and report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExperimentRow {

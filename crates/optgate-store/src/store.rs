@@ -216,6 +216,39 @@ impl Store {
         self.query_experiments(&sql, [])
     }
 
+    /// Every experiment (or the one `id` names), oldest first, each row read on its own: a
+    /// damaged one (a scheduler kind or state this optgate does not know) is its error,
+    /// with the row's id and name, and does not keep the others from being read.
+    pub fn experiments_each(
+        &self,
+        id: Option<&str>,
+    ) -> Result<Vec<Result<ExperimentRow, DamagedExperimentRow>>, StoreError> {
+        let sql = format!(
+            "SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE ?1 IS NULL OR id = ?1 \
+             ORDER BY created_at, id"
+        );
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(self.err("list experiments"))?;
+        let raws = stmt
+            .query_map([id], raw_experiment)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err("list experiments"))?;
+        Ok(raws
+            .into_iter()
+            .map(|r| {
+                let (id, name) = (r.id.clone(), r.name.clone());
+                self.experiment_from_raw(r)
+                    .map_err(|error| DamagedExperimentRow {
+                        id,
+                        name,
+                        error: Box::new(error),
+                    })
+            })
+            .collect())
+    }
+
     fn query_experiments<P: rusqlite::Params>(
         &self,
         sql: &str,

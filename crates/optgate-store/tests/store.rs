@@ -278,6 +278,16 @@ fn a_damaged_scheduler_kind_is_named_never_guessed_and_can_be_closed() {
         s.active_experiments(),
         Err(StoreError::UnknownSchedulerKind { .. })
     ));
+    // Read row by row, the damaged one is its own error with its id and name, and the
+    // healthy one beside it reads.
+    match s.experiments_each(None).unwrap().as_slice() {
+        [Err(d), Ok(good)] => {
+            assert_eq!((d.id.as_str(), d.name.as_str()), ("e1", "demo"));
+            assert!(matches!(*d.error, StoreError::UnknownSchedulerKind { .. }));
+            assert_eq!(good.id, "e2");
+        }
+        other => panic!("read as {other:?}"),
+    }
     assert_eq!(
         s.unreadable_scheduler_kinds().unwrap(),
         vec![("e1".to_string(), "lcoal".to_string())]

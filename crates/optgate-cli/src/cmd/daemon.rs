@@ -48,7 +48,12 @@ pub fn daemon(foreground: bool, stop: bool) -> Result<i32> {
     }
 }
 
+/// `optgate daemon stop`: asks the daemon to stop, then waits (at most [`STOP_WAIT`]) until
+/// its process is gone — not only its socket or its lock — before it says "stopped" (exit
+/// 0). A daemon still running then is named with what it is doing, exit 3.
 fn stop_daemon(paths: &StatePaths) -> Result<i32> {
+    // Found before the stop: the pid file goes away as the daemon exits.
+    let process = client::DaemonProcess::of(paths);
     // A stop does not queue behind clients holding every connection: a busy daemon gets
     // SIGTERM instead, which stops it the same way.
     match client::call_waiting(
@@ -68,21 +73,24 @@ fn stop_daemon(paths: &StatePaths) -> Result<i32> {
         }) => terminate_busy_daemon(paths)?,
         Err(e) => return Err(client_error(e)),
     }
-    if client::wait_until_stopped(paths, STOP_WAIT) {
+    if client::wait_until_stopped(paths, process.as_ref(), STOP_WAIT) {
         eprintln!(
             "optgate: daemon stopped; running jobs carry on and are picked up at the next start"
         );
-        Ok(exit::OK)
-    } else {
-        Err(exit::with_code(
-            exit::FAILED,
-            anyhow::anyhow!(
-                "the daemon was asked to stop but is still running after {} s; see {}",
-                STOP_WAIT.as_secs(),
-                paths.log().display()
-            ),
-        ))
+        return Ok(exit::OK);
     }
+    let what = match process.filter(|p| p.is_running()) {
+        Some(p) => p.describe(),
+        None => format!("the process holding {}", paths.lock().display()),
+    };
+    Err(exit::with_code(
+        exit::FAILED,
+        anyhow::anyhow!(
+            "the daemon was asked to stop but is still running after {} s: {what}; see {}",
+            STOP_WAIT.as_secs(),
+            paths.log().display()
+        ),
+    ))
 }
 
 /// SIGTERM to the daemon of `paths` (its pid file names it; its lock proves it runs, and

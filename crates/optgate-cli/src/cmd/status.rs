@@ -113,9 +113,10 @@ fn decisions_text(e: &ExperimentStatus) -> String {
 
 /// The table `optgate status` prints (and the details of one experiment).
 pub fn render(reply: &StatusReply, detailed: bool) -> String {
-    if reply.experiments.is_empty() {
+    if reply.experiments.is_empty() && reply.damaged.is_empty() {
         return "no experiments; submit one with `optgate submit EXP.yaml`\n".to_string();
     }
+    let dash = || "-".to_string();
     let rows: Vec<[String; 6]> = reply
         .experiments
         .iter()
@@ -129,6 +130,17 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
                 decisions_text(e),
             ]
         })
+        // A row the database cannot read is shown as damaged; why follows the table.
+        .chain(reply.damaged.iter().map(|d| {
+            [
+                d.id.clone(),
+                d.name.clone(),
+                "damaged".to_string(),
+                dash(),
+                dash(),
+                dash(),
+            ]
+        }))
         .collect();
     let header = ["ID", "NAME", "STATE", "RUNS", "LOOKS", "DECISIONS"];
     let mut widths = header.map(str::len);
@@ -152,44 +164,55 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
     for r in &rows {
         out.push_str(&line(r));
     }
+    for d in &reply.damaged {
+        out.push_str(&format!("damaged: {}: {}\n", d.id, d.problem));
+    }
     if detailed {
-        for e in &reply.experiments {
-            out.push('\n');
-            if let Some(r) = &e.reason {
-                out.push_str(&format!("reason:  {r}\n"));
-            }
-            out.push_str(&format!("file:    {}\n", e.experiment_file));
-            out.push_str(&format!("runs in: {}\n", e.root));
-            out.push_str(&format!(
-                "blocks:  {} of at most {} ({} queued, {} pending runs)\n",
-                e.blocks, e.max_blocks, e.runs.queued, e.runs.pending
-            ));
-            for d in &e.decisions {
-                out.push_str(&format!("  {}: {} — {}\n", d.variant, d.decision, d.reason));
-            }
-            if let Some(jobs) = &e.jobs {
-                for j in jobs {
-                    out.push_str(&format!(
-                        "  job {} (block {}, attempt {}): {}{}{}{}\n",
-                        j.name,
-                        j.block,
-                        j.attempt,
-                        j.state,
-                        // A submitted job says what the scheduler says of it.
-                        match (&j.scheduler_state, j.state) {
-                            (Some(s), JobRecordState::Submitted) => format!(" ({s})"),
-                            _ => String::new(),
-                        },
-                        j.scheduler_job_id
-                            .as_ref()
-                            .map(|i| format!(", id {i}"))
-                            .unwrap_or_default(),
-                        j.detail
-                            .as_ref()
-                            .map(|d| format!(" — {d}"))
-                            .unwrap_or_default()
-                    ));
-                }
+        out.push_str(&details(reply));
+    }
+    out
+}
+
+/// What `optgate status ID` shows below the table: the reason, the files, the blocks, the
+/// decisions and the jobs of each experiment.
+fn details(reply: &StatusReply) -> String {
+    let mut out = String::new();
+    for e in &reply.experiments {
+        out.push('\n');
+        if let Some(r) = &e.reason {
+            out.push_str(&format!("reason:  {r}\n"));
+        }
+        out.push_str(&format!("file:    {}\n", e.experiment_file));
+        out.push_str(&format!("runs in: {}\n", e.root));
+        out.push_str(&format!(
+            "blocks:  {} of at most {} ({} queued, {} pending runs)\n",
+            e.blocks, e.max_blocks, e.runs.queued, e.runs.pending
+        ));
+        for d in &e.decisions {
+            out.push_str(&format!("  {}: {} — {}\n", d.variant, d.decision, d.reason));
+        }
+        if let Some(jobs) = &e.jobs {
+            for j in jobs {
+                out.push_str(&format!(
+                    "  job {} (block {}, attempt {}): {}{}{}{}\n",
+                    j.name,
+                    j.block,
+                    j.attempt,
+                    j.state,
+                    // A submitted job says what the scheduler says of it.
+                    match (&j.scheduler_state, j.state) {
+                        (Some(s), JobRecordState::Submitted) => format!(" ({s})"),
+                        _ => String::new(),
+                    },
+                    j.scheduler_job_id
+                        .as_ref()
+                        .map(|i| format!(", id {i}"))
+                        .unwrap_or_default(),
+                    j.detail
+                        .as_ref()
+                        .map(|d| format!(" — {d}"))
+                        .unwrap_or_default()
+                ));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! One handler per request; [`dispatch`] is the single match from request to handler.
 
 pub mod cancel;
+pub mod precheck;
 pub mod report;
 mod shutdown;
 pub mod status;

@@ -3,7 +3,9 @@
 
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
-use crate::protocol::{ExperimentStatus, JobStatus, Response, StatusReply, StatusRequest};
+use crate::protocol::{
+    DamagedExperiment, ExperimentStatus, JobStatus, Response, StatusReply, StatusRequest,
+};
 use optgate_policy::decide::LookSchedule;
 
 pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
@@ -19,10 +21,7 @@ pub fn answer(
     daemon: crate::protocol::DaemonInfo,
 ) -> Result<Response, optgate_store::StoreError> {
     let one = req.id.clone();
-    let rows: Vec<_> = match &one {
-        Some(id) => s.experiment(id)?.into_iter().collect(),
-        None => s.experiments()?,
-    };
+    let (rows, damaged) = read_rows(s, one.as_deref())?;
     // Grouped queries: the cost does not grow with the number of experiments.
     let blocks = s.block_counts()?;
     let jobs = match &one {
@@ -32,6 +31,7 @@ pub fn answer(
     let (mut counts, mut looks) = (s.run_counts()?, s.latest_looks()?);
     if let Some(id) = &req.id
         && rows.is_empty()
+        && damaged.is_empty()
     {
         return Ok(unknown(id));
     }
@@ -85,5 +85,27 @@ pub fn answer(
     Ok(Response::Status(StatusReply {
         daemon,
         experiments,
+        damaged,
     }))
+}
+
+/// The experiment rows (all, or the one `id` names) that read, and the damaged ones apart:
+/// one damaged row is listed as damaged, never an error that hides the others.
+fn read_rows(
+    s: &optgate_store::Store,
+    id: Option<&str>,
+) -> Result<(Vec<optgate_store::ExperimentRow>, Vec<DamagedExperiment>), optgate_store::StoreError>
+{
+    let (mut rows, mut damaged) = (Vec::new(), Vec::new());
+    for row in s.experiments_each(id)? {
+        match row {
+            Ok(row) => rows.push(row),
+            Err(d) => damaged.push(DamagedExperiment {
+                id: d.id,
+                name: d.name,
+                problem: d.error.to_string(),
+            }),
+        }
+    }
+    Ok((rows, damaged))
 }

@@ -1,10 +1,12 @@
 //! `submit`: validate the experiment file's text again (the protocol is an interface of
 //! its own), give the experiment an id and a run-directory root, write the experiment copy
-//! and the plan there, record everything in one transaction, and wake the engine.
+//! and the plan there, record everything in one transaction, and wake the engine. The text
+//! is checked for size and nesting before it is parsed (`precheck`), and parsed off the
+//! async workers, at most [`MAX_PARSES`] at a time, each given [`PARSE_TIMEOUT`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use optgate_experiment::{Experiment, Plan, SchedulerKind};
+use optgate_experiment::{Experiment, Loaded, Plan, SchedulerKind};
 use optgate_runner::Layout;
 use optgate_store::NewExperiment;
 
@@ -20,20 +22,10 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
             "the daemon is stopping; submit again once it is restarted",
         )));
     }
-    // Parsing and validating a file of up to 1 MiB (deeply nested, many variants) takes
-    // real CPU time: off the async workers, so `status` never waits behind a submission.
     let (text, path) = (req.source_text, req.source_path);
-    let parsed = tokio::task::spawn_blocking(move || optgate_experiment::load_str(&text, &path))
-        .await
-        .map_err(crate::error::join_error)?;
-    let loaded = match parsed {
+    let loaded = match parse_bounded(text, path).await {
         Ok(l) => l,
-        Err(e) => {
-            return Ok(Response::Error(ErrorReply::new(
-                ErrorKind::InvalidExperiment,
-                e.to_string(),
-            )));
-        }
+        Err(why) => return Ok(Response::Error(why)),
     };
     let exp = loaded.experiment;
     let (id, root) = loop {
@@ -52,6 +44,61 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
     );
     ctx.wake.notify_one();
     Ok(Response::Submitted(SubmitReply { id, root }))
+}
+
+/// Submissions parsed at once. A parse that outlives [`PARSE_TIMEOUT`] keeps its slot until
+/// it ends, so hostile texts can keep at most this many threads busy.
+pub const MAX_PARSES: usize = 2;
+/// How long a submission's text may take to parse and validate, waiting for a parse slot
+/// included; past it the submission is refused (the parse ends on its own, unwaited for,
+/// and never holds up a stop). A real file takes milliseconds.
+pub const PARSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+static PARSES: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PARSES)));
+
+/// Loads the experiment text of a submission: refused unparsed when too large or too deep
+/// (`precheck`), else parsed and validated on the blocking pool within [`PARSE_TIMEOUT`].
+async fn parse_bounded(text: String, path: PathBuf) -> Result<Loaded, ErrorReply> {
+    if let Some(why) = super::precheck::refuse_before_parsing(&text) {
+        return Err(ErrorReply::new(
+            ErrorKind::InvalidExperiment,
+            format!("{}: {why}", path.display()),
+        ));
+    }
+    parse_within(text, path, optgate_experiment::load_str, PARSE_TIMEOUT).await
+}
+
+/// Runs `parse` on the blocking pool holding one of [`MAX_PARSES`] slots (kept until the
+/// parse ends, answered or not), and gives up on it after `deadline`.
+async fn parse_within<T: Send + 'static>(
+    text: String,
+    path: PathBuf,
+    parse: fn(&str, &Path) -> Result<T, optgate_experiment::LoadError>,
+    deadline: std::time::Duration,
+) -> Result<T, ErrorReply> {
+    let invalid = |message: String| ErrorReply::new(ErrorKind::InvalidExperiment, message);
+    let parse = async {
+        let slot = PARSES.clone().acquire_owned().await.ok();
+        tokio::task::spawn_blocking(move || {
+            let parsed = parse(&text, &path);
+            drop(slot);
+            parsed
+        })
+        .await
+    };
+    match tokio::time::timeout(deadline, parse).await {
+        Ok(Ok(Ok(parsed))) => Ok(parsed),
+        Ok(Ok(Err(e))) => Err(invalid(e.to_string())),
+        Ok(Err(e)) => Err(ErrorReply::new(
+            ErrorKind::Internal,
+            crate::error::join_error(e).to_string(),
+        )),
+        Err(_) => Err(invalid(format!(
+            "the experiment file did not parse within {:?}; refused",
+            deadline
+        ))),
+    }
 }
 
 /// The blocks an experiment starts with: `replicates` of them, or under the staged rule
@@ -115,4 +162,42 @@ pub fn new_id() -> String {
         chrono::Local::now().format("%Y%m%d-%H%M%S"),
         rand::random::<u16>()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    static RELEASE: AtomicBool = AtomicBool::new(false);
+
+    /// A parse that never ends until the test lets it.
+    fn stuck(_: &str, _: &Path) -> Result<(), optgate_experiment::LoadError> {
+        STARTED.fetch_add(1, Ordering::SeqCst);
+        while !RELEASE.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Three submissions whose parse never ends: each is refused at its deadline, and only
+    /// two parses ever started (the stuck ones keep their slots). Planted bugs caught: no
+    /// deadline (the test hangs), or no parse slots (three parses start).
+    #[tokio::test]
+    async fn a_stuck_parse_is_refused_at_its_deadline_and_parses_are_bounded() {
+        let deadline = std::time::Duration::from_millis(200);
+        for _ in 0..3 {
+            let refused = parse_within(String::new(), PathBuf::from("/x"), stuck, deadline).await;
+            let e = refused.unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidExperiment);
+            assert!(
+                e.message.contains("did not parse within 200ms"),
+                "{}",
+                e.message
+            );
+        }
+        assert_eq!(STARTED.load(Ordering::SeqCst), MAX_PARSES);
+        RELEASE.store(true, Ordering::SeqCst);
+    }
 }
