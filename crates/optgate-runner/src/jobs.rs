@@ -8,7 +8,7 @@ use std::time::Duration;
 use optgate_experiment::{
     Design, Experiment, MAX_TIME_LIMIT, PlannedBlock, PlannedRun, plan::run_id,
 };
-use optgate_sched::prepare::{LocalError, write_run_files};
+use optgate_sched::prepare::{Durability, LocalError, write_run_files_as};
 use optgate_sched::script::RunContext;
 use optgate_sched::{JobRun, JobSpec};
 
@@ -104,7 +104,7 @@ pub fn write_job_files(exp: &Experiment, layout: &Layout, job: &JobSpec) -> Resu
             arm: r.arm.clone(),
             position: 0,
         };
-        write_run(exp, &planned, layout)?;
+        write_run(exp, &planned, layout, Durability::Synced)?;
     }
     Ok(())
 }
@@ -115,12 +115,23 @@ pub fn prepare_run(
     r: &PlannedRun,
     layout: &Layout,
 ) -> Result<JobRun, LocalError> {
-    write_run(exp, r, layout)?;
+    write_run(exp, r, layout, Durability::Synced)?;
     Ok(job_run(exp, r, layout))
 }
 
+/// Renders one run's files as [`prepare_run`] does, without flushing them to disk: for
+/// `optgate plan`, which runs nothing from them.
+pub fn preview_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), LocalError> {
+    write_run(exp, r, layout, Durability::Preview)
+}
+
 /// Writes one run's files into its directory.
-fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), LocalError> {
+fn write_run(
+    exp: &Experiment,
+    r: &PlannedRun,
+    layout: &Layout,
+    durability: Durability,
+) -> Result<(), LocalError> {
     let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
     let run_dir = layout.run_dir(&r.id);
     let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
@@ -137,7 +148,7 @@ fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), Lo
         cache_dir: &cache_dir,
         governor_restore: &governor_restore,
     };
-    write_run_files(&ctx, exp.run_time_limit)?;
+    write_run_files_as(&ctx, exp.run_time_limit, durability)?;
     Ok(())
 }
 

@@ -60,15 +60,43 @@ pub fn page_cache_mode(mode: optgate_experiment::PageCacheMode) -> PageCacheMode
     }
 }
 
-/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created).
+/// How run files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Flushed to disk and renamed into place ([`write_atomic`]): a job runs from them,
+    /// and they must be whole after a crash.
+    Synced,
+    /// Written plainly, no flush: a preview nothing runs from (`optgate plan`; 10,000 runs
+    /// are 20,000 files, and two flushes each took most of its time).
+    Preview,
+}
+
+fn write_file(durability: Durability, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match durability {
+        Durability::Synced => write_atomic(path, bytes),
+        Durability::Preview => std::fs::write(path, bytes),
+    }
+}
+
+/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created), written atomically.
 pub fn write_run_files(
     ctx: &RunContext<'_>,
     time_limit: Option<Duration>,
 ) -> Result<RunRecord, LocalError> {
+    write_run_files_as(ctx, time_limit, Durability::Synced)
+}
+
+/// [`write_run_files`], written as `durability` says.
+pub fn write_run_files_as(
+    ctx: &RunContext<'_>,
+    time_limit: Option<Duration>,
+    durability: Durability,
+) -> Result<RunRecord, LocalError> {
+    let write = |path: &Path, bytes: &[u8]| write_file(durability, path, bytes);
     let dir = ctx.run_dir;
     std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
     let script = dir.join(RUN_SCRIPT);
-    write_atomic(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
+    write(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
     let warmup = dir.join(WARMUP_SCRIPT);
     if ctx.arm.caches == optgate_experiment::CacheMode::Warm {
         // The same run, in the arm's cache folder, so that its outputs stay out of the run's.
@@ -77,8 +105,7 @@ pub fn write_run_files(
             run_dir: &warm_dir,
             ..*ctx
         };
-        write_atomic(&warmup, render_local_run(&warm_ctx).as_bytes())
-            .map_err(io("write", &warmup))?;
+        write(&warmup, render_local_run(&warm_ctx).as_bytes()).map_err(io("write", &warmup))?;
     }
     let record = RunRecord {
         experiment: ctx.experiment.name().to_string(),
@@ -98,7 +125,7 @@ pub fn write_run_files(
         governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
     };
     let path = dir.join(RUN_RECORD);
-    write_atomic(
+    write(
         &path,
         &serde_json::to_vec_pretty(&record).expect("serialises"),
     )
