@@ -200,6 +200,57 @@ pub async fn execute_build(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    const EXPERIMENT: &str = r#"name: preview
+workdir: .
+app: { command: ./app, env: { A: "x y" } }
+metric: { pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s' }
+variants:
+  - { name: v, dimension: l2_threading_model, caches: warm }
+"#;
+
+    /// Catches a preview that writes other bytes than a real run's files (or leaves one
+    /// out): `optgate plan` shows what a run would get.
+    #[test]
+    fn preview_files_are_the_synced_files() {
+        let root = tempfile::tempdir().unwrap();
+        let exp = optgate_experiment::load_str(EXPERIMENT, &root.path().join("e.yaml"))
+            .unwrap()
+            .experiment;
+        let files = |durability: Durability| {
+            let dir = root.path().join(format!("{durability:?}"));
+            let cache = dir.join("cache");
+            let restore = dir.join("restore.json");
+            let ctx = RunContext {
+                experiment: &exp,
+                arm: exp.arm("v").unwrap(),
+                run_id: "b001-v",
+                block: 1,
+                replicate: 1,
+                run_dir: &dir,
+                build_dir: None,
+                cache_dir: &cache,
+                governor_restore: &restore,
+            };
+            write_run_files_as(&ctx, None, durability).unwrap();
+            let mut names: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            let text = |n: &std::ffi::OsString| std::fs::read_to_string(dir.join(n)).unwrap();
+            let dir_text = dir.display().to_string();
+            names
+                .iter()
+                .map(|n| (n.clone(), text(n).replace(&dir_text, "DIR")))
+                .collect::<Vec<_>>()
+        };
+        let synced = files(Durability::Synced);
+        assert_eq!(synced.len(), 3, "run.sh, run.json, warm-up: {synced:?}");
+        assert_eq!(files(Durability::Preview), synced);
+    }
+
     #[test]
     fn the_wrapper_visits_as_many_input_files_as_the_documented_limit() {
         assert_eq!(
