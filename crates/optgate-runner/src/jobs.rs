@@ -39,8 +39,9 @@ pub fn job_name(experiment_id: &str, work_id: &str) -> String {
 }
 
 /// The jobs of one block, with every run's files written (see [`block_jobs`] and
-/// [`write_job_files`]): for `optgate plan` and the backend tests, which submit them as they
-/// are. The engine plans with [`block_jobs`] and writes only the runs it submits.
+/// [`write_job_files`]): for the backend tests, which submit them as they are. The engine
+/// plans with [`block_jobs`] and writes only the runs it submits; `optgate plan` writes
+/// every run once with [`preview_run`] and describes the jobs with [`block_jobs`].
 pub fn jobs_for_block(
     exp: &Experiment,
     block: &PlannedBlock,
