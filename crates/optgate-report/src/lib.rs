@@ -28,7 +28,10 @@ pub use provenance::{
     DecisionProvenance, JobProvenance, LookProvenance, SamplesProvenance, SequentialProvenance,
 };
 pub use render::{render_csv, render_json, render_markdown, render_table, render_table_width};
-pub use samples_csv::{Problem, Samples, SamplesError, parse_samples, read_samples_file};
+pub use samples_csv::{
+    FileProblem, HeaderProblem, LimitProblem, Problem, RowProblem, RunsProblem, Samples,
+    SamplesError, parse_samples, read_samples_file,
+};
 
 /// What the experiment declared about itself (the daemon fills this in; a samples file
 /// has none).

@@ -78,9 +78,20 @@ pub fn quote_prefix(s: &str) -> String {
     format!("{}… ({} bytes)", s[..end].escape_debug(), s.len())
 }
 
-/// One thing wrong with a samples file.
+/// One thing wrong with a samples file, by what it concerns; each kind writes its own
+/// messages ([`fmt::Display`]), so every message is written from its variant's own fields.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Problem {
+    Header(HeaderProblem),
+    Limit(LimitProblem),
+    Row(RowProblem),
+    File(FileProblem),
+    Runs(RunsProblem),
+}
+
+/// A problem with the header line (line 1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderProblem {
     /// No header line.
     Empty,
     MissingColumn {
@@ -92,14 +103,17 @@ pub enum Problem {
     DuplicateColumn {
         column: String,
     },
-    FieldCount {
-        line: usize,
-        expected: usize,
-        found: usize,
-    },
-    UnterminatedQuote {
-        line: usize,
-    },
+}
+
+impl From<HeaderProblem> for Problem {
+    fn from(p: HeaderProblem) -> Problem {
+        Problem::Header(p)
+    }
+}
+
+/// A size limit reached while reading.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LimitProblem {
     /// A field longer than [`MAX_FIELD_BYTES`] (`prefix` is its first bytes).
     LongField {
         line: usize,
@@ -107,21 +121,31 @@ pub enum Problem {
         prefix: String,
     },
     /// More than [`MAX_ROWS`] data rows: parsing stopped at `line`.
-    TooManyRows {
-        line: usize,
-    },
+    TooManyRows { line: usize },
     /// More than [`MAX_ARMS`] variants; `line` is the first row of one too many.
-    TooManyArms {
-        line: usize,
-    },
+    TooManyArms { line: usize },
     /// A variant with more than [`MAX_REPLICATES`] runs; `line` is the first row past it.
-    TooManyReplicates {
-        line: usize,
-        variant: String,
-    },
+    TooManyReplicates { line: usize, variant: String },
     /// Problems not listed, past [`MAX_PROBLEMS_SHOWN`].
-    More {
-        count: usize,
+    More { count: usize },
+}
+
+impl From<LimitProblem> for Problem {
+    fn from(p: LimitProblem) -> Problem {
+        Problem::Limit(p)
+    }
+}
+
+/// A problem within one data row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowProblem {
+    FieldCount {
+        line: usize,
+        expected: usize,
+        found: usize,
+    },
+    UnterminatedQuote {
+        line: usize,
     },
     EmptyVariant {
         line: usize,
@@ -132,14 +156,14 @@ pub enum Problem {
         column: &'static str,
         value: String,
     },
-    BadSeconds {
-        line: usize,
-        value: String,
-    },
     /// A `cpu_s` or `energy_j` that is not a number ≥ 0 (empty means not measured).
     BadResource {
         line: usize,
         column: &'static str,
+        value: String,
+    },
+    BadSeconds {
+        line: usize,
         value: String,
     },
     Duplicate {
@@ -149,6 +173,17 @@ pub enum Problem {
         replicate: u32,
         epoch: u32,
     },
+}
+
+impl From<RowProblem> for Problem {
+    fn from(p: RowProblem) -> Problem {
+        Problem::Row(p)
+    }
+}
+
+/// A problem with the file's set of variants as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileProblem {
     NoData,
     /// Only the baseline is in the file: nothing to compare.
     NoVariants {
@@ -158,6 +193,17 @@ pub enum Problem {
         baseline: String,
         known: Vec<String>,
     },
+}
+
+impl From<FileProblem> for Problem {
+    fn from(p: FileProblem) -> Problem {
+        Problem::File(p)
+    }
+}
+
+/// A problem with one variant's runs (replicates, epochs, blocks, pairing).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunsProblem {
     TooFewReplicates {
         variant: String,
         replicates: usize,
@@ -194,107 +240,93 @@ pub enum Problem {
     },
 }
 
+impl From<RunsProblem> for Problem {
+    fn from(p: RunsProblem) -> Problem {
+        Problem::Runs(p)
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::Empty
-            | Problem::MissingColumn { .. }
-            | Problem::UnknownColumn { .. }
-            | Problem::DuplicateColumn { .. } => self.write_header_problem(f),
-            Problem::LongField { .. }
-            | Problem::TooManyRows { .. }
-            | Problem::TooManyArms { .. }
-            | Problem::TooManyReplicates { .. }
-            | Problem::More { .. } => self.write_limit_problem(f),
-            Problem::FieldCount { .. }
-            | Problem::UnterminatedQuote { .. }
-            | Problem::EmptyVariant { .. }
-            | Problem::BadInteger { .. }
-            | Problem::BadResource { .. }
-            | Problem::BadSeconds { .. }
-            | Problem::Duplicate { .. } => self.write_row_problem(f),
-            Problem::NoData | Problem::NoVariants { .. } | Problem::UnknownBaseline { .. } => {
-                self.write_file_problem(f)
-            }
-            Problem::TooFewReplicates { .. }
-            | Problem::MissingEpochs { .. }
-            | Problem::InconsistentBlock { .. }
-            | Problem::SharedBlock { .. }
-            | Problem::Unpaired { .. } => self.write_runs_problem(f),
+            Problem::Header(p) => p.fmt(f),
+            Problem::Limit(p) => p.fmt(f),
+            Problem::Row(p) => p.fmt(f),
+            Problem::File(p) => p.fmt(f),
+            Problem::Runs(p) => p.fmt(f),
         }
     }
 }
 
-impl Problem {
-    /// Writes a problem with the header line (line 1); `fmt` sends only these variants here.
-    fn write_header_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl fmt::Display for HeaderProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::Empty => write!(
+            HeaderProblem::Empty => write!(
                 f,
                 "the file is empty: a header line naming the columns {} is required",
                 REQUIRED.join(",")
             ),
-            Problem::MissingColumn { column } => {
+            HeaderProblem::MissingColumn { column } => {
                 write!(f, "line 1: the header has no '{column}' column")
             }
-            Problem::UnknownColumn { column } => write!(
+            HeaderProblem::UnknownColumn { column } => write!(
                 f,
                 "line 1: unknown column '{}' (allowed: {})",
                 quote_prefix(column),
                 COLUMNS.join(", ")
             ),
-            Problem::DuplicateColumn { column } => {
+            HeaderProblem::DuplicateColumn { column } => {
                 write!(f, "line 1: column '{}' appears twice", quote_prefix(column))
             }
-            _ => unreachable!("write_header_problem called for a variant of another group"),
         }
     }
+}
 
-    /// Writes a size limit reached while reading; `fmt` sends only these variants here.
-    fn write_limit_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl fmt::Display for LimitProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::LongField {
+            LimitProblem::LongField {
                 line,
                 bytes,
                 prefix,
             } => write!(
                 f,
                 "line {line}: a field of {bytes} bytes ('{prefix}…'); fields are at most \
-                 {MAX_FIELD_BYTES} bytes"
+             {MAX_FIELD_BYTES} bytes"
             ),
-            Problem::TooManyRows { line } => write!(
+            LimitProblem::TooManyRows { line } => write!(
                 f,
                 "line {line}: more than {MAX_ROWS} data rows; the rest of the file was not read"
             ),
-            Problem::TooManyArms { line } => write!(
+            LimitProblem::TooManyArms { line } => write!(
                 f,
                 "line {line}: more than {MAX_ARMS} variants (the baseline included); rows of \
-                 further variants were not read"
+             further variants were not read"
             ),
-            Problem::TooManyReplicates { line, variant } => write!(
+            LimitProblem::TooManyReplicates { line, variant } => write!(
                 f,
                 "line {line}: variant '{}' has more than {MAX_REPLICATES} replicates; its \
-                 further runs were not read",
+             further runs were not read",
                 quote_prefix(variant)
             ),
-            Problem::More { count } => write!(f, "… and {count} more"),
-            _ => unreachable!("write_limit_problem called for a variant of another group"),
+            LimitProblem::More { count } => write!(f, "… and {count} more"),
         }
     }
+}
 
-    /// Writes a problem within one data row; `fmt` sends only these variants here.
-    fn write_row_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl fmt::Display for RowProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::FieldCount {
+            RowProblem::FieldCount {
                 line,
                 expected,
                 found,
             } => write!(f, "line {line}: {found} fields, the header has {expected}"),
-            Problem::UnterminatedQuote { line } => {
+            RowProblem::UnterminatedQuote { line } => {
                 write!(f, "line {line}: a quoted field is not closed")
             }
-            Problem::EmptyVariant { line } => write!(f, "line {line}: the variant is empty"),
-            Problem::BadInteger {
+            RowProblem::EmptyVariant { line } => write!(f, "line {line}: the variant is empty"),
+            RowProblem::BadInteger {
                 line,
                 column,
                 value,
@@ -310,7 +342,7 @@ impl Problem {
                     quote_prefix(value)
                 )
             }
-            Problem::BadResource {
+            RowProblem::BadResource {
                 line,
                 column,
                 value,
@@ -319,12 +351,12 @@ impl Problem {
                 "line {line}: {column} '{}' is not a number ≥ 0 (leave it empty when not measured)",
                 quote_prefix(value)
             ),
-            Problem::BadSeconds { line, value } => write!(
+            RowProblem::BadSeconds { line, value } => write!(
                 f,
                 "line {line}: seconds '{}' is not a positive number",
                 quote_prefix(value)
             ),
-            Problem::Duplicate {
+            RowProblem::Duplicate {
                 line,
                 first_line,
                 variant,
@@ -333,23 +365,23 @@ impl Problem {
             } => write!(
                 f,
                 "line {line}: duplicate of line {first_line} (variant '{}', replicate \
-                 {replicate}, epoch {epoch})",
+             {replicate}, epoch {epoch})",
                 quote_prefix(variant)
             ),
-            _ => unreachable!("write_row_problem called for a variant of another group"),
         }
     }
+}
 
-    /// Writes a problem with the file's set of variants as a whole; `fmt` sends only these variants here.
-    fn write_file_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::NoData => write!(f, "the file has a header but no data rows"),
-            Problem::NoVariants { baseline } => write!(
+            FileProblem::NoData => write!(f, "the file has a header but no data rows"),
+            FileProblem::NoVariants { baseline } => write!(
                 f,
                 "the file holds only the baseline '{}': there is no variant to compare",
                 quote_prefix(baseline)
             ),
-            Problem::UnknownBaseline { baseline, known } => write!(
+            FileProblem::UnknownBaseline { baseline, known } => write!(
                 f,
                 "baseline '{}' is not a variant in the file (it has: {})",
                 quote_prefix(baseline),
@@ -359,26 +391,26 @@ impl Problem {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            _ => unreachable!("write_file_problem called for a variant of another group"),
         }
     }
+}
 
-    /// Writes a problem with one variant's runs (replicates, epochs, blocks, pairing); `fmt` sends only these variants here.
-    fn write_runs_problem(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl fmt::Display for RunsProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::TooFewReplicates {
+            RunsProblem::TooFewReplicates {
                 variant,
                 replicates,
                 lines,
             } => write!(
                 f,
                 "{}: variant '{}' has {replicates} replicate{}; at least 2 are needed \
-                 (5 for a decision)",
+             (5 for a decision)",
                 lines_text(lines),
                 quote_prefix(variant),
                 if *replicates == 1 { "" } else { "s" }
             ),
-            Problem::MissingEpochs {
+            RunsProblem::MissingEpochs {
                 variant,
                 replicate,
                 missing,
@@ -396,24 +428,24 @@ impl Problem {
                 write!(
                     f,
                     "{}: variant '{}', replicate {replicate} lacks epoch{} {list} that other \
-                     runs have",
+                 runs have",
                     lines_text(lines),
                     quote_prefix(variant),
                     if *missing_count == 1 { "" } else { "s" },
                 )
             }
-            Problem::InconsistentBlock {
+            RunsProblem::InconsistentBlock {
                 variant,
                 replicate,
                 lines,
             } => write!(
                 f,
                 "{}: variant '{}', replicate {replicate}: its rows do not all name \
-                 the same block",
+             the same block",
                 lines_text(lines),
                 quote_prefix(variant)
             ),
-            Problem::SharedBlock {
+            RunsProblem::SharedBlock {
                 variant,
                 block,
                 lines,
@@ -423,7 +455,7 @@ impl Problem {
                 lines_text(lines),
                 quote_prefix(variant)
             ),
-            Problem::Unpaired {
+            RunsProblem::Unpaired {
                 key,
                 present_in,
                 missing_in,
@@ -431,12 +463,11 @@ impl Problem {
             } => write!(
                 f,
                 "{}: paired design, but {key} is in {} and not in {} (use --design \
-                 independent if the runs were not blocked)",
+             independent if the runs were not blocked)",
                 lines_text(lines),
                 quoted_list(present_in),
                 quoted_list(missing_in)
             ),
-            _ => unreachable!("write_runs_problem called for a variant of another group"),
         }
     }
 }
@@ -481,7 +512,7 @@ pub fn lines_text(lines: &[usize]) -> String {
 #[derive(Debug, Error)]
 pub enum SamplesError {
     /// The file has problems: the first [`MAX_PROBLEMS_SHOWN`] found, then a
-    /// [`Problem::More`] counting the rest.
+    /// [`LimitProblem::More`] counting the rest.
     #[error("{origin}: {} problem{} in the samples file:\n{}", problem_count(.problems),
         if problem_count(.problems) == 1 { "" } else { "s" },
         .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
@@ -507,7 +538,7 @@ fn problem_count(problems: &[Problem]) -> usize {
     problems
         .iter()
         .map(|p| match p {
-            Problem::More { count } => *count,
+            Problem::Limit(LimitProblem::More { count }) => *count,
             _ => 1,
         })
         .sum()
@@ -521,7 +552,8 @@ struct Problems {
 }
 
 impl Problems {
-    fn push(&mut self, p: Problem) {
+    fn push(&mut self, p: impl Into<Problem>) {
+        let p = p.into();
         if self.shown.len() < MAX_PROBLEMS_SHOWN {
             self.shown.push(p);
         } else {
@@ -540,7 +572,8 @@ impl Problems {
 
     fn into_vec(mut self) -> Vec<Problem> {
         if self.more > 0 {
-            self.shown.push(Problem::More { count: self.more });
+            self.shown
+                .push(LimitProblem::More { count: self.more }.into());
         }
         self.shown
     }
@@ -714,10 +747,12 @@ pub fn parse_samples(
         .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
 
     let Some((header_line, header)) = lines.next() else {
-        return Err(one(Problem::Empty));
+        return Err(one(HeaderProblem::Empty.into()));
     };
     let Some(names) = split_fields(header) else {
-        return Err(one(Problem::UnterminatedQuote { line: header_line }));
+        return Err(one(
+            RowProblem::UnterminatedQuote { line: header_line }.into()
+        ));
     };
     let col = column_map(&names, &mut problems);
     if !problems.is_empty() {
@@ -734,7 +769,7 @@ pub fn parse_samples(
     for (rows, (line, raw)) in lines.enumerate() {
         any_row = true;
         if rows >= MAX_ROWS {
-            problems.push(Problem::TooManyRows { line });
+            problems.push(LimitProblem::TooManyRows { line });
             return Err(invalid(problems));
         }
         if let Some(row) = header.row(line, raw, &mut problems) {
@@ -742,7 +777,7 @@ pub fn parse_samples(
         }
     }
     if !any_row {
-        return Err(one(Problem::NoData));
+        return Err(one(FileProblem::NoData.into()));
     }
     arms.check_baseline(baseline, &mut problems);
     arms.check_runs(&mut problems);
@@ -765,19 +800,19 @@ fn column_map(names: &[String], problems: &mut Problems) -> BTreeMap<&'static st
         match COLUMNS.iter().find(|c| **c == lower) {
             Some(c) => {
                 if col.insert(c, i).is_some() {
-                    problems.push(Problem::DuplicateColumn {
+                    problems.push(HeaderProblem::DuplicateColumn {
                         column: name.clone(),
                     });
                 }
             }
-            None => problems.push(Problem::UnknownColumn {
+            None => problems.push(HeaderProblem::UnknownColumn {
                 column: name.clone(),
             }),
         }
     }
     for c in REQUIRED {
         if !col.contains_key(c) {
-            problems.push(Problem::MissingColumn { column: c });
+            problems.push(HeaderProblem::MissingColumn { column: c });
         }
     }
     col
@@ -805,7 +840,7 @@ impl Header {
     /// The row on `line`, or None with its problems pushed.
     fn row(&self, line: usize, raw: &str, problems: &mut Problems) -> Option<Row> {
         let Some(fields) = split_fields(raw) else {
-            problems.push(Problem::UnterminatedQuote { line });
+            problems.push(RowProblem::UnterminatedQuote { line });
             return None;
         };
         if let Some(long) = fields.iter().find(|f| f.len() > MAX_FIELD_BYTES) {
@@ -813,7 +848,7 @@ impl Header {
             while !long.is_char_boundary(end) {
                 end -= 1;
             }
-            problems.push(Problem::LongField {
+            problems.push(LimitProblem::LongField {
                 line,
                 bytes: long.len(),
                 prefix: long[..end].escape_debug().to_string(),
@@ -821,7 +856,7 @@ impl Header {
             return None;
         }
         if fields.len() != self.fields {
-            problems.push(Problem::FieldCount {
+            problems.push(RowProblem::FieldCount {
                 line,
                 expected: self.fields,
                 found: fields.len(),
@@ -836,14 +871,14 @@ impl Header {
         let col = &self.col;
         let variant = fields[col["variant"]].clone();
         if variant.is_empty() {
-            problems.push(Problem::EmptyVariant { line });
+            problems.push(RowProblem::EmptyVariant { line });
         }
         let int = |column: &'static str, min: u32, problems: &mut Problems| {
             let value = &fields[col[column]];
             match value.parse::<u32>() {
                 Ok(v) if v >= min => Some(v),
                 _ => {
-                    problems.push(Problem::BadInteger {
+                    problems.push(RowProblem::BadInteger {
                         line,
                         column,
                         value: value.clone(),
@@ -863,7 +898,7 @@ impl Header {
         let seconds = match seconds_text.parse::<f64>() {
             Ok(v) if v.is_finite() && v > 0.0 => Some(v),
             _ => {
-                problems.push(Problem::BadSeconds {
+                problems.push(RowProblem::BadSeconds {
                     line,
                     value: seconds_text.clone(),
                 });
@@ -903,7 +938,7 @@ impl Header {
         match text.parse::<f64>() {
             Ok(v) if v.is_finite() && v >= 0.0 => Some(Some(v)),
             _ => {
-                problems.push(Problem::BadResource {
+                problems.push(RowProblem::BadResource {
                     line,
                     column,
                     value: text.clone(),
@@ -944,7 +979,7 @@ impl ArmRows {
             if self.arms.len() >= MAX_ARMS {
                 if !self.too_many_arms {
                     self.too_many_arms = true;
-                    problems.push(Problem::TooManyArms { line });
+                    problems.push(LimitProblem::TooManyArms { line });
                 }
                 return;
             }
@@ -956,7 +991,7 @@ impl ArmRows {
         };
         if !runs.contains_key(&row.replicate) && runs.len() >= MAX_REPLICATES {
             if self.too_many_replicates.insert(variant.clone()) {
-                problems.push(Problem::TooManyReplicates { line, variant });
+                problems.push(LimitProblem::TooManyReplicates { line, variant });
             }
             return;
         }
@@ -966,7 +1001,7 @@ impl ArmRows {
             run.energy_j = row.energy_j;
         }
         if let Some(&(_, first_line)) = run.epochs.get(&row.epoch) {
-            problems.push(Problem::Duplicate {
+            problems.push(RowProblem::Duplicate {
                 line,
                 first_line,
                 variant,
@@ -983,12 +1018,12 @@ impl ArmRows {
     /// The baseline is among the arms, and is not the only one.
     fn check_baseline(&self, baseline: &str, problems: &mut Problems) {
         if !self.arms.is_empty() && !self.arms.contains_key(baseline) {
-            problems.push(Problem::UnknownBaseline {
+            problems.push(FileProblem::UnknownBaseline {
                 baseline: baseline.to_string(),
                 known: self.order.clone(),
             });
         } else if self.order.len() == 1 {
-            problems.push(Problem::NoVariants {
+            problems.push(FileProblem::NoVariants {
                 baseline: baseline.to_string(),
             });
         }
@@ -1001,7 +1036,7 @@ impl ArmRows {
         for name in &self.order {
             let runs = &self.arms[name];
             if runs.len() < 2 {
-                problems.push(Problem::TooFewReplicates {
+                problems.push(RunsProblem::TooFewReplicates {
                     variant: name.clone(),
                     replicates: runs.len(),
                     lines: runs
@@ -1050,20 +1085,21 @@ impl ArmRows {
         }
     }
 
-    /// No two runs of arm `name` in one block (`seen`: block → the lines of its runs).
+    /// No two runs of arm `name` in one block (`seen`: block → the lines of its runs). The
+    /// runs per block are counted once (not once per block: 1000 runs would be 10⁶ looks).
     fn check_shared_blocks(
         &self,
         name: &str,
         seen: BTreeMap<u32, Vec<usize>>,
         problems: &mut Problems,
     ) {
+        let mut runs_in_block: BTreeMap<u32, usize> = BTreeMap::new();
+        for block in self.arms[name].values().filter_map(run_block) {
+            *runs_in_block.entry(block).or_default() += 1;
+        }
         for (block, lines) in seen {
-            let runs_in_block = self.arms[name]
-                .values()
-                .filter(|r| run_block(r) == Some(block))
-                .count();
-            if runs_in_block > 1 {
-                problems.push(Problem::SharedBlock {
+            if runs_in_block.get(&block).is_some_and(|&runs| runs > 1) {
+                problems.push(RunsProblem::SharedBlock {
                     variant: name.to_string(),
                     block,
                     lines,
@@ -1089,7 +1125,7 @@ impl ArmRows {
                 .filter(|n| !present.contains_key(n.as_str()))
                 .cloned()
                 .collect();
-            problems.push(Problem::Unpaired {
+            problems.push(RunsProblem::Unpaired {
                 key: format!("{kind} {key}"),
                 present_in: present.keys().map(|s| s.to_string()).collect(),
                 missing_in,
@@ -1172,7 +1208,7 @@ fn check_run(
                 .filter(|e| !run.epochs.contains_key(e))
                 .take(MAX_LISTED)
                 .collect();
-            problems.push(Problem::MissingEpochs {
+            problems.push(RunsProblem::MissingEpochs {
                 variant: name.to_string(),
                 replicate,
                 missing,
@@ -1184,7 +1220,7 @@ fn check_run(
         }
     }
     if run.blocks.len() > 1 {
-        problems.push(Problem::InconsistentBlock {
+        problems.push(RunsProblem::InconsistentBlock {
             variant: name.to_string(),
             replicate,
             lines: run.lines.clone(),

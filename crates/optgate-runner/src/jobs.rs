@@ -8,7 +8,7 @@ use std::time::Duration;
 use optgate_experiment::{
     Design, Experiment, MAX_TIME_LIMIT, PlannedBlock, PlannedRun, plan::run_id,
 };
-use optgate_sched::prepare::{PrepareError, write_run_files};
+use optgate_sched::prepare::{Durability, PrepareError, write_run_files_as};
 use optgate_sched::script::RunContext;
 use optgate_sched::{JobRun, JobSpec};
 
@@ -39,8 +39,9 @@ pub fn job_name(experiment_id: &str, work_id: &str) -> String {
 }
 
 /// The jobs of one block, with every run's files written (see [`block_jobs`] and
-/// [`write_job_files`]): for `optgate plan` and the backend tests, which submit them as they
-/// are. The engine plans with [`block_jobs`] and writes only the runs it submits.
+/// [`write_job_files`]): for the backend tests, which submit them as they are. The engine
+/// plans with [`block_jobs`] and writes only the runs it submits; `optgate plan` writes
+/// every run once with [`preview_run`] and describes the jobs with [`block_jobs`].
 pub fn jobs_for_block(
     exp: &Experiment,
     block: &PlannedBlock,
@@ -108,7 +109,7 @@ pub fn write_job_files(
             arm: r.arm.clone(),
             position: 0,
         };
-        write_run(exp, &planned, layout)?;
+        write_run(exp, &planned, layout, Durability::Synced)?;
     }
     Ok(())
 }
@@ -119,12 +120,23 @@ pub fn prepare_run(
     r: &PlannedRun,
     layout: &Layout,
 ) -> Result<JobRun, PrepareError> {
-    write_run(exp, r, layout)?;
+    write_run(exp, r, layout, Durability::Synced)?;
     Ok(job_run(exp, r, layout))
 }
 
+/// Renders one run's files as [`prepare_run`] does, without flushing them to disk: for
+/// `optgate plan`, which runs nothing from them.
+pub fn preview_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), PrepareError> {
+    write_run(exp, r, layout, Durability::Preview)
+}
+
 /// Writes one run's files into its directory.
-fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), PrepareError> {
+fn write_run(
+    exp: &Experiment,
+    r: &PlannedRun,
+    layout: &Layout,
+    durability: Durability,
+) -> Result<(), PrepareError> {
     let arm = exp.arm(&r.arm).expect("plan arms come from the experiment");
     let run_dir = layout.run_dir(&r.id);
     let build_dir = arm.build.map(|b| layout.build_dir(&exp.builds[b].id));
@@ -141,7 +153,7 @@ fn write_run(exp: &Experiment, r: &PlannedRun, layout: &Layout) -> Result<(), Pr
         cache_dir: &cache_dir,
         governor_restore: &governor_restore,
     };
-    write_run_files(&ctx, exp.run_time_limit)?;
+    write_run_files_as(&ctx, exp.run_time_limit, durability)?;
     Ok(())
 }
 

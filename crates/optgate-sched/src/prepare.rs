@@ -61,15 +61,43 @@ pub fn page_cache_mode(mode: optgate_experiment::PageCacheMode) -> PageCacheMode
     }
 }
 
-/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created).
+/// How run files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Flushed to disk and renamed into place ([`write_atomic`]): a job runs from them,
+    /// and they must be whole after a crash.
+    Synced,
+    /// Written plainly, no flush: a preview nothing runs from (`optgate plan`; 10,000 runs
+    /// are 20,000 files, and two flushes each took most of its time).
+    Preview,
+}
+
+fn write_file(durability: Durability, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match durability {
+        Durability::Synced => write_atomic(path, bytes),
+        Durability::Preview => std::fs::write(path, bytes),
+    }
+}
+
+/// Renders `run.sh` and `run.json` into `ctx.run_dir` (created), written atomically.
 pub fn write_run_files(
     ctx: &RunContext<'_>,
     time_limit: Option<Duration>,
 ) -> Result<RunRecord, PrepareError> {
+    write_run_files_as(ctx, time_limit, Durability::Synced)
+}
+
+/// [`write_run_files`], written as `durability` says.
+pub fn write_run_files_as(
+    ctx: &RunContext<'_>,
+    time_limit: Option<Duration>,
+    durability: Durability,
+) -> Result<RunRecord, PrepareError> {
+    let write = |path: &Path, bytes: &[u8]| write_file(durability, path, bytes);
     let dir = ctx.run_dir;
     std::fs::create_dir_all(dir).map_err(io("create run directory", dir))?;
     let script = dir.join(RUN_SCRIPT);
-    write_atomic(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
+    write(&script, render_local_run(ctx).as_bytes()).map_err(io("write", &script))?;
     let warmup = dir.join(WARMUP_SCRIPT);
     if ctx.arm.caches == optgate_experiment::CacheMode::Warm {
         // The same run, in the arm's cache folder, so that its outputs stay out of the run's.
@@ -78,8 +106,7 @@ pub fn write_run_files(
             run_dir: &warm_dir,
             ..*ctx
         };
-        write_atomic(&warmup, render_local_run(&warm_ctx).as_bytes())
-            .map_err(io("write", &warmup))?;
+        write(&warmup, render_local_run(&warm_ctx).as_bytes()).map_err(io("write", &warmup))?;
     }
     let record = RunRecord {
         experiment: ctx.experiment.name().to_string(),
@@ -99,7 +126,7 @@ pub fn write_run_files(
         governor_restore_file: Some(ctx.governor_restore.to_path_buf()),
     };
     let path = dir.join(RUN_RECORD);
-    write_atomic(
+    write(
         &path,
         &serde_json::to_vec_pretty(&record).expect("serialises"),
     )
@@ -174,6 +201,57 @@ pub async fn execute_build(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    const EXPERIMENT: &str = r#"name: preview
+workdir: .
+app: { command: ./app, env: { A: "x y" } }
+metric: { pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s' }
+variants:
+  - { name: v, dimension: l2_threading_model, caches: warm }
+"#;
+
+    /// Catches a preview that writes other bytes than a real run's files (or leaves one
+    /// out): `optgate plan` shows what a run would get.
+    #[test]
+    fn preview_files_are_the_synced_files() {
+        let root = tempfile::tempdir().unwrap();
+        let exp = optgate_experiment::load_str(EXPERIMENT, &root.path().join("e.yaml"))
+            .unwrap()
+            .experiment;
+        let files = |durability: Durability| {
+            let dir = root.path().join(format!("{durability:?}"));
+            let cache = dir.join("cache");
+            let restore = dir.join("restore.json");
+            let ctx = RunContext {
+                experiment: &exp,
+                arm: exp.arm("v").unwrap(),
+                run_id: "b001-v",
+                block: 1,
+                replicate: 1,
+                run_dir: &dir,
+                build_dir: None,
+                cache_dir: &cache,
+                governor_restore: &restore,
+            };
+            write_run_files_as(&ctx, None, durability).unwrap();
+            let mut names: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            let text = |n: &std::ffi::OsString| std::fs::read_to_string(dir.join(n)).unwrap();
+            let dir_text = dir.display().to_string();
+            names
+                .iter()
+                .map(|n| (n.clone(), text(n).replace(&dir_text, "DIR")))
+                .collect::<Vec<_>>()
+        };
+        let synced = files(Durability::Synced);
+        assert_eq!(synced.len(), 3, "run.sh, run.json, warm-up: {synced:?}");
+        assert_eq!(files(Durability::Preview), synced);
+    }
+
     #[test]
     fn the_wrapper_visits_as_many_input_files_as_the_documented_limit() {
         assert_eq!(

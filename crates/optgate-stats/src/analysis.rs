@@ -15,7 +15,9 @@ use crate::model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamp
 use crate::normal;
 use crate::sequential::SequentialPlan;
 use crate::signed_rank::{hodges_lehmann_paired, min_p_paired, wilcoxon_signed_rank};
-use crate::trend::{OUTLIER_Z, mann_kendall, median, modified_z_scores, sen_slope};
+use crate::trend::{
+    OUTLIER_Z, mann_kendall, mann_kendall_suffixes, median, modified_z_scores, sen_slope,
+};
 
 /// Replicates per arm below which no decision other than inconclusive is made.
 pub const MIN_REPLICATES: usize = 5;
@@ -626,7 +628,9 @@ fn trend_finding(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig) -> Option<Tren
         .iter()
         .map(|e| median(&arm.runs.iter().map(|r| r.t[e]).collect::<Vec<_>>()))
         .collect();
-    let mk = mann_kendall(&series)?;
+    // The whole window's test and every later start's, in one O(n log n) pass.
+    let suffixes = mann_kendall_suffixes(&series);
+    let mk = suffixes.first().copied().flatten()?;
     if mk.p_value >= TREND_ALPHA {
         return None;
     }
@@ -640,7 +644,7 @@ fn trend_finding(arm: &Arm, epochs: &[u32], cfg: &AnalysisConfig) -> Option<Tren
     let material = drift_pct >= cfg.min_effect_pct.max(0.0);
     // Suggest the earliest later start from which the rest of the window is trend-free.
     let suggestion = (1..series.len().saturating_sub(3))
-        .find(|&i| mann_kendall(&series[i..]).is_some_and(|t| t.p_value >= TREND_ALPHA))
+        .find(|&i| suffixes[i].is_some_and(|t| t.p_value >= TREND_ALPHA))
         .map(|i| {
             let end = arm_window_end(epochs);
             format!("try --steady-epochs {}..{end}", epochs[i])
@@ -756,9 +760,12 @@ fn replicate_drift(
     let Some(mk) = mann_kendall(&series) else {
         return;
     };
+    if mk.p_value >= TREND_ALPHA {
+        return;
+    }
     let slope = sen_slope(&series).unwrap_or(0.0);
     let drift_pct = 100.0 * slope.abs() * (series.len() - 1) as f64 / median(&series);
-    if mk.p_value >= TREND_ALPHA || drift_pct < cfg.min_effect_pct.max(0.0) || slope == 0.0 {
+    if drift_pct < cfg.min_effect_pct.max(0.0) || slope == 0.0 {
         return;
     }
     // Values here are "lower is better": a falling series is a speeding-up one.
@@ -1105,7 +1112,11 @@ impl<'a> AlignedRuns<'a> {
             .flat_map(|r| r.t.keys().copied())
             .filter(|e| window.contains(*e))
             .collect();
-        let left_out: Vec<u32> = wanted.into_iter().filter(|e| !steady.contains(e)).collect();
+        // `steady` is sorted (a run's epochs in order, filtered): a binary search, not a scan.
+        let left_out: Vec<u32> = wanted
+            .into_iter()
+            .filter(|e| steady.binary_search(e).is_err())
+            .collect();
         if !left_out.is_empty() {
             warnings.push(format!(
                 "epochs {} of the steady window are missing in some runs and were left out",

@@ -48,7 +48,9 @@ pub struct ShiftEstimate {
     pub k: Option<usize>,
 }
 
-/// Median of an already sorted, non-empty slice.
+/// Median of an already sorted, non-empty slice (the reference [`median_and_bounds`] is
+/// tested against).
+#[cfg(test)]
 pub(crate) fn median_sorted(v: &[f64]) -> f64 {
     let m = v.len();
     if m % 2 == 1 {
@@ -56,6 +58,36 @@ pub(crate) fn median_sorted(v: &[f64]) -> f64 {
     } else {
         0.5 * (v[m / 2 - 1] + v[m / 2])
     }
+}
+
+/// The median of `v` and, for an order-statistic index `k` (1-based, see [`ci_index`]), the
+/// bounds `v_(k)` and `v_(M+1−k)` — as the median and indexing would give them on
+/// `v` sorted by `f64::total_cmp`, but found by selection (each position selected in the
+/// part right of the previous one): a few linear passes instead of a sort of the n(n+1)/2
+/// Walsh averages or m·n differences. `v` (non-empty) is reordered.
+pub(crate) fn median_and_bounds(v: &mut [f64], k: Option<usize>) -> (f64, Option<(f64, f64)>) {
+    let m = v.len();
+    let bounds = k.filter(|&k| k <= m).map(|k| (k - 1, m - k));
+    let mut positions = vec![m / 2];
+    if m % 2 == 0 {
+        positions.push(m / 2 - 1);
+    }
+    if let Some((low, high)) = bounds {
+        positions.extend([low, high]);
+    }
+    positions.sort_unstable();
+    positions.dedup();
+    let mut start = 0;
+    for &p in &positions {
+        v[start..].select_nth_unstable_by(p - start, f64::total_cmp);
+        start = p + 1;
+    }
+    let median = if m % 2 == 1 {
+        v[m / 2]
+    } else {
+        0.5 * (v[m / 2 - 1] + v[m / 2])
+    };
+    (median, bounds.map(|(low, high)| (v[low], v[high])))
 }
 
 /// Order-statistic index `k` for a one-sided bound at level `alpha`: the largest `c` with
@@ -75,4 +107,29 @@ pub(crate) fn ci_index(cdf_from_zero: &[f64], alpha: f64) -> Option<usize> {
         }
     }
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Catches a selection that starts at the wrong offset or misses the lower middle
+        /// of an even count: every value must be the sorted slice's, bit for bit.
+        #[test]
+        fn selected_median_and_bounds_equal_the_sorted_ones(
+            mut v in prop::collection::vec(prop_oneof![-3i32..3, -1000i32..1000], 1..200),
+            k in prop::option::of(1usize..250),
+        ) {
+            let mut v: Vec<f64> = v.drain(..).map(|x| f64::from(x) / 8.0).collect();
+            let mut sorted = v.clone();
+            sorted.sort_by(f64::total_cmp);
+            let m = sorted.len();
+            let want_bounds = k.filter(|&k| k <= m).map(|k| (sorted[k - 1], sorted[m - k]));
+            let (median, bounds) = median_and_bounds(&mut v, k);
+            prop_assert_eq!(median.to_bits(), median_sorted(&sorted).to_bits());
+            prop_assert_eq!(bounds, want_bounds);
+        }
+    }
 }

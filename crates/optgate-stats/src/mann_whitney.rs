@@ -5,7 +5,7 @@
 //! are no ties (`method='exact'`), otherwise the normal approximation with tie correction
 //! and continuity correction (`method='asymptotic', use_continuity=True`).
 
-use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate, ci_index, median_sorted};
+use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate, ci_index, median_and_bounds};
 use crate::normal;
 use crate::rank::{average_ranks, tie_term};
 
@@ -150,13 +150,18 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64], alternative: Alternative) -> RankTes
 
 /// Sorted pairwise differences `x_i − y_j`.
 pub fn pairwise_differences(x: &[f64], y: &[f64]) -> Vec<f64> {
+    let mut d = pairwise_differences_unsorted(x, y);
+    d.sort_by(f64::total_cmp);
+    d
+}
+
+fn pairwise_differences_unsorted(x: &[f64], y: &[f64]) -> Vec<f64> {
     let mut d = Vec::with_capacity(x.len() * y.len());
     for xi in x {
         for yj in y {
             d.push(xi - yj);
         }
     }
-    d.sort_by(f64::total_cmp);
     d
 }
 
@@ -169,8 +174,6 @@ pub fn hodges_lehmann_shift(x: &[f64], y: &[f64], alpha: f64) -> Option<ShiftEst
     if x.is_empty() || y.is_empty() {
         return None;
     }
-    let d = pairwise_differences(x, y);
-    let estimate = median_sorted(&d);
     let (m, n) = (x.len(), y.len());
     let k = match MannWhitneyDist::new(m, n) {
         Some(dist) => ci_index(&dist.lower_cdf_table(), alpha),
@@ -182,11 +185,9 @@ pub fn hodges_lehmann_shift(x: &[f64], y: &[f64], alpha: f64) -> Option<ShiftEst
             (c >= 0.0).then(|| c as usize + 1)
         }
     };
-    let total = d.len();
-    let (ci_low, ci_high) = match k {
-        Some(k) if k <= total => (Some(d[k - 1]), Some(d[total - k])),
-        _ => (None, None),
-    };
+    // The order statistics of the sorted differences, selected rather than sorted.
+    let (estimate, bounds) = median_and_bounds(&mut pairwise_differences_unsorted(x, y), k);
+    let (ci_low, ci_high) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
     Some(ShiftEstimate {
         estimate,
         ci_low,

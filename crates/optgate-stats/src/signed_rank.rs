@@ -5,9 +5,26 @@
 //! null distribution of W+ (`method='exact'`), otherwise from the normal approximation
 //! with tie and continuity correction (`method='asymptotic', correction=True`).
 
-use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate, ci_index, median_sorted};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate, ci_index, median_and_bounds};
 use crate::normal;
 use crate::rank::{average_ranks, tie_term};
+
+/// The fewest pairs whose distribution [`SignedRankDist::shared`] keeps: below this one is
+/// cheaper to build than to look up.
+pub const SHARED_MIN_N: usize = 64;
+
+/// How many distributions [`SignedRankDist::shared`] keeps (the most recently built; at
+/// most ~4 MB each at the largest n, 1000 replicates).
+pub const SHARED_KEPT: usize = 4;
+
+static SHARED: OnceLock<Mutex<Vec<Arc<SignedRankDist>>>> = OnceLock::new();
+
+/// The cache's lock; a panic elsewhere while holding it leaves a list of whole entries.
+fn lock(cache: &Mutex<Vec<Arc<SignedRankDist>>>) -> MutexGuard<'_, Vec<Arc<SignedRankDist>>> {
+    cache.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Exact null distribution of W+ for `n` untied, non-zero differences.
 #[derive(Debug, Clone)]
@@ -21,21 +38,54 @@ impl SignedRankDist {
     /// Builds the distribution by dynamic programming over the ranks: rank `i` is either
     /// in the positive set or not, each with probability 1/2. Only additions of
     /// non-negative numbers and halvings, so every entry keeps full relative precision
-    /// (no 1 − x cancellation), for any n.
+    /// (no 1 − x cancellation), for any n. O(n³): each row is computed from the previous
+    /// one into a second buffer (a loop the compiler vectorises).
     pub fn new(n: usize) -> Self {
         let max = n * (n + 1) / 2;
         let mut pmf = vec![0.0; max + 1];
+        let mut next = vec![0.0; max + 1];
         pmf[0] = 1.0;
         let mut top = 0;
         for i in 1..=n {
             top += i;
-            // Descending so that pmf[w − i] is still the previous row's value.
-            for w in (0..=top).rev() {
-                let with_i = if w >= i { pmf[w - i] } else { 0.0 };
-                pmf[w] = 0.5 * (pmf[w] + with_i);
+            let low = i.min(top + 1);
+            // Below i, rank i cannot be in the positive set: 0.5·(p + 0).
+            for (out, &p) in next[..low].iter_mut().zip(&pmf[..low]) {
+                *out = 0.5 * (p + 0.0);
             }
+            for ((out, &p), &with_i) in next[low..=top]
+                .iter_mut()
+                .zip(&pmf[low..=top])
+                .zip(&pmf[..=top - low])
+            {
+                *out = 0.5 * (p + with_i);
+            }
+            std::mem::swap(&mut pmf, &mut next);
         }
         SignedRankDist { n, pmf }
+    }
+
+    /// The distribution for `n`, shared: the last few built for large `n` are kept
+    /// ([`SHARED_KEPT`]), since every variant of an analysis (and each of its tests and
+    /// intervals) asks for the same `n`, and at n = 1000 one costs ~10⁸ operations.
+    pub fn shared(n: usize) -> Arc<SignedRankDist> {
+        if n < SHARED_MIN_N {
+            return Arc::new(SignedRankDist::new(n));
+        }
+        let cache = SHARED.get_or_init(|| Mutex::new(Vec::new()));
+        if let Some(d) = lock(cache).iter().find(|d| d.n == n) {
+            return Arc::clone(d);
+        }
+        // Built outside the lock: another thread asking for another n is not held up.
+        let d = Arc::new(SignedRankDist::new(n));
+        let mut kept = lock(cache);
+        if !kept.iter().any(|k| k.n == n) {
+            if kept.len() >= SHARED_KEPT {
+                kept.remove(0);
+            }
+            kept.push(Arc::clone(&d));
+        }
+        d
     }
 
     pub fn n(&self) -> usize {
@@ -109,7 +159,7 @@ pub fn wilcoxon_signed_rank(d: &[f64], alternative: Alternative) -> RankTest {
     let has_ties = ties.iter().any(|&t| t > 1);
 
     if !has_ties && !had_zeros {
-        let dist = SignedRankDist::new(n);
+        let dist = SignedRankDist::shared(n);
         // W+ is an integer here (no ties), so rounding only removes float noise.
         let w = w_plus.round() as i64;
         let p = match alternative {
@@ -147,6 +197,12 @@ pub fn wilcoxon_signed_rank(d: &[f64], alternative: Alternative) -> RankTest {
 
 /// Sorted Walsh averages `(d_i + d_j)/2, i ≤ j`.
 pub fn walsh_averages(d: &[f64]) -> Vec<f64> {
+    let mut w = walsh_averages_unsorted(d);
+    w.sort_by(f64::total_cmp);
+    w
+}
+
+fn walsh_averages_unsorted(d: &[f64]) -> Vec<f64> {
     let n = d.len();
     let mut w = Vec::with_capacity(n * (n + 1) / 2);
     for i in 0..n {
@@ -154,7 +210,6 @@ pub fn walsh_averages(d: &[f64]) -> Vec<f64> {
             w.push(0.5 * (d[i] + d[j]));
         }
     }
-    w.sort_by(f64::total_cmp);
     w
 }
 
@@ -168,15 +223,11 @@ pub fn hodges_lehmann_paired(d: &[f64], alpha: f64) -> Option<ShiftEstimate> {
     if d.is_empty() {
         return None;
     }
-    let w = walsh_averages(d);
-    let estimate = median_sorted(&w);
-    let dist = SignedRankDist::new(d.len());
+    let dist = SignedRankDist::shared(d.len());
     let k = ci_index(&dist.lower_cdf_table(), alpha);
-    let m = w.len();
-    let (ci_low, ci_high) = match k {
-        Some(k) if k <= m => (Some(w[k - 1]), Some(w[m - k])),
-        _ => (None, None),
-    };
+    // The order statistics of the sorted averages, selected rather than sorted.
+    let (estimate, bounds) = median_and_bounds(&mut walsh_averages_unsorted(d), k);
+    let (ci_low, ci_high) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
     Some(ShiftEstimate {
         estimate,
         ci_low,
@@ -193,6 +244,53 @@ pub fn min_p_paired(n: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-place recursion the distribution was built with before (one buffer, each
+    /// row in descending order).
+    fn pmf_in_place(n: usize) -> Vec<f64> {
+        let mut pmf = vec![0.0; n * (n + 1) / 2 + 1];
+        pmf[0] = 1.0;
+        let mut top = 0;
+        for i in 1..=n {
+            top += i;
+            for w in (0..=top).rev() {
+                let with_i = if w >= i { pmf[w - i] } else { 0.0 };
+                pmf[w] = 0.5 * (pmf[w] + with_i);
+            }
+        }
+        pmf
+    }
+
+    /// Catches a two-buffer row that reads the wrong offset or leaves stale entries above
+    /// the row's top (any p-value would move), and a cache that hands back the
+    /// distribution of another n.
+    #[test]
+    fn two_buffer_and_shared_distributions_equal_the_in_place_recursion_bit_for_bit() {
+        for n in [1, 2, 3, 7, 30, SHARED_MIN_N, 150, 151] {
+            let reference = pmf_in_place(n);
+            let bits = |p: &[f64]| p.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&SignedRankDist::new(n).pmf),
+                bits(&reference),
+                "n = {n}"
+            );
+            let shared = SignedRankDist::shared(n);
+            assert_eq!(shared.n(), n);
+            assert_eq!(bits(&shared.pmf), bits(&reference), "shared, n = {n}");
+        }
+        // Asked again after others: still its own n.
+        assert_eq!(SignedRankDist::shared(150).n(), 150);
+    }
+
+    /// Catches a cache that keeps every n it was asked for (unbounded memory).
+    #[test]
+    fn shared_keeps_at_most_its_limit() {
+        for n in SHARED_MIN_N..SHARED_MIN_N + 2 * SHARED_KEPT {
+            assert_eq!(SignedRankDist::shared(n).n(), n);
+        }
+        let kept = lock(SHARED.get().expect("used above")).len();
+        assert!(kept <= SHARED_KEPT, "{kept} kept");
+    }
 
     #[test]
     fn distribution_sums_to_one_and_is_symmetric() {

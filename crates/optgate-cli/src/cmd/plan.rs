@@ -48,8 +48,9 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     }
     let runs = plan.runs();
     for r in &runs {
-        // The same rendering a real execution does: run.sh and run.json in the run's directory.
-        optgate_runner::jobs::prepare_run(exp, r, &layout)?;
+        // The same rendering a real execution does: run.sh and run.json in the run's
+        // directory (not flushed to disk: nothing runs from a plan).
+        optgate_runner::jobs::preview_run(exp, r, &layout)?;
     }
     let jobs = write_job_scripts(exp, &plan, &layout)?;
     println!(
@@ -100,7 +101,8 @@ fn write_job_scripts(exp: &Experiment, plan: &Plan, layout: &Layout) -> Result<O
     );
     let mut count = 0;
     for block in &plan.blocks {
-        let jobs = optgate_runner::jobs::jobs_for_block(exp, block, layout, exp.name(), &bin)?;
+        // The runs' files are written above; the jobs are only described here.
+        let jobs = optgate_runner::jobs::block_jobs(exp, block, layout, exp.name(), &bin);
         for job in jobs {
             let script = render(&job).map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
             let path = job.dir.join(batch::JOB_SCRIPT);
