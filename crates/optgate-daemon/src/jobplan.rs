@@ -22,7 +22,7 @@ pub(crate) fn outcomes(
     state: &JobState,
     runs: &HashMap<String, RunRow>,
 ) -> Vec<RunUpdate> {
-    let attempts = work.exp.file.scheduler.max_resubmits + 1;
+    let attempts = work.exp.max_resubmits + 1;
     let mut out = Vec::new();
     for run_id in &job.run_ids {
         let Some(run) = runs.get(run_id).filter(|r| r.state == RunState::Queued) else {

@@ -189,20 +189,7 @@ mod tests {
 
     /// `blocks` blocks of 3 epochs; `speed(b)` is the arm's speed-up in block `b`.
     fn arm(name: &str, blocks: u32, speed: impl Fn(u32) -> f64) -> ArmData {
-        ArmData {
-            name: name.into(),
-            runs: (1..=blocks)
-                .map(|b| {
-                    let t = (1.0 + 0.01 * b as f64) / speed(b);
-                    optgate_stats::RunSamples {
-                        replicate: b,
-                        block: Some(b),
-                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
-                    }
-                })
-                .collect(),
-            ..ArmData::default()
-        }
+        optgate_stats::fixtures::blocked_arm(name, blocks, |b| (1.0 + 0.01 * b as f64) / speed(b))
     }
 
     /// Holm's family at a staged look: a variant that left without an acceptance (retired,
@@ -302,11 +289,7 @@ mod tests {
                         continue;
                     }
                     let t = (shared + noise * gauss(rng)).exp();
-                    arm.runs.push(optgate_stats::RunSamples {
-                        replicate: b,
-                        block: Some(b),
-                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
-                    });
+                    arm.runs.push(optgate_stats::fixtures::block_run(b, t));
                 }
             }
             let (_, look) = analyse(&arms[0], &arms[1..], cfg, plan, &closed, blocks).unwrap();

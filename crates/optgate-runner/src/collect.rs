@@ -100,7 +100,7 @@ pub fn collect(
         .runs()
         .iter()
         .map(|r| match not_applicable.get(&r.arm) {
-            Some(reason) => empty(
+            Some(reason) => RunResult::empty(
                 r,
                 RunStatus::NotApplicable {
                     reason: reason.clone(),
@@ -111,7 +111,6 @@ pub fn collect(
         .collect();
     check_epoch_counts(&mut runs);
     let correctness = exp
-        .file
         .correctness
         .as_ref()
         .filter(|c| !c.files.is_empty() || c.values.is_some())
@@ -136,23 +135,28 @@ pub fn changed_since_recorded(
         .collect()
 }
 
-fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
-    RunResult {
-        id: r.id.clone(),
-        arm: r.arm.clone(),
-        block: r.block,
-        replicate: r.replicate,
-        status,
-        epochs: EpochSeconds::new(),
-        system_value: None,
-        resources: None,
-        host: None,
-        elapsed_s: None,
-        interval: None,
-        conditions: None,
-        trace_categories: None,
-        stderr_tail: None,
-        evidence: None,
+impl RunResult {
+    /// The result of planned run `r` with nothing read from its directory yet: only its
+    /// place in the plan and `status` (a run not run or not applicable stays like this;
+    /// `collect_run` fills in what the manifest and the metric say).
+    pub fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
+        RunResult {
+            id: r.id.clone(),
+            arm: r.arm.clone(),
+            block: r.block,
+            replicate: r.replicate,
+            status,
+            epochs: EpochSeconds::new(),
+            system_value: None,
+            resources: None,
+            host: None,
+            elapsed_s: None,
+            interval: None,
+            conditions: None,
+            trace_categories: None,
+            stderr_tail: None,
+            evidence: None,
+        }
     }
 }
 
@@ -229,9 +233,9 @@ fn read_source(
 pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResult {
     let manifest = match RunManifest::read(run_dir) {
         Ok(Some(m)) => m,
-        Ok(None) => return empty(r, RunStatus::NotRun),
+        Ok(None) => return RunResult::empty(r, RunStatus::NotRun),
         Err(e) => {
-            return empty(
+            return RunResult::empty(
                 r,
                 RunStatus::Failed {
                     reason: e.to_string(),
@@ -239,7 +243,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             );
         }
     };
-    let mut result = empty(r, RunStatus::Complete);
+    let mut result = RunResult::empty(r, RunStatus::Complete);
     result.host = Some(manifest.host.clone());
     result.elapsed_s = Some(manifest.elapsed_s);
     result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
@@ -295,7 +299,7 @@ fn manifest_failure(manifest: &RunManifest, run_dir: &Path) -> Option<String> {
 /// The run's system metric (its last report: apps print running figures and a final
 /// one); None when the experiment declares none.
 fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetricError> {
-    let Some(sm) = &exp.file.system_metric else {
+    let Some(sm) = &exp.system_metric else {
         return Ok(None);
     };
     let re = exp.patterns.system_metric.as_ref().expect("validated");
@@ -305,7 +309,7 @@ fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetr
 
 /// The run's correctness evidence; None when the experiment declares no checks.
 fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
-    let c = exp.file.correctness.as_ref()?;
+    let c = exp.correctness.as_ref()?;
     let mut ev = Evidence::default();
     for f in &c.files {
         let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
@@ -337,7 +341,7 @@ pub struct RunMetric {
 
 /// The per-epoch metric of one finished run (and, from traces, the time per category).
 pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetricError> {
-    let m = &exp.file.metric;
+    let m = &exp.metric;
     match m.source {
         MetricSource::Stdout | MetricSource::File => {
             let re = exp.patterns.metric.as_ref().expect("validated");
@@ -382,7 +386,7 @@ pub fn trace_summary(
     exp: &Experiment,
     dir: &Path,
 ) -> Result<optgate_dftracer::TraceSummary, optgate_dftracer::TraceError> {
-    let m = &exp.file.metric;
+    let m = &exp.metric;
     let opts = optgate_dftracer::AggregateOptions {
         epoch_marker: m.epoch_marker.clone(),
         ..Default::default()
@@ -417,7 +421,7 @@ fn check_epoch_counts(runs: &mut [RunResult]) {
 }
 
 fn compare_with_baseline(exp: &Experiment, runs: &[RunResult]) -> BTreeMap<String, ArmCorrectness> {
-    let spec = exp.file.correctness.as_ref().expect("caller checked");
+    let spec = exp.correctness.as_ref().expect("caller checked");
     let (rel_tol, abs_tol) = spec
         .values
         .as_ref()
@@ -583,22 +587,19 @@ mod interference_tests {
     use optgate_wrapper::manifest::NodeConditions;
 
     fn run(id: &str, host: &str, from: &str, to: &str, c: Option<NodeConditions>) -> RunResult {
-        RunResult {
+        let planned = PlannedRun {
             id: id.into(),
-            arm: "a".into(),
             block: 1,
             replicate: 1,
-            status: RunStatus::Complete,
-            epochs: EpochSeconds::new(),
-            system_value: None,
-            resources: None,
+            arm: "a".into(),
+            position: 0,
+        };
+        RunResult {
             host: Some(host.into()),
             elapsed_s: Some(1.0),
             interval: Some((from.into(), to.into())),
             conditions: c,
-            trace_categories: None,
-            stderr_tail: None,
-            evidence: None,
+            ..RunResult::empty(&planned, RunStatus::Complete)
         }
     }
 

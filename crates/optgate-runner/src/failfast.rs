@@ -41,7 +41,7 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
     if complete.is_empty()
         && let Some(r) = no_match
     {
-        let m = &exp.file.metric;
+        let m = &exp.metric;
         let pattern = m.pattern.as_deref().unwrap_or_default();
         out.stop_experiment = Some(format!(
             "stopped after block {block}: the metric pattern `{pattern}` matched nothing in any \
@@ -139,23 +139,14 @@ mod tests {
     }
 
     fn run(block: u32, arm: &str, status: RunStatus) -> RunResult {
-        RunResult {
+        let planned = optgate_experiment::PlannedRun {
             id: format!("b{block:03}-{arm}"),
-            arm: arm.into(),
             block,
             replicate: block,
-            status,
-            epochs: Default::default(),
-            system_value: None,
-            resources: None,
-            host: None,
-            elapsed_s: None,
-            interval: None,
-            conditions: None,
-            trace_categories: None,
-            stderr_tail: None,
-            evidence: None,
-        }
+            arm: arm.into(),
+            position: 0,
+        };
+        RunResult::empty(&planned, status)
     }
 
     fn ok(block: u32, arm: &str) -> RunResult {
