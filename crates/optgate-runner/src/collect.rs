@@ -209,16 +209,21 @@ pub enum RunMetricError {
     },
 }
 
+/// The file, relative to the run directory, that a value of `source` is read from: `file`
+/// for `source: file`, else the run's stdout (a `file:` beside another source is not read).
+pub(crate) fn source_file(source: MetricSource, file: Option<&str>) -> &str {
+    match source {
+        MetricSource::File => file.unwrap_or(STDOUT_FILE),
+        _ => STDOUT_FILE,
+    }
+}
+
 fn read_source(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
 ) -> Result<(String, String), RunMetricError> {
-    let rel = match source {
-        MetricSource::File => file.unwrap_or(STDOUT_FILE),
-        _ => STDOUT_FILE,
-    };
-    let path = run_dir.join(rel);
+    let path = run_dir.join(source_file(source, file));
     let text = std::fs::read(&path).map_err(|source| RunMetricError::Read {
         path: path.clone(),
         source,
@@ -676,5 +681,35 @@ mod interference_tests {
         assert_eq!(changed_since_recorded(&collected, &recorded), ["b001-v1"]);
         // A run the store never recorded completed is the look's ordinary business.
         assert!(changed_since_recorded(&collected, &Default::default()).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod stderr_tests {
+    use super::*;
+
+    /// The stderr tail's limits: the last [`STDERR_TAIL_LINES`] non-blank lines, cut from
+    /// the front to [`STDERR_TAIL_BYTES`] characters; nothing for a missing or blank file.
+    /// Catches a limit off by one, the first lines kept instead of the last, and blank
+    /// lines quoted.
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_within_its_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let tail_of = |text: &str| {
+            std::fs::write(dir.path().join(optgate_wrapper::run::STDERR_FILE), text).unwrap();
+            stderr_tail(dir.path())
+        };
+        let seven: String = (1..=7).map(|i| format!("e{i}\n\n")).collect();
+        assert_eq!(tail_of(&seven).unwrap(), "e3 | e4 | e5 | e6 | e7");
+        let wide = format!("a{}", "z".repeat(STDERR_TAIL_BYTES));
+        assert_eq!(
+            tail_of(&wide).unwrap(),
+            format!("…{}", "z".repeat(STDERR_TAIL_BYTES))
+        );
+        let exact = "q".repeat(STDERR_TAIL_BYTES);
+        assert_eq!(tail_of(&exact).unwrap(), exact);
+        assert_eq!(tail_of(" \n\t\n"), None);
+        std::fs::remove_file(dir.path().join(optgate_wrapper::run::STDERR_FILE)).unwrap();
+        assert_eq!(stderr_tail(dir.path()), None);
     }
 }
