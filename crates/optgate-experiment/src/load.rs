@@ -361,6 +361,7 @@ impl Checker {
             production_epochs: file.compare.production_epochs,
             allocation: crate::resolved::Allocation::resolve(&file.scheduler, file.design),
             max_resubmits: file.scheduler.max_resubmits,
+            checklist: file.checklist.clone(),
             file,
             workdir,
             arms,

@@ -9,8 +9,8 @@ use optgate_stats::EpochWindow;
 use serde::Serialize;
 
 use crate::model::{
-    BuildSpec, CacheMode, CommandSpec, CorrectnessSpec, Design, ExperimentFile, MetricSpec,
-    PageCacheMode, SchedulerSpec, SystemMetricSpec,
+    BuildSpec, CacheMode, ChecklistEntry, CommandSpec, CorrectnessSpec, Design, ExperimentFile,
+    MetricSpec, PageCacheMode, SchedulerSpec, SystemMetricSpec,
 };
 
 /// The name of the baseline arm and of the optional A/A control arm.
@@ -78,6 +78,9 @@ pub struct Experiment {
     pub allocation: Allocation,
     /// How often a job the scheduler lost is submitted again (`scheduler.max_resubmits`).
     pub max_resubmits: u32,
+    /// The verdicts the file declares for checklist dimensions it does not measure
+    /// (`checklist`).
+    pub checklist: BTreeMap<String, ChecklistEntry>,
     /// The file's regular expressions, compiled once (a look reads every run with them).
     #[serde(skip)]
     pub patterns: Patterns,
@@ -230,7 +233,8 @@ mod tests {
              preflight: { allow_oversubscription: true }\n\
              correctness: { files: [out.txt] }\n\
              system_metric: { pattern: 'energy (?P<value>[0-9.]+)' }\n\
-             scheduler: { kind: slurm, queue: q1, account: a1, extra_directives: [--x=1], max_resubmits: 4 }\n",
+             scheduler: { kind: slurm, queue: q1, account: a1, extra_directives: [--x=1], max_resubmits: 4 }\n\
+             checklist: { l2_autotuning: { verdict: applicable_not_measured } }\n",
         );
         assert_eq!(e.description.as_deref(), Some("why"));
         assert_eq!(e.app_command, e.file.app.command);
@@ -242,6 +246,12 @@ mod tests {
         assert!(e.system_metric.is_some());
         assert_eq!(e.max_resubmits, 4);
         assert_eq!(
+            e.checklist.keys().collect::<Vec<_>>(),
+            ["l2_autotuning"],
+            "{:?}",
+            e.checklist
+        );
+        assert_eq!(
             e.allocation,
             Allocation {
                 queue: Some("q1".into()),
@@ -252,7 +262,7 @@ mod tests {
         );
         let plain = load("");
         assert!(!plain.allow_oversubscription && plain.correctness.is_none());
-        assert!(plain.system_metric.is_none());
+        assert!(plain.system_metric.is_none() && plain.checklist.is_empty());
         assert_eq!(plain.max_resubmits, plain.file.scheduler.max_resubmits);
     }
 

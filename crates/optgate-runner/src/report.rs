@@ -137,7 +137,6 @@ fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::Check
         .filter_map(|a| Some((a.name.clone(), a.dimension.clone()?)))
         .collect();
     let declared: BTreeMap<String, DeclaredVerdict> = exp
-        .file
         .checklist
         .iter()
         .map(|(k, v)| {
