@@ -250,6 +250,42 @@ mod tests {
         );
     }
 
+    /// A variant that left the plan is re-analysed on its own blocks only: the baseline's
+    /// runs after the look that decided it are not compared with it (here in the
+    /// independent design, where every baseline run would count). Re-analysing it on the
+    /// whole baseline fails this.
+    #[test]
+    fn a_decided_variant_is_compared_with_the_baseline_of_its_own_blocks() {
+        let cfg = AnalysisConfig {
+            design: optgate_stats::Design::Independent,
+            ..AnalysisConfig::default()
+        };
+        let plan =
+            StagedPlan::new(6, 20, cfg.alpha, 2, optgate_stats::Design::Independent).unwrap();
+        let first = plan.next_look_after(0).unwrap();
+        let blocks = plan.next_look_after(first).unwrap();
+        let base = arm("baseline", blocks, |_| 1.0);
+        let open = arm("open", blocks, |_| 1.02);
+        let left = arm("left", first, |_| 1.5);
+        let mut d = decision("left", Some(Stop::Efficacy), Some(first));
+        d.reason = "accepted".into();
+        let closed = BTreeMap::from([("left".to_string(), d)]);
+        let others = [open, left];
+        let (analysis, _) = analyse(&base, &others, &cfg, &plan, &closed, blocks).unwrap();
+        let names: Vec<&str> = analysis.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["open", "left"]);
+        let left = &analysis.variants[1];
+        assert_eq!(left.n_baseline, first as usize, "{left:?}");
+        assert_eq!(left.n_variant, first as usize);
+        assert_eq!(left.decision, Decision::Accept);
+        assert!(
+            left.reason.starts_with("accepted (decided at "),
+            "{}",
+            left.reason
+        );
+        assert_eq!(analysis.variants[0].n_baseline, blocks as usize);
+    }
+
     /// Standard normal deviate (Box–Muller).
     fn gauss(rng: &mut rand_chacha::ChaCha8Rng) -> f64 {
         use rand::Rng;
