@@ -271,7 +271,7 @@ mod tests {
         d.reason = "accepted".into();
         let closed = BTreeMap::from([("left".to_string(), d)]);
         let others = [open, left];
-        let (analysis, _) = analyse(&base, &others, &cfg, &plan, &closed, blocks).unwrap();
+        let (analysis, look) = analyse(&base, &others, &cfg, &plan, &closed, blocks).unwrap();
         let names: Vec<&str> = analysis.variants.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["open", "left"]);
         let left = &analysis.variants[1];
@@ -284,6 +284,17 @@ mod tests {
             left.reason
         );
         assert_eq!(analysis.variants[0].n_baseline, blocks as usize);
+        // The decisions stored with the look: every variant in the given order, the one
+        // that left with the blocks it ran in, the open one with this look's blocks only if
+        // it left now (a sort that ignored the order puts the open variant first).
+        let stored = decisions(&look, &closed, blocks, &["left", "open"]);
+        let names: Vec<&str> = stored.iter().map(|d| d.variant.as_str()).collect();
+        assert_eq!(names, ["left", "open"]);
+        assert_eq!(
+            (stored[0].stop, stored[0].blocks),
+            (Some(Stop::Efficacy), Some(first))
+        );
+        assert_eq!(stored[1].blocks, stored[1].stop.map(|_| blocks));
     }
 
     /// Standard normal deviate (Box–Muller).
