@@ -685,7 +685,7 @@ mod interference_tests {
 }
 
 #[cfg(test)]
-mod stderr_tests {
+mod run_file_tests {
     use super::*;
 
     /// The stderr tail's limits: the last [`STDERR_TAIL_LINES`] non-blank lines, cut from
@@ -711,5 +711,41 @@ mod stderr_tests {
         assert_eq!(tail_of(" \n\t\n"), None);
         std::fs::remove_file(dir.path().join(optgate_wrapper::run::STDERR_FILE)).unwrap();
         assert_eq!(stderr_tail(dir.path()), None);
+    }
+
+    /// `metric.epoch_marker` reaches the trace aggregation: in a trace whose events carry
+    /// no `args.epoch`, the marker events alone make the epochs (dropping the marker
+    /// finds no epochs at all).
+    #[test]
+    fn a_dftracer_metric_takes_its_epochs_from_the_marker_events() {
+        let yaml = "name: t\napp: { command: [app] }\n\
+             metric: { source: dftracer, dir: traces, epoch_marker: epoch }\n\
+             replicates: 6\nvariants:\n\
+             \x20 - { name: v, dimension: l2_threading_model, env: { X: '1' } }\n";
+        let exp = optgate_experiment::load_str(yaml, Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment;
+        let ev = |id: u32, name: &str, cat: &str, ts: u32, dur: u32| {
+            format!(
+                r#"{{"id":{id},"name":"{name}","cat":"{cat}","type":6,"pid":7,"tid":7,"ts":{ts},"dur":{dur},"ph":1}}"#
+            )
+        };
+        let trace = [
+            ev(1, "forward", "compute", 110, 10),
+            ev(2, "epoch", "app", 100, 100),
+            ev(3, "forward", "compute", 210, 30),
+            ev(4, "epoch", "app", 200, 100),
+        ]
+        .join("\n");
+        let run = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(run.path().join("traces")).unwrap();
+        std::fs::write(run.path().join("traces/r0.pfw"), trace).unwrap();
+        let metric = run_metric(&exp, run.path()).unwrap();
+        assert_eq!(metric.epochs.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert!(
+            (metric.epochs[&2] - 30e-6).abs() < 1e-12,
+            "{:?}",
+            metric.epochs
+        );
     }
 }
