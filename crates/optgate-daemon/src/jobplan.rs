@@ -175,3 +175,112 @@ pub(crate) fn plan_jobs(
     }
     (new_jobs, specs, already)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::work::tests::{job, work_with};
+
+    fn run(run_id: &str, state: RunState) -> (String, RunRow) {
+        let row = RunRow {
+            run_id: run_id.into(),
+            block: 1,
+            arm: run_id.trim_start_matches("b001-").into(),
+            position: 0,
+            state,
+            detail: None,
+        };
+        (run_id.to_string(), row)
+    }
+
+    /// Each update as (run, state, detail).
+    fn said(updates: &[RunUpdate]) -> Vec<(String, RunState, String)> {
+        updates
+            .iter()
+            .map(|u| {
+                (
+                    u.run_id.clone(),
+                    u.state,
+                    u.detail.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// A job that ended before its queued runs wrote a final manifest: with
+    /// `max_resubmits: 1` its runs go back to pending after attempt 1 and fail after
+    /// attempt 2; a refused job's runs fail at once (the scheduler would refuse the same
+    /// request again); a run that is not queued is left alone; a running job changes
+    /// nothing yet. Catches the attempts miscounted (`+ 1` → `* 1`, `<` → `<=`), a refused
+    /// job resubmitted, the refusal's wording lost, and the job's state left unsaid.
+    #[test]
+    fn runs_of_a_job_that_ended_early_are_retried_within_the_attempts() {
+        let w = work_with("{ kind: slurm, max_resubmits: 1 }", "");
+        let runs: HashMap<String, RunRow> = [
+            run("b001-baseline", RunState::Queued),
+            run("b001-v1", RunState::Queued),
+            run("b001-v2", RunState::Completed),
+        ]
+        .into_iter()
+        .collect();
+        let ids = ["b001-baseline", "b001-v1", "b001-v2"];
+        let lost = JobState::Lost("node n7 failed".into());
+        let first = outcomes(&w, &job("og-e1-b001", 1, &ids), &lost, &runs);
+        let why = "job og-e1-b001 ended (lost: node n7 failed) before this run finished";
+        let again = format!("{why}; it will run again");
+        assert_eq!(
+            said(&first),
+            [
+                ("b001-baseline".into(), RunState::Pending, again.clone()),
+                ("b001-v1".into(), RunState::Pending, again),
+            ]
+        );
+        let last = outcomes(&w, &job("og-e1-b001+r2", 2, &ids[..1]), &lost, &runs);
+        assert_eq!(
+            said(&last),
+            [(
+                "b001-baseline".into(),
+                RunState::Failed,
+                "job og-e1-b001+r2 ended (lost: node n7 failed) before this run finished, \
+                 after 2 attempt(s); giving up"
+                    .into()
+            )]
+        );
+        let refused = JobState::Refused("invalid partition".into());
+        let no = outcomes(&w, &job("og-e1-b001", 1, &ids[..1]), &refused, &runs);
+        assert_eq!(
+            said(&no),
+            [(
+                "b001-baseline".into(),
+                RunState::Failed,
+                "job og-e1-b001 ended (refused by the scheduler: invalid partition) before \
+                 this run finished; not resubmitted"
+                    .into()
+            )]
+        );
+        let running = outcomes(&w, &job("og-e1-b001", 1, &ids), &JobState::Running, &runs);
+        assert!(running.is_empty(), "{running:?}");
+    }
+
+    /// What a job's state is called in the runs' details and the log.
+    #[test]
+    fn every_job_state_is_described() {
+        let cases = [
+            (JobState::Pending, "pending"),
+            (JobState::Running, "running"),
+            (JobState::Completed, "completed"),
+            (JobState::Failed("exit 1".into()), "failed: exit 1"),
+            (JobState::Cancelled, "cancelled"),
+            (JobState::Timeout, "time limit reached"),
+            (JobState::Lost("node down".into()), "lost: node down"),
+            (
+                JobState::Refused("no".into()),
+                "refused by the scheduler: no",
+            ),
+            (JobState::Unknown, "unknown to the scheduler"),
+        ];
+        for (state, words) in cases {
+            assert_eq!(describe(&state), words);
+        }
+    }
+}

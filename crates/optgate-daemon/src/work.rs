@@ -182,17 +182,23 @@ fn retry_name(original: &str, attempt: u32) -> String {
     format!("{original}+r{attempt}")
 }
 
+/// Test helpers shared with the other modules' tests (`jobplan`).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use optgate_store::JobRecordState;
 
     /// A Slurm experiment of 2 variants and 6 blocks, with `extra` top-level keys.
-    fn work(extra: &str) -> Work {
+    pub(crate) fn work(extra: &str) -> Work {
+        work_with("{ kind: slurm }", extra)
+    }
+
+    /// The same experiment with `scheduler` as its `scheduler:` value.
+    pub(crate) fn work_with(scheduler: &str, extra: &str) -> Work {
         let text = format!(
             "name: w\napp: {{ command: [./app] }}\n\
              metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\n\
-             scheduler: {{ kind: slurm }}\nreplicates: 6\n{extra}variants:\n\
+             scheduler: {scheduler}\nreplicates: 6\n{extra}variants:\n\
              \x20 - {{ name: v1, dimension: l2_threading_model, env: {{ X: '1' }} }}\n\
              \x20 - {{ name: v2, dimension: l2_threading_model, env: {{ X: '2' }} }}\n"
         );
@@ -284,7 +290,7 @@ mod tests {
         assert!(staged.schedule.look_at(first + 1).is_some());
     }
 
-    fn job(name: &str, attempt: u32, runs: &[&str]) -> JobRow {
+    pub(crate) fn job(name: &str, attempt: u32, runs: &[&str]) -> JobRow {
         JobRow {
             id: 1,
             experiment_id: "e1".into(),
