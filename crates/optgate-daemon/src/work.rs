@@ -217,7 +217,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn block(index: u32) -> BlockRow {
+    pub(crate) fn block(index: u32) -> BlockRow {
         BlockRow {
             index,
             order: ["v2", "baseline", "v1"].map(String::from).to_vec(),
