@@ -22,7 +22,7 @@ pub(crate) fn outcomes(
     state: &JobState,
     runs: &HashMap<String, RunRow>,
 ) -> Vec<RunUpdate> {
-    let attempts = work.exp.file.scheduler.max_resubmits + 1;
+    let attempts = work.exp.max_resubmits + 1;
     let mut out = Vec::new();
     for run_id in &job.run_ids {
         let Some(run) = runs.get(run_id).filter(|r| r.state == RunState::Queued) else {
@@ -174,4 +174,199 @@ pub(crate) fn plan_jobs(
         }
     }
     (new_jobs, specs, already)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::work::tests::{block, job, work, work_with};
+    use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome};
+
+    fn run(run_id: &str, state: RunState) -> (String, RunRow) {
+        let row = RunRow {
+            run_id: run_id.into(),
+            block: 1,
+            arm: run_id.trim_start_matches("b001-").into(),
+            position: 0,
+            state,
+            detail: None,
+        };
+        (run_id.to_string(), row)
+    }
+
+    /// Each update as (run, state, detail).
+    fn said(updates: &[RunUpdate]) -> Vec<(String, RunState, String)> {
+        updates
+            .iter()
+            .map(|u| {
+                (
+                    u.run_id.clone(),
+                    u.state,
+                    u.detail.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// A job that ended before its queued runs wrote a final manifest: with
+    /// `max_resubmits: 1` its runs go back to pending after attempt 1 and fail after
+    /// attempt 2; a refused job's runs fail at once (the scheduler would refuse the same
+    /// request again); a run that is not queued is left alone; a running job changes
+    /// nothing yet. Catches the attempts miscounted (`+ 1` → `* 1`, `<` → `<=`), a refused
+    /// job resubmitted, the refusal's wording lost, and the job's state left unsaid.
+    #[test]
+    fn runs_of_a_job_that_ended_early_are_retried_within_the_attempts() {
+        let w = work_with("{ kind: slurm, max_resubmits: 1 }", "");
+        let runs: HashMap<String, RunRow> = [
+            run("b001-baseline", RunState::Queued),
+            run("b001-v1", RunState::Queued),
+            run("b001-v2", RunState::Completed),
+        ]
+        .into_iter()
+        .collect();
+        let ids = ["b001-baseline", "b001-v1", "b001-v2"];
+        let lost = JobState::Lost("node n7 failed".into());
+        let first = outcomes(&w, &job("og-e1-b001", 1, &ids), &lost, &runs);
+        let why = "job og-e1-b001 ended (lost: node n7 failed) before this run finished";
+        let again = format!("{why}; it will run again");
+        assert_eq!(
+            said(&first),
+            [
+                ("b001-baseline".into(), RunState::Pending, again.clone()),
+                ("b001-v1".into(), RunState::Pending, again),
+            ]
+        );
+        let last = outcomes(&w, &job("og-e1-b001+r2", 2, &ids[..1]), &lost, &runs);
+        assert_eq!(
+            said(&last),
+            [(
+                "b001-baseline".into(),
+                RunState::Failed,
+                "job og-e1-b001+r2 ended (lost: node n7 failed) before this run finished, \
+                 after 2 attempt(s); giving up"
+                    .into()
+            )]
+        );
+        let refused = JobState::Refused("invalid partition".into());
+        let no = outcomes(&w, &job("og-e1-b001", 1, &ids[..1]), &refused, &runs);
+        assert_eq!(
+            said(&no),
+            [(
+                "b001-baseline".into(),
+                RunState::Failed,
+                "job og-e1-b001 ended (refused by the scheduler: invalid partition) before \
+                 this run finished; not resubmitted"
+                    .into()
+            )]
+        );
+        let running = outcomes(&w, &job("og-e1-b001", 1, &ids), &JobState::Running, &runs);
+        assert!(running.is_empty(), "{running:?}");
+    }
+
+    /// What a job's state is called in the runs' details and the log.
+    #[test]
+    fn every_job_state_is_described() {
+        let cases = [
+            (JobState::Pending, "pending"),
+            (JobState::Running, "running"),
+            (JobState::Completed, "completed"),
+            (JobState::Failed("exit 1".into()), "failed: exit 1"),
+            (JobState::Cancelled, "cancelled"),
+            (JobState::Timeout, "time limit reached"),
+            (JobState::Lost("node down".into()), "lost: node down"),
+            (
+                JobState::Refused("no".into()),
+                "refused by the scheduler: no",
+            ),
+            (JobState::Unknown, "unknown to the scheduler"),
+        ];
+        for (state, words) in cases {
+            assert_eq!(describe(&state), words);
+        }
+    }
+
+    /// What `exec-run` leaves for a run that ended with `outcome` (stdout of three epochs
+    /// and the manifest).
+    fn leave(dir: &std::path::Path, run_id: &str, outcome: Outcome) {
+        std::fs::create_dir_all(dir).unwrap();
+        let stdout: String = (1..=3).map(|e| format!("epoch {e} took 1.0 s\n")).collect();
+        std::fs::write(dir.join("stdout"), stdout).unwrap();
+        RunManifest {
+            schema: MANIFEST_SCHEMA,
+            experiment: "w".into(),
+            run_id: run_id.into(),
+            arm: run_id.trim_start_matches("b001-").into(),
+            block: 1,
+            replicate: 1,
+            host: "n1".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            ended_at: "2026-01-01T00:00:01Z".into(),
+            elapsed_s: 1.0,
+            outcome,
+            exit_code: (outcome == Outcome::Completed).then_some(0),
+            signal: None,
+            env_set: Default::default(),
+            env_unset: vec![],
+            environment: Default::default(),
+            environment_withheld: vec![],
+            conditions: None,
+            script: dir.join("run.sh"),
+            scheduler_job_id: None,
+            optgate_version: "test".into(),
+            attempt: Some(1),
+            step_governors: Default::default(),
+            resources: None,
+            isolation: None,
+        }
+        .write(dir)
+        .unwrap();
+    }
+
+    /// The pending runs of a block become one job, its original reduced to them and named
+    /// for the next attempt, in its own directory; a pending run whose manifest already
+    /// says it finished (a job given up for lost ran it after all) is recorded from its
+    /// manifest instead, and one that was interrupted runs again; a block with nothing
+    /// pending gets no job. Catches a finished run run again and the attempt miscounted.
+    #[test]
+    fn pending_runs_become_the_next_attempt_unless_they_finished_after_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = work("");
+        w.layout = optgate_runner::Layout::new(dir.path());
+        leave(&w.layout.run_dir("b001-v1"), "b001-v1", Outcome::Completed);
+        let interrupted = "b001-baseline";
+        leave(
+            &w.layout.run_dir(interrupted),
+            interrupted,
+            Outcome::Interrupted,
+        );
+        let bin = std::path::Path::new("/opt/optgate");
+        let original = w.block_jobs(&block(1), bin).remove(0).name;
+        let jobs = [job(&original, 1, &["b001-v2", "b001-baseline", "b001-v1"])];
+        let pending: BTreeSet<String> = ["b001-baseline", "b001-v1", "b001-v2"]
+            .map(String::from)
+            .into();
+        let (new_jobs, specs, already) = plan_jobs(&w, &[block(1), block(2)], &jobs, &pending, bin);
+        let retry = format!("{original}+r2");
+        assert_eq!(new_jobs.len(), 1, "{new_jobs:?}");
+        assert_eq!(
+            (
+                new_jobs[0].block,
+                new_jobs[0].name.as_str(),
+                new_jobs[0].attempt
+            ),
+            (1, retry.as_str(), 2)
+        );
+        assert_eq!(new_jobs[0].run_ids, ["b001-v2", "b001-baseline"]);
+        assert_eq!(
+            (specs[0].name.as_str(), specs[0].attempt),
+            (retry.as_str(), 2)
+        );
+        assert_eq!(specs[0].dir, w.layout.job_dir(&retry));
+        let ids: Vec<&str> = specs[0].runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["b001-v2", "b001-baseline"]);
+        assert_eq!(
+            said(&already),
+            [("b001-v1".into(), RunState::Completed, String::new())]
+        );
+    }
 }

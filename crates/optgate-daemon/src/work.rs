@@ -182,9 +182,167 @@ fn retry_name(original: &str, attempt: u32) -> String {
     format!("{original}+r{attempt}")
 }
 
+/// Test helpers shared with the other modules' tests (`jobplan`).
 #[cfg(test)]
-mod tests {
-    use super::Work;
+pub(crate) mod tests {
+    use super::*;
+    use optgate_store::JobRecordState;
+
+    /// A Slurm experiment of 2 variants and 6 blocks, with `extra` top-level keys.
+    pub(crate) fn work(extra: &str) -> Work {
+        work_with("{ kind: slurm }", extra)
+    }
+
+    /// The same experiment with `scheduler` as its `scheduler:` value.
+    pub(crate) fn work_with(scheduler: &str, extra: &str) -> Work {
+        let text = format!(
+            "name: w\napp: {{ command: [./app] }}\n\
+             metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\n\
+             scheduler: {scheduler}\nreplicates: 6\n{extra}variants:\n\
+             \x20 - {{ name: v1, dimension: l2_threading_model, env: {{ X: '1' }} }}\n\
+             \x20 - {{ name: v2, dimension: l2_threading_model, env: {{ X: '2' }} }}\n"
+        );
+        let exp = optgate_experiment::load_str(&text, Path::new("/exp/w.yaml"))
+            .unwrap()
+            .experiment;
+        let schedule = LookSchedule::new(exp.replicates, Some(exp.max_replicates));
+        Work {
+            id: "e1".into(),
+            sequential: schedule.sequential_plan(exp.alpha).unwrap(),
+            staged: optgate_policy::decide::staged_plan(&exp).unwrap(),
+            layout: Layout::new("/runs/e1"),
+            backend: Arc::new(optgate_sched::slurm::SlurmBackend::new()),
+            schedule,
+            exp,
+        }
+    }
+
+    pub(crate) fn block(index: u32) -> BlockRow {
+        BlockRow {
+            index,
+            order: ["v2", "baseline", "v1"].map(String::from).to_vec(),
+        }
+    }
+
+    /// Rows for the blocks after `after` only, their runs in block order with their
+    /// positions, an arm `skip` names left out. Catches `>` → `>=` (block `after` recorded
+    /// twice when blocks are added) and a skip ignored or inverted.
+    #[test]
+    fn plan_rows_are_the_blocks_after_the_ones_recorded_without_skipped_arms() {
+        let w = work("");
+        let plan = w.plan(&[block(1), block(2), block(3)]);
+        let (blocks, runs) = plan_rows(&plan, 1, |arm| arm == "v1");
+        assert_eq!(
+            blocks.iter().map(|b| b.index).collect::<Vec<_>>(),
+            [2, 3],
+            "{blocks:?}"
+        );
+        assert_eq!(blocks[0].order, block(2).order);
+        let got: Vec<(&str, u32, &str, u32)> = runs
+            .iter()
+            .map(|r| (r.run_id.as_str(), r.block, r.arm.as_str(), r.position))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("b002-v2", 2, "v2", 0),
+                ("b002-baseline", 2, "baseline", 1),
+                ("b003-v2", 3, "v2", 0),
+                ("b003-baseline", 3, "baseline", 1),
+            ]
+        );
+        let (all_blocks, all_runs) = plan_rows(&plan, 0, |_| false);
+        assert_eq!((all_blocks.len(), all_runs.len()), (3, 9));
+    }
+
+    /// The plan holds the experiment's name, seed, design and arms with the recorded
+    /// blocks (not a default plan).
+    #[test]
+    fn the_plan_is_the_experiment_s_with_the_recorded_blocks() {
+        let w = work("seed: 42\n");
+        let plan = w.plan(&[block(1), block(2)]);
+        assert_eq!(plan.experiment, "w");
+        assert_eq!(plan.seed, 42);
+        assert_eq!(plan.design, w.exp.design);
+        assert_eq!(plan.arms, ["baseline", "v1", "v2"]);
+        assert_eq!(plan.blocks.len(), 2);
+        assert_eq!(plan.blocks[1].index, 2);
+        assert_eq!(plan.blocks[1].order, block(2).order);
+    }
+
+    /// Looks follow the experiment's rule: one after each block from `replicates` to
+    /// `max_replicates` under the spending rule; under the staged rule only where its plan
+    /// puts them (not after every block).
+    #[test]
+    fn looks_are_taken_where_the_experiment_s_rule_plans_them() {
+        let w = work("max_replicates: 9\n");
+        let looks: Vec<Option<u32>> = (5..=10).map(|b| w.look_at(b)).collect();
+        assert_eq!(looks, [None, Some(1), Some(2), Some(3), Some(4), None]);
+        let staged = work("max_replicates: 20\ncompare: { sequential: staged }\n");
+        let plan = staged.staged.as_ref().expect("a staged plan");
+        for b in 1..=21 {
+            assert_eq!(staged.look_at(b), plan.look_at(b), "at {b} blocks");
+        }
+        let first = plan.next_look_after(0).unwrap();
+        assert_eq!(staged.look_at(first), Some(1));
+        // The block after the first look is a look of the spending rule, not of this plan.
+        assert_eq!(staged.look_at(first + 1), None);
+        assert!(staged.schedule.look_at(first + 1).is_some());
+    }
+
+    pub(crate) fn job(name: &str, attempt: u32, runs: &[&str]) -> JobRow {
+        JobRow {
+            id: 1,
+            experiment_id: "e1".into(),
+            block: 1,
+            name: name.into(),
+            attempt,
+            run_ids: runs.iter().map(|r| r.to_string()).collect(),
+            scheduler_job_id: None,
+            state: JobRecordState::Submitting,
+            detail: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+            scheduler_state: None,
+        }
+    }
+
+    /// A recorded job's spec is its block's job reduced to the recorded runs, under the
+    /// recorded name and attempt, in its own directory when it is a retry; runs no block
+    /// job holds are refused. Catches the retry left in the first attempt's directory and
+    /// the runs not reduced.
+    #[test]
+    fn a_recorded_job_s_spec_is_its_block_job_reduced_under_its_own_name() {
+        let w = work("");
+        let bin = Path::new("/opt/optgate");
+        let original = w.block_jobs(&block(1), bin);
+        assert_eq!(
+            original.len(),
+            1,
+            "a blocked design runs a block as one job"
+        );
+        let first = &original[0];
+        assert_eq!(first.runs.len(), 3);
+        let same = w
+            .spec_for(&job(&first.name, 1, &["b001-v1"]), &block(1), bin)
+            .unwrap();
+        assert_eq!(
+            (same.name.as_str(), &same.dir),
+            (first.name.as_str(), &first.dir)
+        );
+        let name = Work::attempt_name(&first.name, 2);
+        let retry = w
+            .spec_for(&job(&name, 2, &["b001-v1"]), &block(1), bin)
+            .unwrap();
+        assert_eq!(retry.name, name);
+        assert_eq!(retry.dir, w.layout.job_dir(&name));
+        assert_ne!(retry.dir, first.dir);
+        assert_eq!(retry.attempt, 2);
+        let ids: Vec<&str> = retry.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["b001-v1"]);
+        let none = w.spec_for(&job(&name, 2, &["b009-v1"]), &block(1), bin);
+        assert!(matches!(none, Err(WorkError::NoSuchJob { block: 1, .. })));
+    }
 
     #[test]
     fn the_first_attempt_keeps_its_name_and_a_retry_is_named_for_its_attempt() {

@@ -1,6 +1,7 @@
 //! The engine's control loop against an in-process fake scheduler, through the seam the
 //! daemon receives its backends by (`Backends::with_factory`): submission, polling, the
 //! outcomes of runs, looks and decisions, a refused submission, a lost job resubmitted,
+//! a recorded run whose manifest changed before the look run again,
 //! and each crash window (an armed failpoint ends the engine's task there; a new engine on
 //! the same database repairs what it left).
 //! Runs in seconds; the real-scheduler tests (`tests/daemon_slurm.rs`, `flux_real.rs`)
@@ -25,7 +26,7 @@ use optgate_daemon::{StatePaths, handlers};
 use optgate_experiment::SchedulerKind;
 use optgate_sched::poll::PollSchedule;
 use optgate_sched::{JobId, JobSpec, JobState, SchedError, Scheduler};
-use optgate_store::{ExperimentState, JobRecordState, NewJob, Store};
+use optgate_store::{ExperimentState, JobRecordState, NewJob, RunState, Store};
 use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome, RunManifest};
 
 /// What the fake does with submissions.
@@ -105,7 +106,7 @@ fn run_the_job(spec: &JobSpec, id: &str) {
             script: run.run_dir.join("run.sh"),
             scheduler_job_id: Some(id.to_string()),
             optgate_version: "test".into(),
-            attempt: Some(1),
+            attempt: Some(spec.attempt),
             step_governors: Default::default(),
             resources: None,
             isolation: None,
@@ -452,6 +453,99 @@ async fn each_crash_window_is_repaired_by_the_next_engine() {
         let looks = ctx.db.call(move |s| s.looks(&i)).await.unwrap();
         assert_eq!(looks.len(), 1, "{point}:{at}: {looks:?}");
     }
+}
+
+/// A run the store recorded completed whose manifest no longer says so when the look reads
+/// it (here replaced by an interrupted one, as a stale attempt's late write would leave
+/// it; `LookError::RecordedRunChanged`) is neither counted nor lost nor run twice: the
+/// experiment goes back to running, the run to pending, it is submitted again on its own
+/// under its block job's retry name, and the experiment is decided with every run counted
+/// once. Catches a look that counts the changed run (or drops it: 27 sample rows), and a
+/// `run_again` that loses the run (never resubmitted: 5 submissions) or resubmits the
+/// whole block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_run_whose_manifest_changed_runs_again_and_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeScheduler::new(Script::Normal);
+    let ctx = daemon(&dir.path().join("state"), fake.clone());
+    // Stop the engine once the last job's end and its runs' outcomes are recorded, before
+    // the look: the window in which a manifest can change under a recorded run.
+    ctx.failpoints.arm("after-job-end", 5);
+    let id = submit(dir.path(), &ctx).await;
+    let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
+    let start = std::time::Instant::now();
+    while !ctx.failpoints.fired() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never reached");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    first.abort();
+    let _ = first.await;
+    let i = id.clone();
+    let (row, runs) = ctx
+        .db
+        .call(move |s| Ok((s.experiment(&i)?.unwrap(), s.runs(&i)?)))
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 10);
+    assert!(
+        runs.iter().all(|r| r.state == RunState::Completed),
+        "{runs:?}"
+    );
+    let changed = optgate_runner::Layout::new(&row.root).run_dir("b001-baseline");
+    let mut manifest = RunManifest::read(&changed).unwrap().unwrap();
+    manifest.outcome = Outcome::Interrupted;
+    manifest.exit_code = None;
+    manifest.write(&changed).unwrap();
+
+    let row = run_engine_until_ended(&ctx, &id).await;
+    assert_eq!(row.state, ExperimentState::Decided, "{row:?}");
+    let submitted = fake.submitted();
+    assert_eq!(submitted.len(), 6, "{submitted:?}");
+    let block1 = submitted
+        .iter()
+        .find(|n| n.ends_with("-b001"))
+        .expect("block 1's job");
+    assert_eq!(submitted[5], format!("{block1}+r2"), "{submitted:?}");
+    let retried: Vec<String> = {
+        let st = fake.state.lock().unwrap();
+        st.jobs
+            .values()
+            .filter(|(spec, _, _)| spec.name == submitted[5])
+            .flat_map(|(spec, _, _)| spec.runs.iter().map(|r| r.run_id.clone()))
+            .collect()
+    };
+    assert_eq!(
+        retried,
+        ["b001-baseline"],
+        "only the changed run runs again"
+    );
+    let manifest = RunManifest::read(&changed).unwrap().unwrap();
+    assert_eq!(manifest.outcome, Outcome::Completed);
+    assert_eq!(
+        manifest.attempt,
+        Some(2),
+        "the retry's record, not the old one"
+    );
+    let csv = std::fs::read_to_string(Path::new(&row.root).join("samples.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 10 * 3, "{csv}");
+    assert_eq!(
+        csv.lines()
+            .filter(|l| l.starts_with("baseline,1,1,"))
+            .count(),
+        3,
+        "{csv}"
+    );
+    let i = id.clone();
+    let (looks, runs) = ctx
+        .db
+        .call(move |s| Ok((s.looks(&i)?, s.runs(&i)?)))
+        .await
+        .unwrap();
+    assert_eq!(looks.len(), 1, "{looks:?}");
+    assert!(
+        runs.iter().all(|r| r.state == RunState::Completed),
+        "{runs:?}"
+    );
 }
 
 /// A backend that does nothing but record every call that reaches it.

@@ -8,7 +8,10 @@ use std::time::Duration;
 use optgate_stats::EpochWindow;
 use serde::Serialize;
 
-use crate::model::{BuildSpec, CacheMode, CommandSpec, ExperimentFile, PageCacheMode};
+use crate::model::{
+    BuildSpec, CacheMode, ChecklistEntry, CommandSpec, CorrectnessSpec, Design, ExperimentFile,
+    MetricSpec, PageCacheMode, SchedulerSpec, SystemMetricSpec,
+};
 
 /// The name of the baseline arm and of the optional A/A control arm.
 pub const BASELINE: &str = "baseline";
@@ -53,6 +56,31 @@ pub struct Experiment {
     pub inputs: Vec<PathBuf>,
     /// The user's privileged helper that sets governors (`preflight.governor_helper`).
     pub governor_helper: Option<Vec<String>>,
+    /// Over-subscription findings are warnings, not errors
+    /// (`preflight.allow_oversubscription`).
+    pub allow_oversubscription: bool,
+    /// What the experiment is for (`description`).
+    pub description: Option<String>,
+    /// The application's command line, before an arm's `args` (`app.command`).
+    pub app_command: CommandSpec,
+    /// What is measured in each run and where it is read (`metric`).
+    pub metric: MetricSpec,
+    /// The user's own measure of System Impact (`system_metric`).
+    pub system_metric: Option<SystemMetricSpec>,
+    /// What each variant's output must match the baseline's in (`correctness`).
+    pub correctness: Option<CorrectnessSpec>,
+    /// The smallest speed-up worth having, in percent (`compare.min_effect_pct`).
+    pub min_effect_pct: f64,
+    /// The production run's epochs, for the break-even projection
+    /// (`compare.production_epochs`).
+    pub production_epochs: Option<u32>,
+    /// What each job asks the scheduler for besides its shape (`scheduler.*`).
+    pub allocation: Allocation,
+    /// How often a job the scheduler lost is submitted again (`scheduler.max_resubmits`).
+    pub max_resubmits: u32,
+    /// The verdicts the file declares for checklist dimensions it does not measure
+    /// (`checklist`).
+    pub checklist: BTreeMap<String, ChecklistEntry>,
     /// The file's regular expressions, compiled once (a look reads every run with them).
     #[serde(skip)]
     pub patterns: Patterns,
@@ -83,6 +111,30 @@ impl Patterns {
                 .as_ref()
                 .and_then(|c| c.values.as_ref())
                 .and_then(|v| re(&v.pattern)),
+        }
+    }
+}
+
+/// The allocation settings of every job, resolved: `exclusive` is the file's
+/// `scheduler.exclusive` when given, else yes for the blocked design — one block at a
+/// time per node, so blocks never disturb each other's timings — and no for the
+/// independent design.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Allocation {
+    pub queue: Option<String>,
+    pub account: Option<String>,
+    pub exclusive: bool,
+    pub extra_directives: Vec<String>,
+}
+
+impl Allocation {
+    /// The allocation `scheduler` asks for under `design`.
+    pub fn resolve(scheduler: &SchedulerSpec, design: Design) -> Allocation {
+        Allocation {
+            queue: scheduler.queue.clone(),
+            account: scheduler.account.clone(),
+            exclusive: scheduler.exclusive.unwrap_or(design == Design::Blocked),
+            extra_directives: scheduler.extra_directives.clone(),
         }
     }
 }
@@ -151,5 +203,80 @@ pub struct Build {
 impl Build {
     pub fn command(&self) -> &CommandSpec {
         &self.spec.command
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn load(extra: &str) -> Experiment {
+        let text = format!(
+            "name: t\ndescription: why\napp: {{ command: [./app, -q] }}\n\
+             metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s', better: higher }}\n\
+             replicates: 6\n{extra}\
+             variants:\n  - {{ name: v, dimension: l2_threading_model, env: {{ W: '1' }} }}\n"
+        );
+        match crate::load_str(&text, Path::new("/exp/t.yaml")) {
+            Ok(l) => l.experiment,
+            Err(e) => panic!("{text}\n---\n{e}"),
+        }
+    }
+
+    /// Each resolved field is the file's value, not a default: a loader that left one at
+    /// its default (or read the wrong key) fails here.
+    #[test]
+    fn the_resolved_fields_are_what_the_file_says() {
+        let e = load(
+            "compare: { min_effect_pct: 7.5, production_epochs: 90 }\n\
+             preflight: { allow_oversubscription: true }\n\
+             correctness: { files: [out.txt] }\n\
+             system_metric: { pattern: 'energy (?P<value>[0-9.]+)' }\n\
+             scheduler: { kind: slurm, queue: q1, account: a1, extra_directives: [--x=1], max_resubmits: 4 }\n\
+             checklist: { l2_autotuning: { verdict: applicable_not_measured } }\n",
+        );
+        assert_eq!(e.description.as_deref(), Some("why"));
+        assert_eq!(e.app_command, e.file.app.command);
+        assert_eq!(e.metric.better, crate::model::Better::Higher);
+        assert_eq!(e.min_effect_pct, 7.5);
+        assert_eq!(e.production_epochs, Some(90));
+        assert!(e.allow_oversubscription);
+        assert_eq!(e.correctness.unwrap().files, ["out.txt"]);
+        assert!(e.system_metric.is_some());
+        assert_eq!(e.max_resubmits, 4);
+        assert_eq!(
+            e.checklist.keys().collect::<Vec<_>>(),
+            ["l2_autotuning"],
+            "{:?}",
+            e.checklist
+        );
+        assert_eq!(
+            e.allocation,
+            Allocation {
+                queue: Some("q1".into()),
+                account: Some("a1".into()),
+                exclusive: true,
+                extra_directives: vec!["--x=1".into()],
+            }
+        );
+        let plain = load("");
+        assert!(!plain.allow_oversubscription && plain.correctness.is_none());
+        assert!(plain.system_metric.is_none() && plain.checklist.is_empty());
+        assert_eq!(plain.max_resubmits, plain.file.scheduler.max_resubmits);
+    }
+
+    /// Whole nodes: the file's `scheduler.exclusive` when given, else yes for the blocked
+    /// design and no for the independent one (a default that ignored the design, or an
+    /// explicit value that lost to it, fails here).
+    #[test]
+    fn jobs_ask_for_whole_nodes_as_the_file_or_else_the_design_says() {
+        let exclusive = |extra: &str| load(extra).allocation.exclusive;
+        assert!(exclusive(""));
+        assert!(!exclusive("design: independent\n"));
+        assert!(!exclusive("scheduler: { kind: slurm, exclusive: false }\n"));
+        assert!(exclusive(
+            "design: independent\nscheduler: { kind: slurm, exclusive: true }\n"
+        ));
     }
 }

@@ -606,4 +606,78 @@ mod tests {
             Next::Extend(1)
         );
     }
+
+    /// An experiment of two proposals and the A/A control, with `extra` top-level keys.
+    fn experiment(extra: &str) -> Experiment {
+        let text = format!(
+            "name: p\napp: {{ command: [./app] }}\n\
+             metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\n\
+             replicates: 6\naa_control: true\n{extra}variants:\n\
+             \x20 - {{ name: v1, dimension: l2_threading_model, env: {{ X: '1' }} }}\n\
+             \x20 - {{ name: v2, dimension: l2_threading_model, env: {{ X: '2' }} }}\n"
+        );
+        optgate_experiment::load_str(&text, std::path::Path::new("/exp/p.yaml"))
+            .unwrap_or_else(|e| panic!("{text}\n{e}"))
+            .experiment
+    }
+
+    /// The staged plan exists only for `sequential: staged` with a budget above
+    /// `replicates`, and its Holm family is the proposals: neither the baseline nor the
+    /// A/A control. The plans for 1, 2 and 4 arms differ, so a family that counted the
+    /// A/A control or the baseline, or only one of them, fails here; so does a plan made
+    /// for the spending rule or for a single look.
+    #[test]
+    fn the_staged_plan_is_for_the_staged_rule_with_a_budget_over_the_proposals() {
+        let staged = experiment("max_replicates: 20\ncompare: { sequential: staged }\n");
+        let plan = staged_plan(&staged)
+            .unwrap()
+            .expect("staged, with a budget");
+        let with = |family: usize| StagedPlan::new(6, 20, 0.05, family, Design::Paired).unwrap();
+        assert_eq!(plan, with(2));
+        assert_ne!(plan, with(1));
+        assert_ne!(plan, with(4));
+        let independent = experiment(
+            "max_replicates: 20\ncompare: { sequential: staged }\ndesign: independent\n",
+        );
+        let plan = staged_plan(&independent).unwrap().unwrap();
+        assert_eq!(
+            plan,
+            StagedPlan::new(6, 20, 0.05, 2, Design::Independent).unwrap()
+        );
+        let single = experiment("compare: { sequential: staged }\n");
+        assert_eq!(staged_plan(&single).unwrap(), None);
+        let spending = experiment("max_replicates: 20\n");
+        assert_eq!(staged_plan(&spending).unwrap(), None);
+    }
+
+    /// A variant decided `failed` at a staged look (its app failed in every run) is an
+    /// answer, not missing data: with the baseline and the other variant complete, what
+    /// follows is not `Failed`. Reading the failed variants the wrong way round reports it
+    /// as an arm without data and fails the experiment.
+    #[test]
+    fn a_staged_variant_that_failed_every_run_does_not_fail_the_experiment() {
+        let cfg = AnalysisConfig::default();
+        let plan = StagedPlan::new(5, 20, cfg.alpha, 2, Design::Paired).unwrap();
+        let first = plan.next_look_after(0).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(13);
+        let (mut base, mut same) = (Vec::new(), Vec::new());
+        for _ in 0..first {
+            let b = 1.0 + rng.random::<f64>() * 0.2;
+            base.push(run(&mut rng, b, 1.0));
+            same.push(run(&mut rng, b, 1.0));
+        }
+        let mut broken = arm("broken", &[]);
+        broken.failed = Some("6 of 6 run(s) failed — run b1-broken: exit 139".into());
+        let open = [broken, arm("same", &same)];
+        let look =
+            analyse_staged_look(&arm("baseline", &base), &open, 0, &cfg, &plan, first).unwrap();
+        assert_eq!(look.verdicts[0].decision, Decision::Failed);
+        let counts = [
+            ("baseline".to_string(), first as usize),
+            ("broken".to_string(), 0),
+            ("same".to_string(), first as usize),
+        ];
+        let next = next_step_staged(&look, first, &plan, &counts);
+        assert!(!matches!(next, StagedNext::Failed(_)), "{next:?}");
+    }
 }

@@ -189,20 +189,7 @@ mod tests {
 
     /// `blocks` blocks of 3 epochs; `speed(b)` is the arm's speed-up in block `b`.
     fn arm(name: &str, blocks: u32, speed: impl Fn(u32) -> f64) -> ArmData {
-        ArmData {
-            name: name.into(),
-            runs: (1..=blocks)
-                .map(|b| {
-                    let t = (1.0 + 0.01 * b as f64) / speed(b);
-                    optgate_stats::RunSamples {
-                        replicate: b,
-                        block: Some(b),
-                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
-                    }
-                })
-                .collect(),
-            ..ArmData::default()
-        }
+        optgate_stats::fixtures::blocked_arm(name, blocks, |b| (1.0 + 0.01 * b as f64) / speed(b))
     }
 
     /// Holm's family at a staged look: a variant that left without an acceptance (retired,
@@ -263,6 +250,53 @@ mod tests {
         );
     }
 
+    /// A variant that left the plan is re-analysed on its own blocks only: the baseline's
+    /// runs after the look that decided it are not compared with it (here in the
+    /// independent design, where every baseline run would count). Re-analysing it on the
+    /// whole baseline fails this.
+    #[test]
+    fn a_decided_variant_is_compared_with_the_baseline_of_its_own_blocks() {
+        let cfg = AnalysisConfig {
+            design: optgate_stats::Design::Independent,
+            ..AnalysisConfig::default()
+        };
+        let plan =
+            StagedPlan::new(6, 20, cfg.alpha, 2, optgate_stats::Design::Independent).unwrap();
+        let first = plan.next_look_after(0).unwrap();
+        let blocks = plan.next_look_after(first).unwrap();
+        let base = arm("baseline", blocks, |_| 1.0);
+        let open = arm("open", blocks, |_| 1.02);
+        let left = arm("left", first, |_| 1.5);
+        let mut d = decision("left", Some(Stop::Efficacy), Some(first));
+        d.reason = "accepted".into();
+        let closed = BTreeMap::from([("left".to_string(), d)]);
+        let others = [open, left];
+        let (analysis, look) = analyse(&base, &others, &cfg, &plan, &closed, blocks).unwrap();
+        let names: Vec<&str> = analysis.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["open", "left"]);
+        let left = &analysis.variants[1];
+        assert_eq!(left.n_baseline, first as usize, "{left:?}");
+        assert_eq!(left.n_variant, first as usize);
+        assert_eq!(left.decision, Decision::Accept);
+        assert!(
+            left.reason.starts_with("accepted (decided at "),
+            "{}",
+            left.reason
+        );
+        assert_eq!(analysis.variants[0].n_baseline, blocks as usize);
+        // The decisions stored with the look: every variant in the given order, the one
+        // that left with the blocks it ran in, the open one with this look's blocks only if
+        // it left now (a sort that ignored the order puts the open variant first).
+        let stored = decisions(&look, &closed, blocks, &["left", "open"]);
+        let names: Vec<&str> = stored.iter().map(|d| d.variant.as_str()).collect();
+        assert_eq!(names, ["left", "open"]);
+        assert_eq!(
+            (stored[0].stop, stored[0].blocks),
+            (Some(Stop::Efficacy), Some(first))
+        );
+        assert_eq!(stored[1].blocks, stored[1].stop.map(|_| blocks));
+    }
+
     /// Standard normal deviate (Box–Muller).
     fn gauss(rng: &mut rand_chacha::ChaCha8Rng) -> f64 {
         use rand::Rng;
@@ -302,11 +336,7 @@ mod tests {
                         continue;
                     }
                     let t = (shared + noise * gauss(rng)).exp();
-                    arm.runs.push(optgate_stats::RunSamples {
-                        replicate: b,
-                        block: Some(b),
-                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
-                    });
+                    arm.runs.push(optgate_stats::fixtures::block_run(b, t));
                 }
             }
             let (_, look) = analyse(&arms[0], &arms[1..], cfg, plan, &closed, blocks).unwrap();

@@ -13,7 +13,6 @@ use crate::collect::{Collected, RunResult, RunStatus};
 
 /// The analysis settings an experiment file asks for.
 pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
-    let f = &exp.file;
     let better = |b: Better| match b {
         Better::Lower => optgate_stats::Better::Lower,
         Better::Higher => optgate_stats::Better::Higher,
@@ -21,12 +20,12 @@ pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
     AnalysisConfig {
         design: exp.design.stats(),
         alpha: exp.alpha,
-        min_effect_pct: f.compare.min_effect_pct,
+        min_effect_pct: exp.min_effect_pct,
         steady_epochs: exp.steady_epochs,
-        production_epochs: f.compare.production_epochs,
-        better: better(f.metric.better),
+        production_epochs: exp.production_epochs,
+        better: better(exp.metric.better),
         // Without the user's metric, System Impact compares resources used: lower is better.
-        system_better: f
+        system_better: exp
             .system_metric
             .as_ref()
             .map(|s| better(s.better))
@@ -39,7 +38,7 @@ pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
 /// user + system time) of every run; None when even those are missing for some run (runs
 /// recorded by an older optgate).
 pub fn system_resource(exp: &Experiment, collected: &Collected) -> Option<SystemResource> {
-    if exp.file.system_metric.is_some() {
+    if exp.system_metric.is_some() {
         return Some(SystemResource::Metric);
     }
     let mut complete = collected

@@ -100,7 +100,7 @@ pub fn collect(
         .runs()
         .iter()
         .map(|r| match not_applicable.get(&r.arm) {
-            Some(reason) => empty(
+            Some(reason) => RunResult::empty(
                 r,
                 RunStatus::NotApplicable {
                     reason: reason.clone(),
@@ -111,7 +111,6 @@ pub fn collect(
         .collect();
     check_epoch_counts(&mut runs);
     let correctness = exp
-        .file
         .correctness
         .as_ref()
         .filter(|c| !c.files.is_empty() || c.values.is_some())
@@ -136,23 +135,28 @@ pub fn changed_since_recorded(
         .collect()
 }
 
-fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
-    RunResult {
-        id: r.id.clone(),
-        arm: r.arm.clone(),
-        block: r.block,
-        replicate: r.replicate,
-        status,
-        epochs: EpochSeconds::new(),
-        system_value: None,
-        resources: None,
-        host: None,
-        elapsed_s: None,
-        interval: None,
-        conditions: None,
-        trace_categories: None,
-        stderr_tail: None,
-        evidence: None,
+impl RunResult {
+    /// The result of planned run `r` with nothing read from its directory yet: only its
+    /// place in the plan and `status` (a run not run or not applicable stays like this;
+    /// `collect_run` fills in what the manifest and the metric say).
+    pub fn empty(r: &PlannedRun, status: RunStatus) -> RunResult {
+        RunResult {
+            id: r.id.clone(),
+            arm: r.arm.clone(),
+            block: r.block,
+            replicate: r.replicate,
+            status,
+            epochs: EpochSeconds::new(),
+            system_value: None,
+            resources: None,
+            host: None,
+            elapsed_s: None,
+            interval: None,
+            conditions: None,
+            trace_categories: None,
+            stderr_tail: None,
+            evidence: None,
+        }
     }
 }
 
@@ -205,16 +209,21 @@ pub enum RunMetricError {
     },
 }
 
+/// The file, relative to the run directory, that a value of `source` is read from: `file`
+/// for `source: file`, else the run's stdout (a `file:` beside another source is not read).
+pub(crate) fn source_file(source: MetricSource, file: Option<&str>) -> &str {
+    match source {
+        MetricSource::File => file.unwrap_or(STDOUT_FILE),
+        _ => STDOUT_FILE,
+    }
+}
+
 fn read_source(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
 ) -> Result<(String, String), RunMetricError> {
-    let rel = match source {
-        MetricSource::File => file.unwrap_or(STDOUT_FILE),
-        _ => STDOUT_FILE,
-    };
-    let path = run_dir.join(rel);
+    let path = run_dir.join(source_file(source, file));
     let text = std::fs::read(&path).map_err(|source| RunMetricError::Read {
         path: path.clone(),
         source,
@@ -229,9 +238,9 @@ fn read_source(
 pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResult {
     let manifest = match RunManifest::read(run_dir) {
         Ok(Some(m)) => m,
-        Ok(None) => return empty(r, RunStatus::NotRun),
+        Ok(None) => return RunResult::empty(r, RunStatus::NotRun),
         Err(e) => {
-            return empty(
+            return RunResult::empty(
                 r,
                 RunStatus::Failed {
                     reason: e.to_string(),
@@ -239,7 +248,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             );
         }
     };
-    let mut result = empty(r, RunStatus::Complete);
+    let mut result = RunResult::empty(r, RunStatus::Complete);
     result.host = Some(manifest.host.clone());
     result.elapsed_s = Some(manifest.elapsed_s);
     result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
@@ -295,7 +304,7 @@ fn manifest_failure(manifest: &RunManifest, run_dir: &Path) -> Option<String> {
 /// The run's system metric (its last report: apps print running figures and a final
 /// one); None when the experiment declares none.
 fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetricError> {
-    let Some(sm) = &exp.file.system_metric else {
+    let Some(sm) = &exp.system_metric else {
         return Ok(None);
     };
     let re = exp.patterns.system_metric.as_ref().expect("validated");
@@ -305,7 +314,7 @@ fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetr
 
 /// The run's correctness evidence; None when the experiment declares no checks.
 fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
-    let c = exp.file.correctness.as_ref()?;
+    let c = exp.correctness.as_ref()?;
     let mut ev = Evidence::default();
     for f in &c.files {
         let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
@@ -337,7 +346,7 @@ pub struct RunMetric {
 
 /// The per-epoch metric of one finished run (and, from traces, the time per category).
 pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetricError> {
-    let m = &exp.file.metric;
+    let m = &exp.metric;
     match m.source {
         MetricSource::Stdout | MetricSource::File => {
             let re = exp.patterns.metric.as_ref().expect("validated");
@@ -382,7 +391,7 @@ pub fn trace_summary(
     exp: &Experiment,
     dir: &Path,
 ) -> Result<optgate_dftracer::TraceSummary, optgate_dftracer::TraceError> {
-    let m = &exp.file.metric;
+    let m = &exp.metric;
     let opts = optgate_dftracer::AggregateOptions {
         epoch_marker: m.epoch_marker.clone(),
         ..Default::default()
@@ -417,7 +426,7 @@ fn check_epoch_counts(runs: &mut [RunResult]) {
 }
 
 fn compare_with_baseline(exp: &Experiment, runs: &[RunResult]) -> BTreeMap<String, ArmCorrectness> {
-    let spec = exp.file.correctness.as_ref().expect("caller checked");
+    let spec = exp.correctness.as_ref().expect("caller checked");
     let (rel_tol, abs_tol) = spec
         .values
         .as_ref()
@@ -583,22 +592,19 @@ mod interference_tests {
     use optgate_wrapper::manifest::NodeConditions;
 
     fn run(id: &str, host: &str, from: &str, to: &str, c: Option<NodeConditions>) -> RunResult {
-        RunResult {
+        let planned = PlannedRun {
             id: id.into(),
-            arm: "a".into(),
             block: 1,
             replicate: 1,
-            status: RunStatus::Complete,
-            epochs: EpochSeconds::new(),
-            system_value: None,
-            resources: None,
+            arm: "a".into(),
+            position: 0,
+        };
+        RunResult {
             host: Some(host.into()),
             elapsed_s: Some(1.0),
             interval: Some((from.into(), to.into())),
             conditions: c,
-            trace_categories: None,
-            stderr_tail: None,
-            evidence: None,
+            ..RunResult::empty(&planned, RunStatus::Complete)
         }
     }
 
@@ -675,5 +681,71 @@ mod interference_tests {
         assert_eq!(changed_since_recorded(&collected, &recorded), ["b001-v1"]);
         // A run the store never recorded completed is the look's ordinary business.
         assert!(changed_since_recorded(&collected, &Default::default()).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod run_file_tests {
+    use super::*;
+
+    /// The stderr tail's limits: the last [`STDERR_TAIL_LINES`] non-blank lines, cut from
+    /// the front to [`STDERR_TAIL_BYTES`] characters; nothing for a missing or blank file.
+    /// Catches a limit off by one, the first lines kept instead of the last, and blank
+    /// lines quoted.
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_within_its_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let tail_of = |text: &str| {
+            std::fs::write(dir.path().join(optgate_wrapper::run::STDERR_FILE), text).unwrap();
+            stderr_tail(dir.path())
+        };
+        let seven: String = (1..=7).map(|i| format!("e{i}\n\n")).collect();
+        assert_eq!(tail_of(&seven).unwrap(), "e3 | e4 | e5 | e6 | e7");
+        let wide = format!("a{}", "z".repeat(STDERR_TAIL_BYTES));
+        assert_eq!(
+            tail_of(&wide).unwrap(),
+            format!("…{}", "z".repeat(STDERR_TAIL_BYTES))
+        );
+        let exact = "q".repeat(STDERR_TAIL_BYTES);
+        assert_eq!(tail_of(&exact).unwrap(), exact);
+        assert_eq!(tail_of(" \n\t\n"), None);
+        std::fs::remove_file(dir.path().join(optgate_wrapper::run::STDERR_FILE)).unwrap();
+        assert_eq!(stderr_tail(dir.path()), None);
+    }
+
+    /// `metric.epoch_marker` reaches the trace aggregation: in a trace whose events carry
+    /// no `args.epoch`, the marker events alone make the epochs (dropping the marker
+    /// finds no epochs at all).
+    #[test]
+    fn a_dftracer_metric_takes_its_epochs_from_the_marker_events() {
+        let yaml = "name: t\napp: { command: [app] }\n\
+             metric: { source: dftracer, dir: traces, epoch_marker: epoch }\n\
+             replicates: 6\nvariants:\n\
+             \x20 - { name: v, dimension: l2_threading_model, env: { X: '1' } }\n";
+        let exp = optgate_experiment::load_str(yaml, Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment;
+        let ev = |id: u32, name: &str, cat: &str, ts: u32, dur: u32| {
+            format!(
+                r#"{{"id":{id},"name":"{name}","cat":"{cat}","type":6,"pid":7,"tid":7,"ts":{ts},"dur":{dur},"ph":1}}"#
+            )
+        };
+        let trace = [
+            ev(1, "forward", "compute", 110, 10),
+            ev(2, "epoch", "app", 100, 100),
+            ev(3, "forward", "compute", 210, 30),
+            ev(4, "epoch", "app", 200, 100),
+        ]
+        .join("\n");
+        let run = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(run.path().join("traces")).unwrap();
+        std::fs::write(run.path().join("traces/r0.pfw"), trace).unwrap();
+        let metric = run_metric(&exp, run.path()).unwrap();
+        assert_eq!(metric.epochs.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert!(
+            (metric.epochs[&2] - 30e-6).abs() < 1e-12,
+            "{:?}",
+            metric.epochs
+        );
     }
 }

@@ -5,11 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use optgate_experiment::{BASELINE, Experiment};
-use optgate_wrapper::run::STDOUT_FILE;
-
-use crate::collect::{RunResult, RunStatus};
+use crate::collect::{RunResult, RunStatus, source_file};
 use crate::layout::Layout;
+use optgate_experiment::{BASELINE, Experiment};
 
 /// Lines and bytes of a run's stdout quoted when the metric matched nothing.
 pub const STDOUT_EXCERPT_LINES: usize = 5;
@@ -41,7 +39,7 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
     if complete.is_empty()
         && let Some(r) = no_match
     {
-        let m = &exp.file.metric;
+        let m = &exp.metric;
         let pattern = m.pattern.as_deref().unwrap_or_default();
         out.stop_experiment = Some(format!(
             "stopped after block {block}: the metric pattern `{pattern}` matched nothing in any \
@@ -51,7 +49,7 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
                 RunStatus::Failed { reason } => reason.as_str(),
                 _ => "",
             },
-            excerpt(layout, r, m.file.as_deref())
+            excerpt(layout, r, source_file(m.source, m.file.as_deref()))
         ));
         return out;
     }
@@ -92,13 +90,9 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
     out
 }
 
-/// The first lines of the run's metric source (stdout, or the metric file).
-fn excerpt(layout: &Layout, r: &RunResult, file: Option<&str>) -> String {
-    let dir = layout.run_dir(&r.id);
-    let path = match (&file, &r.status) {
-        (Some(f), _) if !f.is_empty() => dir.join(f),
-        _ => dir.join(STDOUT_FILE),
-    };
+/// The first lines of the run's metric source, `file` in its run directory.
+fn excerpt(layout: &Layout, r: &RunResult, file: &str) -> String {
+    let path = layout.run_dir(&r.id).join(file);
     let Ok(bytes) = std::fs::read(&path) else {
         return format!("({} cannot be read)", path.display());
     };
@@ -122,13 +116,19 @@ fn excerpt(layout: &Layout, r: &RunResult, file: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use optgate_wrapper::run::STDOUT_FILE;
     use std::path::Path;
 
     const PATTERN: &str = r"epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s";
 
     fn experiment() -> Experiment {
+        experiment_with("")
+    }
+
+    /// The experiment with `metric_keys` (`key: value, `…) added to its metric.
+    fn experiment_with(metric_keys: &str) -> Experiment {
         let yaml = format!(
-            "name: t\napp: {{ command: [app] }}\nmetric: {{ pattern: '{PATTERN}' }}\n\
+            "name: t\napp: {{ command: [app] }}\nmetric: {{ {metric_keys}pattern: '{PATTERN}' }}\n\
              replicates: 6\nvariants:\n\
              \x20 - {{ name: v, dimension: l2_threading_model, env: {{ X: '1' }} }}\n\
              \x20 - {{ name: w, dimension: l2_threading_model, env: {{ X: '2' }} }}\n"
@@ -139,23 +139,14 @@ mod tests {
     }
 
     fn run(block: u32, arm: &str, status: RunStatus) -> RunResult {
-        RunResult {
+        let planned = optgate_experiment::PlannedRun {
             id: format!("b{block:03}-{arm}"),
-            arm: arm.into(),
             block,
             replicate: block,
-            status,
-            epochs: Default::default(),
-            system_value: None,
-            resources: None,
-            host: None,
-            elapsed_s: None,
-            interval: None,
-            conditions: None,
-            trace_categories: None,
-            stderr_tail: None,
-            evidence: None,
-        }
+            arm: arm.into(),
+            position: 0,
+        };
+        RunResult::empty(&planned, status)
     }
 
     fn ok(block: u32, arm: &str) -> RunResult {
@@ -293,5 +284,68 @@ mod tests {
         ];
         assert_eq!(judge(&exp, &layout, 1, &done), FailFast::default());
         assert_eq!(judge(&exp, &layout, 1, &[]), FailFast::default());
+    }
+
+    /// Why the metric rule stopped `exp`, judging one unmatched baseline run whose run
+    /// directory in `dir` holds `files` (name, text).
+    fn quoted(exp: &Experiment, dir: &Path, files: &[(&str, &str)]) -> String {
+        let layout = Layout::new(dir);
+        let run = layout.run_dir("b001-baseline");
+        std::fs::create_dir_all(&run).unwrap();
+        for (name, text) in files {
+            std::fs::write(run.join(name), text).unwrap();
+        }
+        judge(exp, &layout, 1, &[no_match(1, "baseline")])
+            .stop_experiment
+            .expect("the experiment stops")
+    }
+
+    /// The output quoted is the file the metric reads: `metric.file` for `source: file`,
+    /// stdout otherwise, even when a `file:` is declared beside `source: stdout` (which
+    /// the metric ignores). Quoting the other one, or always stdout, fails here.
+    #[test]
+    fn the_excerpt_quotes_the_file_the_metric_reads() {
+        let files = [(STDOUT_FILE, "on stdout\n"), ("out.txt", "in the file\n")];
+        let from_file = experiment_with("source: file, file: out.txt, ");
+        let dir = tempfile::tempdir().unwrap();
+        let why = quoted(&from_file, dir.path(), &files);
+        assert!(why.ends_with("its output begins: in the file"), "{why}");
+        let from_stdout = experiment_with("source: stdout, file: out.txt, ");
+        let dir = tempfile::tempdir().unwrap();
+        let why = quoted(&from_stdout, dir.path(), &files);
+        assert!(why.ends_with("its output begins: on stdout"), "{why}");
+    }
+
+    /// The excerpt's limits: the first [`STDOUT_EXCERPT_LINES`] non-blank lines of the
+    /// first `4 × STDOUT_EXCERPT_BYTES` bytes (blank lines before them skipped), cut at
+    /// [`STDOUT_EXCERPT_BYTES`] characters; an output of blank lines, or one that cannot
+    /// be read, is said to be so. Catches a smaller read window (the line after 400 blank
+    /// lines is lost), a limit off by one, and blank lines quoted.
+    #[test]
+    fn the_excerpt_skips_blank_lines_and_stops_at_its_limits() {
+        let exp = experiment();
+        let at = |stdout: Option<&str>| {
+            let dir = tempfile::tempdir().unwrap();
+            let files: Vec<(&str, &str)> = stdout.map(|t| (STDOUT_FILE, t)).into_iter().collect();
+            let why = quoted(&exp, dir.path(), &files);
+            why[why.find("its output begins: ").expect(&why) + 19..].to_string()
+        };
+        let late = format!("{}epoch 1: 0.5s\n", "\n".repeat(400));
+        assert_eq!(at(Some(&late)), "epoch 1: 0.5s");
+        let seven: String = (1..=7).map(|i| format!("l{i}\n")).collect();
+        assert_eq!(at(Some(&seven)), "l1 | l2 | l3 | l4 | l5");
+        let wide = "x".repeat(STDOUT_EXCERPT_BYTES + 1);
+        assert_eq!(
+            at(Some(&wide)),
+            format!("{}…", "x".repeat(STDOUT_EXCERPT_BYTES))
+        );
+        let exact = "y".repeat(STDOUT_EXCERPT_BYTES);
+        assert_eq!(at(Some(&exact)), exact);
+        assert_eq!(at(Some("\n  \n\t\n")), "(nothing: the output is empty)");
+        let missing = at(None);
+        assert!(
+            missing.starts_with('(') && missing.ends_with("/stdout cannot be read)"),
+            "{missing}"
+        );
     }
 }

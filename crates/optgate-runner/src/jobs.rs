@@ -185,7 +185,7 @@ fn job_spec(
     runs: Vec<JobRun>,
     optgate_bin: &Path,
 ) -> JobSpec {
-    let s = &exp.file.scheduler;
+    let s = &exp.allocation;
     // The allocation must fit the largest arm; each arm's launch line asks for its own shape.
     let nodes = runs.iter().map(|r| r.nodes).max().unwrap_or(1);
     let tasks_per_node = runs.iter().map(|r| r.tasks_per_node).max().unwrap_or(1);
@@ -205,22 +205,12 @@ fn job_spec(
         time_limit,
         queue: s.queue.clone(),
         account: s.account.clone(),
-        exclusive: exclusive_nodes(exp),
+        exclusive: s.exclusive,
         extra_directives: s.extra_directives.clone(),
         optgate_bin: optgate_bin.to_path_buf(),
         // The engine names a resubmission's attempt when it plans it.
         attempt: 1,
     }
-}
-
-/// Whether each job asks for whole nodes: `scheduler.exclusive` when given, else yes for
-/// the blocked design — one block at a time per node, so blocks never disturb each other's
-/// timings — and no for the independent design.
-pub fn exclusive_nodes(exp: &optgate_experiment::Experiment) -> bool {
-    exp.file
-        .scheduler
-        .exclusive
-        .unwrap_or(exp.design == Design::Blocked)
 }
 
 #[cfg(test)]

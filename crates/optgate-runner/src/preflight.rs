@@ -61,7 +61,7 @@ pub fn required_paths(exp: &Experiment, path_var: Option<&std::ffi::OsStr>) -> V
     }
     let local = exp.kind == optgate_experiment::SchedulerKind::Local;
     let app_level = if local { Level::Error } else { Level::Warning };
-    let app = &exp.file.app.command;
+    let app = &exp.app_command;
     if let Some(problem) = missing_program(app, None, path_var) {
         out.push(Finding {
             level: app_level,
@@ -120,7 +120,7 @@ fn missing_program(
 /// thread-count variables against `cpus_per_task`. Errors become warnings when the
 /// experiment allows over-subscription explicitly.
 pub fn oversubscription(exp: &Experiment, cores_per_node: Option<u32>, node: &str) -> Vec<Finding> {
-    let allow = exp.file.preflight.allow_oversubscription;
+    let allow = exp.allow_oversubscription;
     let hard = if allow { Level::Warning } else { Level::Error };
     let mut out = Vec::new();
     for arm in &exp.arms {
@@ -199,7 +199,7 @@ pub fn not_applicable(
         .hostname
         .clone()
         .unwrap_or_else(|| "this node".to_string());
-    let helper = exp.file.preflight.governor_helper.as_deref();
+    let helper = exp.governor_helper.as_deref();
     let mut out = BTreeMap::new();
     for arm in &exp.arms {
         if let Some(missing) = arm.requires.iter().find(|f| !has_capability(probe, f)) {

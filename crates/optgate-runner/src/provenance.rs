@@ -152,7 +152,7 @@ fn arms<'a>(
             unset: &a.unset,
             resources: &a.resources,
             args: &a.args,
-            command: app_command_line(&exp.file.app.command, &a.args),
+            command: app_command_line(&exp.app_command, &a.args),
             build: a.build.map(|i| &exp.builds[i]).map(|b| BuildProvenance {
                 id: &b.id,
                 command: app_command_line(b.command(), &[]),

@@ -176,7 +176,7 @@ fn isolation(exp: &Experiment) -> optgate_report::Isolation {
 fn experiment_meta(exp: &Experiment) -> ExperimentMeta {
     ExperimentMeta {
         name: exp.name().to_string(),
-        description: exp.file.description.clone(),
+        description: exp.description.clone(),
         metric: Some(metric_words(exp)),
         variants: exp
             .arms
@@ -198,7 +198,6 @@ fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::Check
         .filter_map(|a| Some((a.name.clone(), a.dimension.clone()?)))
         .collect();
     let declared: BTreeMap<String, DeclaredVerdict> = exp
-        .file
         .checklist
         .iter()
         .map(|(k, v)| {
@@ -220,7 +219,7 @@ fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::Check
 
 /// What the per-epoch values are, for the report's header.
 fn metric_words(exp: &Experiment) -> String {
-    let m = &exp.file.metric;
+    let m = &exp.metric;
     let what = match m.source {
         MetricSource::Stdout => format!(
             "seconds per epoch from stdout, pattern `{}`",
@@ -250,7 +249,7 @@ fn metric_words(exp: &Experiment) -> String {
 /// Per arm, the median over complete runs of the wall time and of each traced category
 /// (DFTracer metrics only).
 fn breakdown(exp: &Experiment, collected: &Collected) -> Option<Vec<ArmBreakdown>> {
-    if exp.file.metric.source != MetricSource::Dftracer {
+    if exp.metric.source != MetricSource::Dftracer {
         return None;
     }
     let median = |mut v: Vec<f64>| -> Option<f64> {
@@ -308,20 +307,7 @@ mod tests {
 
     /// 8 blocks of 3 epochs, each run `factor` times the baseline's time.
     fn arm(name: &str, factor: f64) -> ArmData {
-        ArmData {
-            name: name.into(),
-            runs: (1..=8u32)
-                .map(|b| {
-                    let t = (1.0 + 0.01 * b as f64) * factor;
-                    optgate_stats::RunSamples {
-                        replicate: b,
-                        block: Some(b),
-                        epochs: BTreeMap::from([(1, 2.0 * t), (2, t), (3, t)]),
-                    }
-                })
-                .collect(),
-            ..ArmData::default()
-        }
+        optgate_stats::fixtures::blocked_arm(name, 8, |b| (1.0 + 0.01 * b as f64) * factor)
     }
 
     /// The noise floor names the A/A arm, reports its apparent effect as the speed-up's

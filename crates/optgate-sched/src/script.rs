@@ -126,7 +126,7 @@ pub fn render_local_run(ctx: &RunContext<'_>) -> String {
         quote(&ctx.run_dir.display().to_string())
     ));
     push_env_lines(&mut s, &run_env(ctx), &ctx.arm.unset);
-    s.push_str(&app_command_line(&exp.file.app.command, &ctx.arm.args));
+    s.push_str(&app_command_line(&exp.app_command, &ctx.arm.args));
     s.push('\n');
     s
 }

@@ -150,7 +150,7 @@ fn the_run_script_runs_in_bash_with_its_environment_and_arguments() {
     let a = ctx(&exp, "v", dir.path(), None);
     // The app's command replaced by one that prints what it got.
     let mut script = render_local_run(&a);
-    let app_line = app_command_line(&exp.file.app.command, &a.arm.args);
+    let app_line = app_command_line(&exp.app_command, &a.arm.args);
     assert!(script.ends_with(&format!("{app_line}\n")));
     script.truncate(script.len() - app_line.len() - 1);
     script.push_str(&format!(

@@ -7,6 +7,8 @@
 
 pub mod analysis;
 pub mod error;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod holm;
 pub mod htest;
 pub mod mann_whitney;

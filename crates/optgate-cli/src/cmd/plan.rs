@@ -70,7 +70,7 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     if jobs.is_some() {
         println!(
             "  {}",
-            if optgate_runner::jobs::exclusive_nodes(exp) {
+            if exp.allocation.exclusive {
                 "jobs ask for whole nodes (exclusive): one block at a time per node, nothing \
                  else beside it while it is timed"
             } else {

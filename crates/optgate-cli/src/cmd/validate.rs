@@ -66,8 +66,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
 pub fn unknown_directives(path: &Path, exp: &Experiment) -> Vec<Diagnostic> {
     let kind = exp.kind;
     let locator = Locator::index(&exp.source_text);
-    exp.file
-        .scheduler
+    exp.allocation
         .extra_directives
         .iter()
         .enumerate()
