@@ -137,10 +137,11 @@ pub fn attempt_file(name: &str, attempt: u32) -> String {
 
 /// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
 /// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code
-/// path that writes manifests, for every backend. With a launcher, `step_probe` (e.g.
-/// `optgate step-governor RUN_DIR --`) goes between it and `bash run.sh`, so it runs inside
-/// the launcher's step; what it leaves in `step-governor.<host>` files becomes the
-/// manifest's `step_governors`.
+/// path that writes manifests, for every backend. With a launcher, `step_probe` (`optgate
+/// step RUN_DIR --attempt N --`) goes between it and `bash run.sh`, so it wraps every task
+/// inside the launcher's step; the task records it leaves in `tasks.attempt-N/` become the
+/// manifest's `tasks` and `resources`, its `step-governor.<host>` files the manifest's
+/// `step_governors`.
 ///
 /// The attempt claims the run first ([`claim::claim`]): a run already finished or held by
 /// a newer attempt does not start. The app writes to the attempt's own output files, which
@@ -163,6 +164,13 @@ pub async fn execute_prepared(
     for (path, _) in step_governor_files(run_dir) {
         std::fs::remove_file(&path).map_err(io("remove", &path))?;
     }
+    let tasks_dir = crate::tasks::tasks_dir(run_dir, attempt.number);
+    match std::fs::remove_dir_all(&tasks_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io("remove", &tasks_dir)(e));
+        }
+        _ => {}
+    }
     let (environment, environment_withheld) = crate::manifest::recordable_environment(
         std::env::vars(),
         &record.env_set,
@@ -181,6 +189,10 @@ pub async fn execute_prepared(
     if let Some(g) = governor.as_mut() {
         g.restore()?;
     }
+    // Under a launcher, what each task's `optgate step` measured inside the step.
+    let tasks = crate::tasks::read_records(&tasks_dir);
+    let step_totals = crate::tasks::totals(&tasks, &hostname(), timed.energy_j);
+    let manifest = timed.manifest(record, launcher.is_empty());
     let manifest = RunManifest {
         environment,
         environment_withheld,
@@ -189,7 +201,9 @@ pub async fn execute_prepared(
         scheduler_job_id: attempt.scheduler_job_id.clone(),
         script: run_dir.join(RUN_SCRIPT),
         step_governors: step_governors(run_dir),
-        ..timed.manifest(record, launcher.is_empty())
+        resources: manifest.resources.or(step_totals),
+        tasks,
+        ..manifest
     };
     commit(run_dir, attempt.number, manifest)
 }
@@ -334,8 +348,8 @@ impl TimedRun {
     fn manifest(self, record: RunRecord, measured: bool) -> RunManifest {
         // Under a launcher (`srun`, `flux run`) the app runs in the scheduler's step, not
         // as a descendant of this process: `wait4` would count the launcher alone. Those
-        // runs record no resources (System Impact then says "not measured") rather than a
-        // wrong figure.
+        // runs' resources come from their tasks' records (`optgate step`), or are not
+        // recorded (System Impact then says "not measured") rather than a wrong figure.
         let energy_j = self.energy_j;
         let resources = self.finished.usage.filter(|_| measured).map(|u| Resources {
             cpu_user_s: u.user_s,
@@ -375,6 +389,7 @@ impl TimedRun {
             optgate_version: env!("CARGO_PKG_VERSION").to_string(),
             attempt: None,
             step_governors: BTreeMap::new(),
+            tasks: Vec::new(),
             resources,
             isolation: None,
         }
