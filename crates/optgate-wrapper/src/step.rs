@@ -63,21 +63,29 @@ pub fn run_step(run_dir: &Path, attempt: u32, argv: &[String]) -> Result<StepOut
     let identity = TaskIdentity::from_env(|k| std::env::var(k).ok());
     let cpus = allowed_cpus();
     // Blocked here, before any thread starts, so every thread inherits the mask and the
-    // forwarder below is the only one to take them; the child's mask is reset by spawn.
+    // forwarder below is the only one to take them; the child's mask is emptied before
+    // exec (std's spawn keeps the parent's).
     let mut forwarded = SigSet::empty();
     for s in FORWARDED_SIGNALS {
         forwarded.add(*s);
     }
     forwarded.thread_block().map_err(StepError::Signals)?;
     let started = Instant::now();
-    let child = std::process::Command::new(program)
-        .args(args)
-        .process_group(0)
-        .spawn()
-        .map_err(|source| StepError::Start {
-            program: program.clone(),
-            source,
-        })?;
+    let mut command = std::process::Command::new(program);
+    command.args(args).process_group(0);
+    // SAFETY: between fork and exec only `pthread_sigmask`, async-signal-safe, runs: the
+    // app starts with the mask the launcher gave this wrapper (none blocked), not ours.
+    unsafe {
+        command.pre_exec(|| {
+            SigSet::empty()
+                .thread_set_mask()
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
+        });
+    }
+    let child = command.spawn().map_err(|source| StepError::Start {
+        program: program.clone(),
+        source,
+    })?;
     let pid = child.id() as i32;
     drop(child);
     let last_forwarded = Arc::new(AtomicI32::new(0));
