@@ -330,3 +330,72 @@ fn a_run_under_flux_run_has_its_tasks_and_their_totals_in_its_manifest() {
     let tmp = tempfile::tempdir().unwrap();
     check_manifest(&exec_run(&run_dir(tmp.path()), &["flux", "run", "-n2"]));
 }
+
+/// Two arms of two tasks each, on `kind`; the variant is faster, and burns the same CPU.
+/// Every task burns; rank 0 alone prints the epochs.
+fn two_task_experiment(name: &str, kind: &str) -> String {
+    format!(
+        r#"name: {name}
+app:
+  command: [bash, -c, '{BURN}; [ "${{SLURM_PROCID:-${{FLUX_TASK_RANK:-0}}}}" = 0 ] || exit 0; if [ "${{X:-0}}" = 1 ]; then b=700; else b=1000; fi; for e in 1 2 3; do echo "epoch $e took $((b + OPTGATE_BLOCK + e)).0 s"; done']
+  time_limit: 2m
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+scheduler: {{ kind: {kind}, time_limit: 10m, tasks_per_node: 2 }}
+replicates: 5
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#
+    )
+}
+
+/// The daemon runs a two-task experiment on `kind` to its end; System Impact is a
+/// number (it was "not measured" under every launcher before `optgate step`), and every
+/// run's manifest has its two tasks. Planted bug caught: exec-run not putting
+/// `optgate step` inside the launcher (no tasks, no resources, no System Impact).
+fn system_impact_is_measured_under(kind: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(
+        dir.path(),
+        &two_task_experiment(&format!("step-{kind}"), kind),
+    );
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let s = wait_for("the experiment to end", Duration::from_secs(600), || {
+        let s = status(&home, &id);
+        ["decided", "failed", "budget_exhausted", "cancelled"]
+            .contains(&s["state"].as_str().unwrap_or(""))
+            .then_some(s)
+    });
+    assert_eq!(s["state"], "decided", "{s:#}");
+    let root = PathBuf::from(s["root"].as_str().unwrap());
+    for b in 1..=5 {
+        for arm in ["baseline", "v1"] {
+            let path = root.join(format!("runs/b{b:03}-{arm}/manifest.json"));
+            let m: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            check_manifest(&m);
+        }
+    }
+    let o = cli(&home, &["report", &id, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = &report["variants"][0];
+    assert!(v["system_impact_pct"].as_f64().is_some(), "{v:#}");
+}
+
+#[test]
+fn system_impact_is_measured_under_slurm() {
+    require_slurm();
+    system_impact_is_measured_under("slurm");
+}
+
+#[test]
+fn system_impact_is_measured_under_flux() {
+    require_flux();
+    system_impact_is_measured_under("flux");
+}
