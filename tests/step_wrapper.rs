@@ -399,3 +399,37 @@ fn system_impact_is_measured_under_flux() {
     require_flux();
     system_impact_is_measured_under("flux");
 }
+
+/// The most threads of the app are counted at `step::THREAD_SAMPLE_INTERVAL` (100 ms):
+/// an app holding 4 extra threads for 1.5 s is seen with 5 (its main thread too), not the
+/// 1 of the shell around it. Planted bugs caught: an interval past the threads' life (1,
+/// the first sample only), the wrapper's own threads or the shell's counted instead.
+#[test]
+fn the_most_threads_of_the_app_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = "import threading, time\n\
+               ts = [threading.Thread(target=time.sleep, args=(1.5,)) for _ in range(4)]\n\
+               [t.start() for t in ts]\n[t.join() for t in ts]\n";
+    let o = optgate()
+        .env_remove("SLURM_PROCID")
+        .env_remove("FLUX_TASK_RANK")
+        .args(["step", dir.path().to_str().unwrap(), "--", "bash", "-c"])
+        .arg(format!("python3 -c '{app}'"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let tasks = dir.path().join("tasks.attempt-1");
+    let file = std::fs::read_dir(&tasks)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let rec: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    assert_eq!(rec["threads_max"].as_u64(), Some(5), "{rec:#}");
+    assert_eq!(
+        rec["rank"],
+        Value::Null,
+        "no launcher names a rank here: {rec:#}"
+    );
+}
