@@ -576,6 +576,47 @@ mod tests {
         assert_eq!(back.step_governors, want);
     }
 
+    /// A task record as `optgate step` writes it, for a step of `size` tasks.
+    fn task_json(rank: u32, size: u32, cpu: f64, rss: u64) -> String {
+        let host = hostname();
+        format!(
+            r#"{{"rank":{rank},"node":"n1","host":"{host}","step_size":{size},"cpus_allowed":1,"cpus_allowed_list":"0","threads_max":1,"cpu_user_s":{cpu},"cpu_system_s":0.25,"cpu_s":{cpu},"max_rss_kib":{rss},"wall_s":1.0,"end":"exited","exit_code":0,"signal":null}}"#
+        )
+    }
+
+    /// Planted bugs caught: the records not gathered (no tasks, no resources), a leftover
+    /// of an earlier try of the same attempt counted (3 tasks, not 2), one task's CPU taken
+    /// for the run's, RSS summed.
+    #[tokio::test]
+    async fn under_a_launcher_the_tasks_records_become_the_manifests_tasks_and_totals() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        let tasks = crate::tasks::tasks_dir(&dir, 1);
+        std::fs::create_dir_all(&tasks).unwrap();
+        std::fs::write(tasks.join("rank-7.json"), task_json(7, 2, 50.0, 1)).unwrap();
+        let script = format!(
+            "mkdir -p tasks.attempt-1; echo '{}' > tasks.attempt-1/rank-0.json; echo '{}' > tasks.attempt-1/rank-1.json; exec \"$@\"",
+            task_json(0, 2, 1.5, 100),
+            task_json(1, 2, 2.5, 300)
+        );
+        let probe: Vec<String> = ["bash", "-c", &script, "step"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let launcher = vec!["env".to_string()];
+        let cancel = CancellationToken::new();
+        let m = recorded(execute_prepared(&dir, &launcher, &probe, &first(), &cancel).await);
+        let ranks: Vec<Option<u32>> = m.tasks.iter().map(|t| t.rank).collect();
+        assert_eq!(ranks, vec![Some(0), Some(1)]);
+        let r = m.resources.expect("the tasks' totals");
+        assert_eq!(
+            (r.cpu_user_s, r.cpu_system_s, r.max_rss_kib),
+            (4.0, 0.5, 300)
+        );
+        let back = RunManifest::read(&dir).unwrap().unwrap();
+        assert_eq!(back.tasks, m.tasks);
+    }
+
     #[tokio::test]
     async fn without_a_launcher_there_is_no_step_and_nothing_is_recorded() {
         let tmp = tempfile::tempdir().unwrap();
