@@ -433,3 +433,54 @@ fn the_most_threads_of_the_app_are_counted() {
         "no launcher names a rank here: {rec:#}"
     );
 }
+
+/// `scancel` of a running `srun -n2` step: Slurm's SIGTERM reaches each task, the app dies
+/// of it and each task still leaves its record, marked `signaled` with SIGTERM. Planted
+/// bugs caught: the record written only for an app that exited; the wrapper dying of the
+/// SIGTERM itself (no record at all).
+#[test]
+fn a_cancelled_srun_step_leaves_every_tasks_record_marked_so() {
+    require_slurm();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("og-step-cancel-{}", std::process::id());
+    let app = format!(
+        "touch {}/started.$SLURM_PROCID; exec sleep 300",
+        dir.path().display()
+    );
+    let mut argv = vec![
+        "srun".to_string(),
+        format!("--job-name={name}"),
+        "-n2".into(),
+    ];
+    argv.extend([
+        OPTGATE.to_string(),
+        "step".into(),
+        dir.path().display().to_string(),
+    ]);
+    argv.extend(["--".into(), "bash".into(), "-c".into(), app]);
+    let srun = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("both tasks to start", Duration::from_secs(120), || {
+        (0..2)
+            .all(|r| dir.path().join(format!("started.{r}")).exists())
+            .then_some(())
+    });
+    let o = Command::new("scancel")
+        .args(["--name", &name])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = srun.wait_with_output().unwrap();
+    assert!(!o.status.success(), "{}", stderr(&o));
+    let r = records(dir.path());
+    assert_eq!(r.keys().copied().collect::<Vec<_>>(), vec![0, 1], "{r:#?}");
+    for t in r.values() {
+        assert_eq!(t["end"], "signaled", "{t:#}");
+        assert_eq!(t["signal"].as_i64(), Some(libc::SIGTERM as i64), "{t:#}");
+    }
+}
