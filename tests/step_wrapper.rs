@@ -403,7 +403,8 @@ fn system_impact_is_measured_under_flux() {
 /// The most threads of the app are counted at `step::THREAD_SAMPLE_INTERVAL` (100 ms):
 /// an app holding 4 extra threads for 1.5 s is seen with 5 (its main thread too), not the
 /// 1 of the shell around it. Planted bugs caught: an interval past the threads' life (1,
-/// the first sample only), the wrapper's own threads or the shell's counted instead.
+/// the first sample only), the shell's threads counted instead of its child's, the
+/// wrapper's own threads counted, threads summed over the tree (6).
 #[test]
 fn the_most_threads_of_the_app_are_counted() {
     let dir = tempfile::tempdir().unwrap();
@@ -414,7 +415,9 @@ fn the_most_threads_of_the_app_are_counted() {
         .env_remove("SLURM_PROCID")
         .env_remove("FLUX_TASK_RANK")
         .args(["step", dir.path().to_str().unwrap(), "--", "bash", "-c"])
-        .arg(format!("python3 -c '{app}'"))
+        // `; true`: bash waits for python rather than becoming it, so the app is a
+        // descendant of the process the wrapper started.
+        .arg(format!("python3 -c '{app}'; true"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -15,8 +15,8 @@ use nix::unistd::Pid;
 
 use crate::tasks::{TaskEnd, TaskIdentity, TaskRecord, format_cpu_list, tasks_dir};
 
-/// How often the app's threads are counted (`/proc/PID/stat` of each process of its
-/// group). Threads that live shorter than this may be missed.
+/// How often the app's threads are counted (`/proc/PID/stat` of the app and each of its
+/// descendants). Threads that live shorter than this may be missed.
 pub const THREAD_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The signals a launcher stops or pokes a step with (Slurm: SIGTERM at a time limit and
@@ -170,7 +170,7 @@ fn spawn_forwarder(signals: SigSet, pgid: Pid, last: Arc<AtomicI32>) {
     });
 }
 
-/// Counts the threads of the app's process group every [`THREAD_SAMPLE_INTERVAL`].
+/// Counts the threads of the app's tree every [`THREAD_SAMPLE_INTERVAL`].
 struct ThreadSampler {
     stop: Arc<AtomicBool>,
     most: Arc<AtomicU32>,
@@ -178,13 +178,13 @@ struct ThreadSampler {
 }
 
 impl ThreadSampler {
-    fn start(pgid: i32) -> ThreadSampler {
+    fn start(root: i32) -> ThreadSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let most = Arc::new(AtomicU32::new(0));
         let (s, m) = (stop.clone(), most.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
-                if let Some(n) = most_threads_in_group(pgid) {
+                if let Some(n) = most_threads_in_tree(root) {
                     m.fetch_max(n, Ordering::SeqCst);
                 }
                 std::thread::park_timeout(THREAD_SAMPLE_INTERVAL);
@@ -202,33 +202,53 @@ impl ThreadSampler {
     }
 }
 
-/// The most threads any one process of group `pgid` has now, from `/proc/*/stat`.
-fn most_threads_in_group(pgid: i32) -> Option<u32> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter_map(|t| group_and_threads(&t))
-        .filter(|(g, _)| *g == pgid)
-        .map(|(_, n)| n)
-        .max()
+/// The most threads any one process of the app's tree (`root` and its descendants, found
+/// through `/proc/PID/task/TID/children`) has now, from each one's `/proc/PID/stat`: the
+/// cost is the tree's size, not the node's process count.
+fn most_threads_in_tree(root: i32) -> Option<u32> {
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![root];
+    let mut most = None;
+    while let Some(pid) = todo.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some(n) = threads_of(&stat) {
+            most = most.max(Some(n));
+        }
+        todo.extend(children_of(pid));
+    }
+    most
 }
 
-/// (process group, threads) of a `/proc/PID/stat` line: after the command's closing
-/// parenthesis, field 3 is the state, 5 the group, 20 the thread count.
-pub fn group_and_threads(stat: &str) -> Option<(i32, u32)> {
+/// The children of every thread of `pid`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// The thread count of a live process's `/proc/PID/stat` line: after the command's
+/// closing parenthesis, field 3 is the state, 20 the thread count. None for a zombie.
+pub fn threads_of(stat: &str) -> Option<u32> {
     let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
         return None;
     }
-    Some((fields.get(2)?.parse().ok()?, fields.get(17)?.parse().ok()?))
+    fields.get(17)?.parse().ok()
 }
 
 /// The CPUs this process may run on (`sched_getaffinity`): the step's, not the node's.
@@ -250,14 +270,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_group_and_thread_count_come_from_after_the_command_name() {
+    fn the_thread_count_comes_from_after_the_command_name() {
         // A command name with spaces and a parenthesis, as /proc shows it.
         let stat = "4242 (my (app) x) S 1 4240 4240 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 6 0 \
                     123 4096 100 18446744073709551615";
-        assert_eq!(group_and_threads(stat), Some((4240, 6)));
+        assert_eq!(threads_of(stat), Some(6));
         let zombie = "4243 (a) Z 1 4240 4240 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0";
-        assert_eq!(group_and_threads(zombie), None);
-        assert_eq!(group_and_threads("garbage"), None);
+        assert_eq!(threads_of(zombie), None);
+        assert_eq!(threads_of("garbage"), None);
     }
 
     #[test]

@@ -113,7 +113,8 @@ pub struct TaskRecord {
     /// (`0-3,8`).
     pub cpus_allowed: u32,
     pub cpus_allowed_list: String,
-    /// The most threads one process of the task's process group had at any sample
+    /// The most threads one process of the app's tree (it and its descendants) had at
+    /// any sample
     /// (every [`crate::step::THREAD_SAMPLE_INTERVAL`]); None when no sample saw the app.
     pub threads_max: Option<u32>,
     pub cpu_user_s: f64,
