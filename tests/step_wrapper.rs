@@ -487,3 +487,30 @@ fn a_cancelled_srun_step_leaves_every_tasks_record_marked_so() {
         assert_eq!(t["signal"].as_i64(), Some(libc::SIGTERM as i64), "{t:#}");
     }
 }
+
+/// An app that cannot start ends the task as a shell would (127: no such program, 126: not
+/// executable), with the reason on stderr and no record, since nothing ran. Planted bugs
+/// caught: optgate's own failure status (3) passed to the launcher, a record of a task
+/// that never ran.
+#[test]
+fn an_app_that_cannot_start_exits_as_a_shell_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let step = |app: &str| {
+        optgate()
+            .args(["step", dir.path().to_str().unwrap(), "--", app])
+            .output()
+            .unwrap()
+    };
+    let missing = step("/no/such/app");
+    assert_eq!(missing.status.code(), Some(127), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("cannot start /no/such/app"),
+        "{}",
+        stderr(&missing)
+    );
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "data").unwrap();
+    let refused = step(plain.to_str().unwrap());
+    assert_eq!(refused.status.code(), Some(126), "{}", stderr(&refused));
+    assert!(!dir.path().join("tasks.attempt-1").exists());
+}

@@ -36,20 +36,29 @@ pub const FORWARDED_SIGNALS: &[Signal] = &[
 pub enum StepError {
     #[error("no command to run in the step")]
     NoCommand,
-    #[error("cannot start {program}: {source}")]
+    #[error("cannot start {program}")]
     Start {
         program: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot wait for the app: {0}")]
+    #[error("cannot wait for the app")]
     Wait(#[source] std::io::Error),
-    #[error("cannot block the forwarded signals: {0}")]
+    #[error("cannot block the forwarded signals")]
     Signals(#[source] nix::Error),
 }
 
-/// How the step's app ended, and where its record went (None: it could not be written,
-/// and why).
+/// The exit status for an app that could not be started, as a shell gives it: 127 when
+/// there is no such program, 126 when it cannot be executed.
+pub fn start_failure_status(source: &std::io::Error) -> i32 {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => 127,
+        _ => 126,
+    }
+}
+
+/// How the step's app ended, and where its record went (an error: it could not be
+/// written, and why).
 #[derive(Debug)]
 pub struct StepOutcome {
     pub record: TaskRecord,

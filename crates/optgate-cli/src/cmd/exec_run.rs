@@ -106,7 +106,17 @@ pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
     {
         eprintln!("optgate step: cannot record the governor in force: {e:#}");
     }
-    let outcome = optgate_wrapper::step::run_step(run_dir, attempt, command)?;
+    use optgate_wrapper::step::{StepError, run_step, start_failure_status};
+    let outcome = match run_step(run_dir, attempt, command) {
+        Ok(o) => o,
+        // As a shell would: the launcher reports 127 (or 126), and no task record is
+        // written, since no app ran.
+        Err(StepError::Start { program, source }) => {
+            eprintln!("optgate step: cannot start {program}: {source}");
+            return Ok(start_failure_status(&source));
+        }
+        Err(e) => return Err(e.into()),
+    };
     if let Err(e) = &outcome.written {
         eprintln!(
             "optgate step: cannot write the task's record under {}: {e}",
