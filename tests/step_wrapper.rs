@@ -514,3 +514,45 @@ fn an_app_that_cannot_start_exits_as_a_shell_would() {
     assert_eq!(refused.status.code(), Some(126), "{}", stderr(&refused));
     assert!(!dir.path().join("tasks.attempt-1").exists());
 }
+
+/// On a terminal (`srun --pty`; here util-linux's `script` gives the wrapper one) the app
+/// reads stdin: it stays in the terminal's foreground group, where a read is not stopped.
+/// Planted bug caught: the app always in a group of its own (stopped by SIGTTIN at its
+/// first read, so it never answers).
+#[test]
+fn on_a_terminal_the_app_can_read_stdin() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!(
+        "{OPTGATE} step {} -- bash -c 'read x; echo got $x'",
+        dir.path().display()
+    );
+    /// The `script` this test started, killed if the test fails while it runs.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = KillOnDrop(
+        Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("util-linux's `script` runs"),
+    );
+    let mut stdin = child.0.stdin.take().unwrap();
+    stdin.write_all(b"hi\n").unwrap();
+    let ended = wait_for(
+        "the app on the terminal to end",
+        Duration::from_secs(30),
+        || child.0.try_wait().unwrap(),
+    );
+    drop(stdin);
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.0.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(ended.success(), "{ended:?}: {out}");
+    assert!(out.contains("got hi"), "{out}");
+}

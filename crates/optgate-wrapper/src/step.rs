@@ -5,6 +5,7 @@
 //! ([`crate::tasks::TaskRecord`]) atomically into the run directory, and ends as the app
 //! ended (same exit status, or the same signal).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
@@ -81,7 +82,18 @@ pub fn run_step(run_dir: &Path, attempt: u32, argv: &[String]) -> Result<StepOut
     forwarded.thread_block().map_err(StepError::Signals)?;
     let started = Instant::now();
     let mut command = std::process::Command::new(program);
-    command.args(args).process_group(0);
+    command.args(args);
+    // Its own group, so a forwarded signal reaches everything it started — unless stdin is
+    // a terminal (`srun --pty`): a process outside the terminal's foreground group is
+    // stopped when it reads it, so the app then stays in this wrapper's group and the
+    // signals go to the app alone.
+    let target = match std::io::stdin().is_terminal() {
+        false => {
+            command.process_group(0);
+            ForwardTo::Group
+        }
+        true => ForwardTo::Process,
+    };
     // SAFETY: between fork and exec only `pthread_sigmask`, async-signal-safe, runs: the
     // app starts with the mask the launcher gave this wrapper (none blocked), not ours.
     unsafe {
@@ -98,7 +110,12 @@ pub fn run_step(run_dir: &Path, attempt: u32, argv: &[String]) -> Result<StepOut
     let pid = child.id() as i32;
     drop(child);
     let last_forwarded = Arc::new(AtomicI32::new(0));
-    spawn_forwarder(forwarded, Pid::from_raw(pid), last_forwarded.clone());
+    spawn_forwarder(
+        forwarded,
+        Pid::from_raw(pid),
+        target,
+        last_forwarded.clone(),
+    );
     let sampler = ThreadSampler::start(pid);
     let (status, usage) = crate::process::wait4_blocking(pid).map_err(StepError::Wait)?;
     let wall_s = started.elapsed().as_secs_f64();
@@ -169,12 +186,25 @@ pub fn pass_on(record: &TaskRecord) -> ! {
     std::process::exit(record.exit_code.unwrap_or(1));
 }
 
-/// A thread that takes the blocked `signals` and passes each on to the group `pgid`.
-fn spawn_forwarder(signals: SigSet, pgid: Pid, last: Arc<AtomicI32>) {
+/// Where forwarded signals go: the app's own process group, or the app alone when it
+/// shares the wrapper's group (stdin a terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ForwardTo {
+    Group,
+    Process,
+}
+
+/// A thread that takes the blocked `signals` and passes each on to the app `pid` (its
+/// group, or the process alone).
+fn spawn_forwarder(signals: SigSet, pid: Pid, target: ForwardTo, last: Arc<AtomicI32>) {
     std::thread::spawn(move || {
         while let Ok(sig) = signals.wait() {
             last.store(sig as i32, Ordering::SeqCst);
-            let _ = crate::signal::signal_group(pgid, sig);
+            // The app may have ended meanwhile: nothing to forward to.
+            match target {
+                ForwardTo::Group => drop(crate::signal::signal_group(pid, sig)),
+                ForwardTo::Process => drop(nix::sys::signal::kill(pid, sig)),
+            }
         }
     });
 }
