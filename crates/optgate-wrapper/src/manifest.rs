@@ -70,7 +70,7 @@ pub struct RunManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     /// The cpufreq governor in force inside the run's step, per node: host → governor, as
-    /// `optgate step-governor` read it on the CPUs the step was given (after `srun
+    /// `optgate step` read it on the CPUs the step was given (after `srun
     /// --cpu-freq` applied the arm's governor). `none`: no cpufreq; names joined by `,`
     /// when the CPUs disagree. Empty when not recorded (a run started without a launcher,
     /// older manifests).

@@ -103,7 +103,7 @@ pub struct RunRecord {
 pub const RUN_RECORD: &str = "run.json";
 
 /// Files `step-governor.<host>` in a run directory: the governor in force inside the run's
-/// step on that host, written by `optgate step-governor` and gathered into the manifest's
+/// step on that host, written by `optgate step` and gathered into the manifest's
 /// `step_governors`.
 pub const STEP_GOVERNOR_PREFIX: &str = "step-governor.";
 
