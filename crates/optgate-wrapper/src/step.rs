@@ -120,35 +120,58 @@ pub fn run_step(run_dir: &Path, attempt: u32, argv: &[String]) -> Result<StepOut
     let (status, usage) = crate::process::wait4_blocking(pid).map_err(StepError::Wait)?;
     let wall_s = started.elapsed().as_secs_f64();
     let threads_max = sampler.stop();
-    let (end, exit_code, signal) = {
-        use std::os::unix::process::ExitStatusExt;
-        match (status.code(), status.signal()) {
-            (Some(c), _) => (TaskEnd::Exited, Some(c), None),
-            (None, s) => (TaskEnd::Signaled, None, s),
-        }
-    };
-    let record = TaskRecord {
-        scheduler: identity.scheduler,
-        rank: identity.rank,
-        local_rank: identity.local_rank,
-        node: identity.node.clone(),
-        host: crate::run::hostname(),
-        step_size: identity.step_size,
-        cpus_allowed: u32::try_from(cpus.len()).unwrap_or(u32::MAX),
-        cpus_allowed_list: format_cpu_list(&cpus),
+    let measured = Measured {
+        cpus,
         threads_max,
-        cpu_user_s: usage.user_s,
-        cpu_system_s: usage.system_s,
-        cpu_s: usage.user_s + usage.system_s,
-        max_rss_kib: usage.max_rss_kib,
+        status,
+        usage,
         wall_s,
-        end,
-        exit_code,
-        signal,
-        forwarded_signal: Some(last_forwarded.load(Ordering::SeqCst)).filter(|s| *s != 0),
+        forwarded: Some(last_forwarded.load(Ordering::SeqCst)).filter(|s| *s != 0),
     };
+    let record = measured.record(&identity);
     let written = write_record(run_dir, attempt, &identity, &record);
     Ok(StepOutcome { record, written })
+}
+
+/// What the wrapper saw of its app, before it becomes a record.
+struct Measured {
+    cpus: Vec<usize>,
+    threads_max: Option<u32>,
+    status: std::process::ExitStatus,
+    usage: crate::process::ChildUsage,
+    wall_s: f64,
+    forwarded: Option<i32>,
+}
+
+impl Measured {
+    fn record(self, identity: &TaskIdentity) -> TaskRecord {
+        use std::os::unix::process::ExitStatusExt;
+        let (end, exit_code, signal) = match (self.status.code(), self.status.signal()) {
+            (Some(c), _) => (TaskEnd::Exited, Some(c), None),
+            (None, s) => (TaskEnd::Signaled, None, s),
+        };
+        let u = self.usage;
+        TaskRecord {
+            scheduler: identity.scheduler,
+            rank: identity.rank,
+            local_rank: identity.local_rank,
+            node: identity.node.clone(),
+            host: crate::run::hostname(),
+            step_size: identity.step_size,
+            cpus_allowed: u32::try_from(self.cpus.len()).unwrap_or(u32::MAX),
+            cpus_allowed_list: format_cpu_list(&self.cpus),
+            threads_max: self.threads_max,
+            cpu_user_s: u.user_s,
+            cpu_system_s: u.system_s,
+            cpu_s: u.user_s + u.system_s,
+            max_rss_kib: u.max_rss_kib,
+            wall_s: self.wall_s,
+            end,
+            exit_code,
+            signal,
+            forwarded_signal: self.forwarded,
+        }
+    }
 }
 
 /// Writes the record as `tasks.attempt-N/rank-R.json`, whole or not at all.
