@@ -195,11 +195,15 @@ pub enum Command {
         #[arg(last = true)]
         launcher: Vec<String>,
     },
-    /// Record the cpufreq governor in force on this process's CPUs into
-    /// `RUN_DIR/step-governor.<host>`, then execute COMMAND in its place (used by exec-run
-    /// inside a scheduler's step).
-    #[command(hide = true)]
-    StepGovernor {
+    /// Wrap one task of a scheduler's step (used by exec-run: `srun … optgate step RUN_DIR
+    /// -- bash run.sh`): run COMMAND with everything passed through, forward signals to it,
+    /// record what it used in `RUN_DIR/tasks.attempt-N/`, and the governor in force once
+    /// per node in `RUN_DIR/step-governor.<host>`; exit as COMMAND did.
+    #[command(hide = true, alias = "step-governor")]
+    Step {
+        /// The job attempt whose run this is (as exec-run's `--attempt`).
+        #[arg(long, default_value_t = 1)]
+        attempt: u32,
         run_dir: PathBuf,
         #[arg(last = true, required = true)]
         command: Vec<String>,

@@ -409,6 +409,7 @@ mod tests {
                 .iter()
                 .map(|(h, g)| (h.to_string(), g.to_string()))
                 .collect(),
+            tasks: Vec::new(),
             resources: None,
             isolation: None,
         }

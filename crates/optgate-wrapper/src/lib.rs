@@ -10,3 +10,5 @@ pub mod manifest;
 pub mod process;
 pub mod run;
 pub mod signal;
+pub mod step;
+pub mod tasks;

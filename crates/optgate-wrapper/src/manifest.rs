@@ -70,12 +70,18 @@ pub struct RunManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     /// The cpufreq governor in force inside the run's step, per node: host → governor, as
-    /// `optgate step-governor` read it on the CPUs the step was given (after `srun
+    /// `optgate step` read it on the CPUs the step was given (after `srun
     /// --cpu-freq` applied the arm's governor). `none`: no cpufreq; names joined by `,`
     /// when the CPUs disagree. Empty when not recorded (a run started without a launcher,
     /// older manifests).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub step_governors: BTreeMap<String, String>,
+    /// Every task the run's launcher started, as `optgate step` measured it inside the
+    /// step (rank, node, CPUs allowed, threads, CPU time, peak RSS, how it ended), in rank
+    /// order. Empty for a run without a launcher (its app is the wrapper's own child) and
+    /// in older manifests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<crate::tasks::TaskRecord>,
     /// What the run used: CPU time and peak memory of its process tree, and energy where
     /// the node lets it be read. None in manifests written before optgate recorded it.
     #[serde(default)]
@@ -145,7 +151,9 @@ pub struct PageCacheRecord {
 }
 
 /// The resources one run used. CPU time and memory come from `wait4` on the run's wrapper
-/// (its whole process tree, as far as the processes were waited for); energy from RAPL
+/// (its whole process tree, as far as the processes were waited for) — under a launcher,
+/// the totals of its `tasks` (CPU summed, RSS the largest task's; see
+/// [`crate::tasks::totals`]); energy from RAPL
 /// counters read before and after (see [`crate::energy`]) — the node's package energy,
 /// so it includes whatever else ran on the node meanwhile.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -405,6 +413,7 @@ pub(crate) fn test_manifest(outcome: Outcome) -> RunManifest {
         optgate_version: "0".into(),
         attempt: Some(1),
         step_governors: Default::default(),
+        tasks: Vec::new(),
         resources: None,
         isolation: None,
     }

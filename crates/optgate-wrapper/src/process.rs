@@ -88,7 +88,7 @@ impl Drop for GroupGuard {
 }
 
 /// Waits for `pid` with `wait4`, retrying on EINTR. Blocking: run it on a blocking thread.
-fn wait4_blocking(pid: i32) -> std::io::Result<(std::process::ExitStatus, ChildUsage)> {
+pub(crate) fn wait4_blocking(pid: i32) -> std::io::Result<(std::process::ExitStatus, ChildUsage)> {
     use std::os::unix::process::ExitStatusExt;
     loop {
         let mut status: libc::c_int = 0;

@@ -103,7 +103,7 @@ pub struct RunRecord {
 pub const RUN_RECORD: &str = "run.json";
 
 /// Files `step-governor.<host>` in a run directory: the governor in force inside the run's
-/// step on that host, written by `optgate step-governor` and gathered into the manifest's
+/// step on that host, written by `optgate step` and gathered into the manifest's
 /// `step_governors`.
 pub const STEP_GOVERNOR_PREFIX: &str = "step-governor.";
 
@@ -137,10 +137,11 @@ pub fn attempt_file(name: &str, attempt: u32) -> String {
 
 /// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
 /// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code
-/// path that writes manifests, for every backend. With a launcher, `step_probe` (e.g.
-/// `optgate step-governor RUN_DIR --`) goes between it and `bash run.sh`, so it runs inside
-/// the launcher's step; what it leaves in `step-governor.<host>` files becomes the
-/// manifest's `step_governors`.
+/// path that writes manifests, for every backend. With a launcher, `step_probe` (`optgate
+/// step RUN_DIR --attempt N --`) goes between it and `bash run.sh`, so it wraps every task
+/// inside the launcher's step; the task records it leaves in `tasks.attempt-N/` become the
+/// manifest's `tasks` and `resources`, its `step-governor.<host>` files the manifest's
+/// `step_governors`.
 ///
 /// The attempt claims the run first ([`claim::claim`]): a run already finished or held by
 /// a newer attempt does not start. The app writes to the attempt's own output files, which
@@ -163,6 +164,13 @@ pub async fn execute_prepared(
     for (path, _) in step_governor_files(run_dir) {
         std::fs::remove_file(&path).map_err(io("remove", &path))?;
     }
+    let tasks_dir = crate::tasks::tasks_dir(run_dir, attempt.number);
+    match std::fs::remove_dir_all(&tasks_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io("remove", &tasks_dir)(e));
+        }
+        _ => {}
+    }
     let (environment, environment_withheld) = crate::manifest::recordable_environment(
         std::env::vars(),
         &record.env_set,
@@ -181,6 +189,10 @@ pub async fn execute_prepared(
     if let Some(g) = governor.as_mut() {
         g.restore()?;
     }
+    // Under a launcher, what each task's `optgate step` measured inside the step.
+    let tasks = crate::tasks::read_records(&tasks_dir);
+    let step_totals = crate::tasks::totals(&tasks, &hostname(), timed.energy_j);
+    let manifest = timed.manifest(record, launcher.is_empty());
     let manifest = RunManifest {
         environment,
         environment_withheld,
@@ -189,7 +201,9 @@ pub async fn execute_prepared(
         scheduler_job_id: attempt.scheduler_job_id.clone(),
         script: run_dir.join(RUN_SCRIPT),
         step_governors: step_governors(run_dir),
-        ..timed.manifest(record, launcher.is_empty())
+        resources: manifest.resources.or(step_totals),
+        tasks,
+        ..manifest
     };
     commit(run_dir, attempt.number, manifest)
 }
@@ -334,8 +348,8 @@ impl TimedRun {
     fn manifest(self, record: RunRecord, measured: bool) -> RunManifest {
         // Under a launcher (`srun`, `flux run`) the app runs in the scheduler's step, not
         // as a descendant of this process: `wait4` would count the launcher alone. Those
-        // runs record no resources (System Impact then says "not measured") rather than a
-        // wrong figure.
+        // runs' resources come from their tasks' records (`optgate step`), or are not
+        // recorded (System Impact then says "not measured") rather than a wrong figure.
         let energy_j = self.energy_j;
         let resources = self.finished.usage.filter(|_| measured).map(|u| Resources {
             cpu_user_s: u.user_s,
@@ -375,6 +389,7 @@ impl TimedRun {
             optgate_version: env!("CARGO_PKG_VERSION").to_string(),
             attempt: None,
             step_governors: BTreeMap::new(),
+            tasks: Vec::new(),
             resources,
             isolation: None,
         }
@@ -559,6 +574,47 @@ mod tests {
         assert_eq!(m.step_governors, want);
         let back = RunManifest::read(&dir).unwrap().unwrap();
         assert_eq!(back.step_governors, want);
+    }
+
+    /// A task record as `optgate step` writes it, for a step of `size` tasks.
+    fn task_json(rank: u32, size: u32, cpu: f64, rss: u64) -> String {
+        let host = hostname();
+        format!(
+            r#"{{"rank":{rank},"node":"n1","host":"{host}","step_size":{size},"cpus_allowed":1,"cpus_allowed_list":"0","threads_max":1,"cpu_user_s":{cpu},"cpu_system_s":0.25,"cpu_s":{cpu},"max_rss_kib":{rss},"wall_s":1.0,"end":"exited","exit_code":0,"signal":null}}"#
+        )
+    }
+
+    /// Planted bugs caught: the records not gathered (no tasks, no resources), a leftover
+    /// of an earlier try of the same attempt counted (3 tasks, not 2), one task's CPU taken
+    /// for the run's, RSS summed.
+    #[tokio::test]
+    async fn under_a_launcher_the_tasks_records_become_the_manifests_tasks_and_totals() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        let tasks = crate::tasks::tasks_dir(&dir, 1);
+        std::fs::create_dir_all(&tasks).unwrap();
+        std::fs::write(tasks.join("rank-7.json"), task_json(7, 2, 50.0, 1)).unwrap();
+        let script = format!(
+            "mkdir -p tasks.attempt-1; echo '{}' > tasks.attempt-1/rank-0.json; echo '{}' > tasks.attempt-1/rank-1.json; exec \"$@\"",
+            task_json(0, 2, 1.5, 100),
+            task_json(1, 2, 2.5, 300)
+        );
+        let probe: Vec<String> = ["bash", "-c", &script, "step"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let launcher = vec!["env".to_string()];
+        let cancel = CancellationToken::new();
+        let m = recorded(execute_prepared(&dir, &launcher, &probe, &first(), &cancel).await);
+        let ranks: Vec<Option<u32>> = m.tasks.iter().map(|t| t.rank).collect();
+        assert_eq!(ranks, vec![Some(0), Some(1)]);
+        let r = m.resources.expect("the tasks' totals");
+        assert_eq!(
+            (r.cpu_user_s, r.cpu_system_s, r.max_rss_kib),
+            (4.0, 0.5, 300)
+        );
+        let back = RunManifest::read(&dir).unwrap().unwrap();
+        assert_eq!(back.tasks, m.tasks);
     }
 
     #[tokio::test]

@@ -21,12 +21,15 @@ pub fn exec_run(run_dir: &Path, attempt: u32, launcher: &[String]) -> Result<i32
         scheduler_job_id: scheduler_job_id(|k| std::env::var(k).ok()),
     };
     // Inside the launcher's step (after `srun --cpu-freq` applied the arm's governor), this
-    // same binary records the governor actually in force there, then becomes `bash run.sh`.
+    // same binary wraps every task: it records the governor actually in force there and
+    // what the task used, around `bash run.sh`.
     let me = std::env::current_exe().context("cannot tell where this optgate binary is")?;
     let step_probe = vec![
         me.display().to_string(),
-        "step-governor".to_string(),
+        "step".to_string(),
         run_dir.display().to_string(),
+        "--attempt".to_string(),
+        attempt.number.to_string(),
         "--".to_string(),
     ];
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -89,28 +92,38 @@ fn exit_status(run_dir: &Path, attempt: u32, executed: &Executed) -> i32 {
     }
 }
 
-/// `optgate step-governor RUN_DIR -- COMMAND…`: inside a scheduler's step, writes the
-/// governor in force on the CPUs this process may run on (`Cpus_allowed_list`, so the
-/// step's CPUs, not the node's) to `RUN_DIR/step-governor.<host>` — once per node (the
-/// task with local id 0, or every task when no scheduler says) — then executes COMMAND in
-/// its place (same process, so signals and timing are the run's). A failure to record is
-/// reported on stderr and never stops the run; the look then treats the governor as
-/// unknown.
-pub fn step_governor(run_dir: &Path, command: &[String]) -> Result<i32> {
-    use std::os::unix::process::CommandExt;
-    let local_id = ["SLURM_LOCALID", "FLUX_TASK_LOCAL_ID"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok());
-    if local_id.is_none_or(|id| id.trim() == "0")
+/// `optgate step RUN_DIR [--attempt N] -- COMMAND…`: wraps one task inside a scheduler's
+/// step. Once per node (the task with local id 0, or every task when no scheduler says) it
+/// writes the governor in force on the CPUs this process may run on (`Cpus_allowed_list`,
+/// so the step's CPUs, not the node's) to `RUN_DIR/step-governor.<host>`; then it runs
+/// COMMAND as the task's app (`optgate_wrapper::step::run_step`: passed through, signals
+/// forwarded, measured, recorded) and exits as the app did. A failure to record is reported
+/// on stderr and never stops or changes the run.
+pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
+    let identity = optgate_wrapper::tasks::TaskIdentity::from_env(|k| std::env::var(k).ok());
+    if identity.first_on_node()
         && let Err(e) = record_step_governor(run_dir)
     {
-        eprintln!("optgate step-governor: cannot record the governor in force: {e:#}");
+        eprintln!("optgate step: cannot record the governor in force: {e:#}");
     }
-    let Some((program, args)) = command.split_first() else {
-        return Err(anyhow::anyhow!("step-governor: no command to execute"));
+    use optgate_wrapper::step::{StepError, run_step, start_failure_status};
+    let outcome = match run_step(run_dir, attempt, command) {
+        Ok(o) => o,
+        // As a shell would: the launcher reports 127 (or 126), and no task record is
+        // written, since no app ran.
+        Err(StepError::Start { program, source }) => {
+            eprintln!("optgate step: cannot start {program}: {source}");
+            return Ok(start_failure_status(&source));
+        }
+        Err(e) => return Err(e.into()),
     };
-    let err = std::process::Command::new(program).args(args).exec();
-    Err(anyhow::Error::new(err).context(format!("cannot execute {program}")))
+    if let Err(e) = &outcome.written {
+        eprintln!(
+            "optgate step: cannot write the task's record under {}: {e}",
+            run_dir.display()
+        );
+    }
+    optgate_wrapper::step::pass_on(&outcome.record)
 }
 
 fn record_step_governor(run_dir: &Path) -> Result<()> {

@@ -112,7 +112,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             run_dir,
             launcher,
         } => exec_run::exec_run(&run_dir, attempt, &launcher),
-        Command::StepGovernor { run_dir, command } => exec_run::step_governor(&run_dir, &command),
+        Command::Step {
+            attempt,
+            run_dir,
+            command,
+        } => exec_run::step(&run_dir, attempt, &command),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "optgate", &mut std::io::stdout());

@@ -1,0 +1,344 @@
+//! What one launched task of a run's step used, as `optgate step` records it (one small
+//! JSON file per task in the attempt's own `tasks.attempt-N/` folder), and the pure parts
+//! around it: who the task is from the scheduler's environment, the file's name, reading an
+//! attempt's records back, and the run's totals over its tasks.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::{EnergySource, Resources};
+
+/// The folder of an attempt's task records, in the run directory: `tasks.attempt-N`.
+pub fn tasks_dir(run_dir: &Path, attempt: u32) -> PathBuf {
+    run_dir.join(crate::run::attempt_file(TASKS_DIR, attempt))
+}
+
+/// The stem of the per-attempt task-record folders.
+pub const TASKS_DIR: &str = "tasks";
+
+/// Which scheduler started the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepScheduler {
+    Slurm,
+    Flux,
+}
+
+/// Who a task is, from the variables its launcher sets: Slurm's `SLURM_PROCID`,
+/// `SLURM_LOCALID`, `SLURM_STEP_NUM_TASKS` and `SLURMD_NODENAME`; Flux's `FLUX_TASK_RANK`,
+/// `FLUX_TASK_LOCAL_ID`, `FLUX_JOB_SIZE` and the broker rank that ends its `FLUX_URI`
+/// (`local:///…/local-3`). Flux first: a Flux instance started inside a Slurm job is the
+/// nearer launcher.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskIdentity {
+    pub scheduler: Option<StepScheduler>,
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    /// The scheduler's name for the node: Slurm's node name, Flux's broker rank.
+    pub node: Option<String>,
+    /// How many tasks the step launched.
+    pub step_size: Option<u32>,
+}
+
+impl TaskIdentity {
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> TaskIdentity {
+        let num = |k: &str| var(k).and_then(|v| v.trim().parse::<u32>().ok());
+        if let Some(rank) = num("FLUX_TASK_RANK") {
+            return TaskIdentity {
+                scheduler: Some(StepScheduler::Flux),
+                rank: Some(rank),
+                local_rank: num("FLUX_TASK_LOCAL_ID"),
+                node: var("FLUX_URI").and_then(|u| flux_broker_rank(&u)),
+                step_size: num("FLUX_JOB_SIZE"),
+            };
+        }
+        if let Some(rank) = num("SLURM_PROCID") {
+            return TaskIdentity {
+                scheduler: Some(StepScheduler::Slurm),
+                rank: Some(rank),
+                local_rank: num("SLURM_LOCALID"),
+                node: var("SLURMD_NODENAME").filter(|n| !n.trim().is_empty()),
+                step_size: num("SLURM_STEP_NUM_TASKS").or_else(|| num("SLURM_NTASKS")),
+            };
+        }
+        TaskIdentity::default()
+    }
+
+    /// Whether this task is the first of its node (local rank 0, or no scheduler says).
+    pub fn first_on_node(&self) -> bool {
+        self.local_rank.is_none_or(|r| r == 0)
+    }
+
+    /// The record's file name: `rank-3.json`, or `pid-1234.json` when no scheduler named
+    /// the task's rank.
+    pub fn record_name(&self, pid: u32) -> String {
+        match self.rank {
+            Some(r) => format!("rank-{r}.json"),
+            None => format!("pid-{pid}.json"),
+        }
+    }
+}
+
+/// The broker rank at the end of a Flux URI (`local:///run/flux/local-3` → `3`).
+pub fn flux_broker_rank(uri: &str) -> Option<String> {
+    let last = uri.trim_end_matches('/').rsplit('/').next()?;
+    let rank = last.strip_prefix("local-")?;
+    (!rank.is_empty() && rank.bytes().all(|b| b.is_ascii_digit())).then(|| rank.to_string())
+}
+
+/// How a task's app ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskEnd {
+    /// Exited with `exit_code`.
+    Exited,
+    /// Killed by `signal` (forwarded by the wrapper or sent to it directly).
+    Signaled,
+}
+
+/// One launched task, as `optgate step` measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<StepScheduler>,
+    pub rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    pub node: Option<String>,
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_size: Option<u32>,
+    /// The CPUs the task may run on (its affinity mask): how many, and which
+    /// (`0-3,8`).
+    pub cpus_allowed: u32,
+    pub cpus_allowed_list: String,
+    /// The most threads one process of the app's tree (it and its descendants) had at
+    /// any sample
+    /// (every [`crate::step::THREAD_SAMPLE_INTERVAL`]); None when no sample saw the app.
+    pub threads_max: Option<u32>,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub cpu_s: f64,
+    pub max_rss_kib: u64,
+    pub wall_s: f64,
+    pub end: TaskEnd,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The last signal the wrapper passed on to the app's group (the launcher stopping
+    /// the step at a time limit or a cancel), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_signal: Option<i32>,
+}
+
+/// The CPU numbers as a kernel-style list: `[0, 1, 2, 3, 8]` → `0-3,8`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// The task records of one attempt, in rank order; files that do not parse are skipped
+/// (a record is written whole or not at all, so only a foreign file fails).
+pub fn read_records(dir: &Path) -> Vec<TaskRecord> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut records: Vec<TaskRecord> = entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".json") && !name.starts_with('.')
+        })
+        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+        .collect();
+    records.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.host.clone()));
+    records
+}
+
+/// The run's resources from its tasks: CPU seconds summed, RSS the largest task's peak;
+/// energy (read on the batch host around the step) only when every task ran on that
+/// host, since it counts that node alone. None — not measured — when there are no
+/// records, or when the launcher said how many tasks it started and fewer left one (a
+/// total over part of the step would be a wrong figure, not a low one).
+pub fn totals(
+    tasks: &[TaskRecord],
+    batch_host: &str,
+    batch_energy_j: Option<f64>,
+) -> Option<Resources> {
+    let first = tasks.first()?;
+    let expected = first.step_size.map(|n| n as usize);
+    if expected.is_some_and(|n| n != tasks.len()) {
+        return None;
+    }
+    let on_batch_host = tasks.iter().all(|t| t.host == batch_host);
+    let energy_j = batch_energy_j.filter(|_| on_batch_host);
+    Some(Resources {
+        cpu_user_s: tasks.iter().map(|t| t.cpu_user_s).sum(),
+        cpu_system_s: tasks.iter().map(|t| t.cpu_system_s).sum(),
+        max_rss_kib: tasks.iter().map(|t| t.max_rss_kib).max().unwrap_or(0),
+        energy_j,
+        energy_source: energy_j.map(|_| EnergySource::Rapl),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    /// The variables as this machine's real Slurm 22.05 and Flux 0.88 set them per task.
+    #[test]
+    fn a_task_is_named_by_the_launcher_that_started_it() {
+        let slurm = [
+            ("SLURM_PROCID", "1"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURMD_NODENAME", "vm"),
+        ];
+        let s = TaskIdentity::from_env(env(&slurm));
+        assert_eq!(
+            s,
+            TaskIdentity {
+                scheduler: Some(StepScheduler::Slurm),
+                rank: Some(1),
+                local_rank: Some(1),
+                node: Some("vm".into()),
+                step_size: Some(2),
+            }
+        );
+        assert!(!s.first_on_node());
+        // Flux inside a Slurm job: Flux launched this task.
+        let flux = [
+            ("FLUX_TASK_RANK", "0"),
+            ("FLUX_TASK_LOCAL_ID", "0"),
+            ("FLUX_JOB_SIZE", "2"),
+            ("FLUX_URI", "local:///var/lib/optgate-flux/run/local-3"),
+            ("SLURM_PROCID", "5"),
+        ];
+        let f = TaskIdentity::from_env(env(&flux));
+        assert_eq!(f.scheduler, Some(StepScheduler::Flux));
+        assert_eq!((f.rank, f.node.as_deref()), (Some(0), Some("3")));
+        assert!(f.first_on_node());
+        let none = TaskIdentity::from_env(env(&[]));
+        assert_eq!(none, TaskIdentity::default());
+        assert!(none.first_on_node());
+        assert_eq!(none.record_name(42), "pid-42.json");
+        assert_eq!(s.record_name(42), "rank-1.json");
+    }
+
+    #[test]
+    fn the_broker_rank_is_the_number_after_local() {
+        assert_eq!(
+            flux_broker_rank("local:///run/local-12").as_deref(),
+            Some("12")
+        );
+        assert_eq!(flux_broker_rank("local:///run/local-").as_deref(), None);
+        assert_eq!(flux_broker_rank("ssh://host/run/x").as_deref(), None);
+        assert_eq!(flux_broker_rank("local:///run/local-1x").as_deref(), None);
+    }
+
+    #[test]
+    fn cpu_lists_are_written_as_ranges() {
+        assert_eq!(format_cpu_list(&[3, 0, 1, 2, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(format_cpu_list(&[5]), "5");
+        assert_eq!(format_cpu_list(&[]), "");
+    }
+
+    fn task(rank: u32, host: &str, cpu: f64, rss: u64, size: Option<u32>) -> TaskRecord {
+        TaskRecord {
+            scheduler: Some(StepScheduler::Slurm),
+            rank: Some(rank),
+            local_rank: Some(rank),
+            node: Some(host.into()),
+            host: host.into(),
+            step_size: size,
+            cpus_allowed: 1,
+            cpus_allowed_list: "0".into(),
+            threads_max: Some(1),
+            cpu_user_s: cpu,
+            cpu_system_s: 0.5,
+            cpu_s: cpu + 0.5,
+            max_rss_kib: rss,
+            wall_s: 1.0,
+            end: TaskEnd::Exited,
+            exit_code: Some(0),
+            signal: None,
+            forwarded_signal: None,
+        }
+    }
+
+    /// Planted bugs caught: RSS summed instead of the peak, CPU of one task only, energy of
+    /// the batch host credited to a step that ran elsewhere, a partial step totalled.
+    #[test]
+    fn the_runs_totals_are_the_sum_of_cpu_and_the_peak_of_rss() {
+        let both = [
+            task(0, "n1", 2.0, 100, Some(2)),
+            task(1, "n1", 3.0, 300, Some(2)),
+        ];
+        let t = totals(&both, "n1", Some(9.0)).unwrap();
+        assert_eq!(
+            (t.cpu_user_s, t.cpu_system_s, t.max_rss_kib),
+            (5.0, 1.0, 300)
+        );
+        assert_eq!(
+            (t.energy_j, t.energy_source),
+            (Some(9.0), Some(EnergySource::Rapl))
+        );
+        let elsewhere = [
+            task(0, "n1", 2.0, 100, Some(2)),
+            task(1, "n2", 3.0, 300, Some(2)),
+        ];
+        assert_eq!(totals(&elsewhere, "n1", Some(9.0)).unwrap().energy_j, None);
+        // One of two tasks left no record: not measured rather than half the figure.
+        assert_eq!(totals(&both[..1], "n1", None), None);
+        assert_eq!(totals(&[], "n1", None), None);
+        // A launcher that did not say how many: what is there.
+        let no_size = [task(0, "n1", 2.0, 100, None)];
+        assert_eq!(totals(&no_size, "n1", None).unwrap().cpu_user_s, 2.0);
+    }
+
+    #[test]
+    fn records_are_read_back_in_rank_order_and_foreign_files_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        for r in [task(1, "n1", 1.0, 1, None), task(0, "n1", 1.0, 1, None)] {
+            let name = format!("rank-{}.json", r.rank.unwrap());
+            std::fs::write(dir.path().join(name), serde_json::to_vec(&r).unwrap()).unwrap();
+        }
+        std::fs::write(dir.path().join("junk.json"), "{").unwrap();
+        std::fs::write(dir.path().join(".rank-2.json.tmp9"), "{}").unwrap();
+        let back = read_records(dir.path());
+        assert_eq!(
+            back.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            vec![Some(0), Some(1)]
+        );
+        assert!(read_records(&dir.path().join("absent")).is_empty());
+    }
+}
