@@ -316,6 +316,7 @@ mod tests {
             attempt: Some(1),
             step_governors: Default::default(),
             resources: None,
+            tasks: Vec::new(),
             isolation: None,
         }
         .write(dir)
