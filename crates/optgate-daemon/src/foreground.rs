@@ -95,6 +95,9 @@ pub struct Options {
     /// Points where the engine panics (tests: the supervisor must start it again); none
     /// armed outside tests.
     pub failpoints: Arc<crate::failpoint::Failpoints>,
+    /// How long the execution waits for a full file system to have space again before it
+    /// gives up ([`crate::space::NO_SPACE_GIVE_UP`]).
+    pub no_space_give_up: Duration,
 }
 
 /// The reason an interrupted execution's experiment is cancelled with (Ctrl-C, or a
@@ -128,6 +131,11 @@ pub async fn run(
         if row.state.is_terminal() {
             break finished(row, &runs, &na);
         }
+        if let Some((waited, lack)) = ctx.space.now()
+            && waited >= opts.no_space_give_up
+        {
+            return Err(give_up_on_space(&ctx, &id, engine, waited, lack).await);
+        }
         tokio::select! {
             _ = interrupt.cancelled() => break End::Interrupted { kept: 0 },
             ended = &mut engine => return Err(engine_ended(ended)),
@@ -149,6 +157,27 @@ pub async fn run(
             })
         }
     }
+}
+
+/// The file system stayed full past the limit: the engine stops and the error says what is
+/// full. A job still running is left to end by itself (it cannot be recorded cancelled on a
+/// full disk, and a run cancelled so would count as failed): each of its runs that cannot
+/// write its manifest leaves its ENOSPC mark and runs again when `--out` resumes the
+/// execution.
+async fn give_up_on_space(
+    ctx: &Daemon,
+    id: &str,
+    engine: tokio::task::JoinHandle<Result<(), DaemonError>>,
+    waited: Duration,
+    lack: crate::space::NoSpace,
+) -> DaemonError {
+    tracing::error!(
+        "experiment {id}: gave up after {waited:?}: {}",
+        lack.reason()
+    );
+    ctx.shutdown.cancel();
+    let _ = engine.await;
+    DaemonError::GaveUpOnSpace { waited, lack }
 }
 
 /// The engine's context for an execution: its directory under the root (0700), its
@@ -184,6 +213,7 @@ async fn open_engine(opts: &Options) -> Result<Arc<Daemon>, DaemonError> {
         shutdown: CancellationToken::new(),
         unreachable_give_up: UNREACHABLE_GIVE_UP,
         failpoints: opts.failpoints.clone(),
+        space: Default::default(),
     }))
 }
 
