@@ -412,9 +412,6 @@ fn step_governors(run_dir: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Puts the attempt's output and `manifest` in place if the attempt still holds the run;
-/// otherwise keeps them under the attempt's own names.
-
 /// Whether any error in `e`'s chain is a lack of space.
 fn error_is_no_space(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(e);
@@ -430,6 +427,8 @@ fn error_is_no_space(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Puts the attempt's output and `manifest` in place if the attempt still holds the run;
+/// otherwise keeps them under the attempt's own names.
 fn commit(run_dir: &Path, attempt: u32, manifest: RunManifest) -> Result<Executed, RunError> {
     let found = claim::commit_if_held(run_dir, attempt, || {
         for name in [STDOUT_FILE, STDERR_FILE] {
