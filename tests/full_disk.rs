@@ -44,19 +44,6 @@ impl SmallFs {
     fn path(&self) -> &Path {
         &self.mount
     }
-
-    #[allow(dead_code)] // used by the run and daemon tests below
-    /// Fills the file system: a file as large as the space left (the last write fails
-    /// with ENOSPC, which is the point).
-    fn fill(&self) -> PathBuf {
-        use std::io::Write;
-        let p = self.mount.join("filler");
-        let mut f = std::fs::File::create(&p).unwrap();
-        let chunk = vec![0u8; 4096];
-        while f.write_all(&chunk).is_ok() {}
-        let _ = f.sync_all();
-        p
-    }
 }
 
 impl Drop for SmallFs {
@@ -123,4 +110,186 @@ fn plan_onto_a_full_file_system_removes_what_it_half_wrote() {
         roomy.path().join("p").to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// An experiment whose third run (b002-baseline, the first of block 2), once its output is
+/// written, fills the file system `fs` once (the flag file `flag`, outside it, says it
+/// has): its wrapper cannot write its manifest, and nothing else can be written there.
+fn filling_experiment(name: &str, fs: &SmallFs, root: &Path, flag: &Path) -> String {
+    let filler = fs.path().join("filler");
+    format!(
+        r#"name: {name}
+app:
+  command: [bash, -c, 'for e in 1 2 3; do echo "epoch $e took 0.0$e s"; done; if [ "$OPTGATE_RUN_ID" = b002-baseline ] && [ ! -e {flag} ]; then touch {flag}; head -c 100000000 /dev/zero > {filler} 2>/dev/null; fi; true']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 5
+workdir: {root}
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#,
+        flag = flag.display(),
+        filler = filler.display(),
+        root = root.display(),
+    )
+}
+
+/// `optgate run --out` on a file system that fills up gives up after its bounded wait
+/// (`OPTGATE_NO_SPACE_GIVE_UP`, 3 s here) with exit 3 and the reason naming the lack of
+/// space, instead of retrying for ever; the run hit by ENOSPC leaves its mark; once space
+/// is back, `--out` resumes and finishes every run. Catches an engine that keeps failing
+/// its passes with no end (the command would never exit: the test's wait gives up), a
+/// reason without the free bytes, and a run hit by ENOSPC counted failed (the resume
+/// would exit 3 with failed runs).
+#[test]
+fn run_on_a_full_file_system_gives_up_naming_the_lack_of_space_and_resumes() {
+    let fs = SmallFs::mount(2 * 1024 * 1024);
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs.path().join("exec");
+    let yaml = filling_experiment("fills", &fs, fs.path(), &dir.path().join("filled"));
+    let p = write_experiment(dir.path(), &yaml);
+    let args = [
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ];
+    let o = optgate()
+        .args(args)
+        .env("OPTGATE_NO_SPACE_GIVE_UP", "3s")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(
+            "gave up after waiting 3s for space (OPTGATE_NO_SPACE_GIVE_UP): no space \
+                      left on the state directory's file system: "
+        ),
+        "{err}"
+    );
+    assert!(err.contains(" bytes free ("), "{err}");
+    assert!(!err.contains("engine pass failed"), "{err}");
+    // The job was left to end by itself: the run that filled the disk could not write
+    // its manifest and says why.
+    let mark = root.join("runs/b002-baseline/manifest.enospc");
+    wait_for(
+        "the ENOSPC mark of b002-baseline",
+        std::time::Duration::from_secs(60),
+        || mark.exists().then_some(()),
+    );
+    std::fs::remove_file(fs.path().join("filler")).unwrap();
+    let o = optgate().args(args).arg("--json").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resuming: 2 of 10 runs already done"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("run(s) failed"), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report.is_object(), "{report}");
+}
+
+/// `optgate status ID --json` of `home`'s daemon, once `pick` finds what it waits for.
+fn wait_status(
+    home: &Path,
+    id: &str,
+    what: &str,
+    pick: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for(what, std::time::Duration::from_secs(120), || {
+            last = status(home, id);
+            pick(&last).then(|| last.clone())
+        })
+    }));
+    found.unwrap_or_else(|_| panic!("gave up waiting for {what}; the last status: {last:#}"))
+}
+
+/// Submits the filling experiment to the daemon of `home`, waits until `fs` is full and
+/// `status` shows the experiment paused with `reason`, frees the space and waits until the
+/// experiment ends: decided, with every run completed. Returns the paused status.
+fn paused_then_finished(
+    home: &Path,
+    fs: &SmallFs,
+    workdir: &Path,
+    reason: &str,
+) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = filling_experiment("paused", fs, workdir, &dir.path().join("filled"));
+    let exp = write_experiment(dir.path(), &yaml);
+    let _stop = StopOnDrop(home.to_path_buf());
+    let o = cli(home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let paused = wait_status(home, &id, "the no-space reason", |s| {
+        s["reason"].as_str().is_some_and(|r| r.contains(reason))
+    });
+    assert!(
+        !paused["state"]
+            .as_str()
+            .is_some_and(|s| ["failed", "decided"].contains(&s)),
+        "{paused:#}"
+    );
+    std::fs::remove_file(fs.path().join("filler")).unwrap();
+    let ended = wait_status(home, &id, "the end", |s| {
+        ["decided", "budget_exhausted", "failed"].contains(&s["state"].as_str().unwrap_or(""))
+    });
+    assert_eq!(ended["state"], "decided", "{ended:#}");
+    assert_eq!(ended["runs"]["failed"], 0, "{ended:#}");
+    assert!(
+        !ended["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no space")),
+        "{ended:#}"
+    );
+    paused
+}
+
+/// The daemon's state directory fills up while an experiment runs: the experiment is
+/// paused, not failed, `status` says why (with the free bytes) though the database cannot
+/// be written, and once space is back it finishes with no run lost. Catches the stall with
+/// no reason (status would never show it: the wait gives up), a pause that never ends,
+/// and a run hit by ENOSPC counted failed.
+#[test]
+fn a_full_state_directory_pauses_the_experiment_until_space_returns() {
+    let fs = SmallFs::mount(8 * 1024 * 1024);
+    let home = fs.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let paused = paused_then_finished(
+        &home,
+        &fs,
+        work.path(),
+        "no space left on the state directory's file system: ",
+    );
+    let reason = paused["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(" bytes free (") && reason.ends_with("paused until space returns"),
+        "{reason}"
+    );
+}
+
+/// The experiment's workdir fills up: the run hit by ENOSPC runs again and the experiment
+/// waits — paused, the reason naming the workdir — instead of failing at once, and
+/// finishes once space is back. Catches the run files' write error failing the
+/// experiment (the old `Rejected` class) and the run recorded lost instead of hit by ENOSPC.
+#[test]
+fn a_full_workdir_pauses_the_experiment_until_space_returns() {
+    let fs = SmallFs::mount(8 * 1024 * 1024);
+    // A short private state directory (the socket's path has a length limit).
+    let state = tempfile::tempdir().unwrap();
+    let home = state.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    paused_then_finished(
+        &home,
+        &fs,
+        fs.path(),
+        "no space left on the workdir's file system: ",
+    );
 }
