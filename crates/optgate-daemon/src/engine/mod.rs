@@ -74,7 +74,7 @@ pub struct Engine {
     polled: BTreeSet<SchedulerKind>,
     /// A write of the current pass that failed for lack of space (the experiment it was
     /// for waits, never fails; `space.rs`).
-    pub(crate) lack_of_space: Option<crate::space::NoSpace>,
+    pub(crate) lack_of_space: Option<(String, crate::space::NoSpace)>,
 }
 
 /// How many times one job's submission may fail transiently (a timed-out `sbatch`, a busy
@@ -167,8 +167,8 @@ pub async fn run_with(ctx: Arc<Daemon>, shutdown: CancellationToken, settings: E
             Ok((activity, active_kinds)) => {
                 engine.clocks.track(&active_kinds, &settings);
                 match engine.lack_of_space.take() {
-                    Some(lack) => {
-                        engine.pause_for_space(lack).await;
+                    Some((id, lack)) => {
+                        engine.pause_for_space(Some(id), lack).await;
                         Activity::Throttled
                     }
                     None => {
@@ -179,7 +179,7 @@ pub async fn run_with(ctx: Arc<Daemon>, shutdown: CancellationToken, settings: E
             }
             Err(e) => {
                 match crate::space::no_space_in(&e, &ctx.paths.dir) {
-                    Some(lack) => engine.pause_for_space(lack).await,
+                    Some(lack) => engine.pause_for_space(None, lack).await,
                     None => tracing::error!("engine pass failed: {e}"),
                 }
                 Activity::Throttled
@@ -329,7 +329,7 @@ impl Engine {
                 Err(e) if let Some(lack) = crate::space::no_space_in(&e, &self.ctx.paths.dir) => {
                     // Not the experiment's fault: it waits for space (`pause_for_space`).
                     tracing::debug!("experiment {}: {e}", row.id);
-                    self.lack_of_space = Some(lack);
+                    self.lack_of_space = Some((row.id.clone(), lack));
                 }
                 Err(e) => {
                     tracing::error!("experiment {}: {e}", row.id);
@@ -361,13 +361,19 @@ impl Engine {
         Ok((activity, kinds))
     }
 
-    /// A pass could not write for lack of space: every active experiment is paused (each
-    /// state change waits for the next pass), the reason in the shared watch (`status`
-    /// reads it there when the database itself cannot be written), in the log when it
-    /// first appears or its place changes, and on each experiment where that can be
-    /// written.
-    pub(crate) async fn pause_for_space(&mut self, lack: crate::space::NoSpace) {
+    /// A pass could not write for lack of space: the experiment whose write it was (`of`;
+    /// every active one when the state directory is full or the write was the pass's own)
+    /// is paused — each state change waits for a later pass — with the reason in the
+    /// shared watch (`status` reads it there when the database cannot be written), in the
+    /// log when it first appears or its place changes, and on the experiments where that
+    /// can be written.
+    pub(crate) async fn pause_for_space(
+        &mut self,
+        of: Option<String>,
+        lack: crate::space::NoSpace,
+    ) {
         let reason = lack.paused();
+        let only = of.filter(|_| lack.place == crate::space::Place::Workdir);
         let new = self
             .ctx
             .space
@@ -383,7 +389,9 @@ impl Engine {
             .db
             .call(move |s| {
                 for e in s.active_experiments()? {
-                    s.transition(&e.id, e.state, e.state, Some(&r))?;
+                    if only.as_ref().is_none_or(|id| *id == e.id) {
+                        s.transition(&e.id, e.state, e.state, Some(&r))?;
+                    }
                 }
                 Ok(())
             })

@@ -9,9 +9,12 @@ use optgate_policy::decide::LookSchedule;
 pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
     let info = ctx.info();
     let mut reply = ctx.db.call(move |s| answer(s, req, info)).await?;
-    // A full disk pauses every active experiment; the database may not hold the reason
-    // (it cannot be written), the engine's watch does.
-    if let (Some((_, lack)), Response::Status(r)) = (ctx.space.now(), &mut reply) {
+    // A full state directory pauses every active experiment; the database may not hold
+    // the reason (it cannot be written), the engine's watch does. (A full workdir's
+    // reason is on its experiment in the database.)
+    if let (Some((_, lack)), Response::Status(r)) = (ctx.space.now(), &mut reply)
+        && lack.place == crate::space::Place::StateDir
+    {
         for e in r.experiments.iter_mut().filter(|e| !e.state.is_terminal()) {
             e.reason = Some(lack.paused());
         }
