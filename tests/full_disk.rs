@@ -293,3 +293,35 @@ fn a_full_workdir_pauses_the_experiment_until_space_returns() {
         "no space left on the workdir's file system: ",
     );
 }
+
+/// `optgate run --out` onto a file system already full: exit 3 at once (the engine's
+/// database cannot even be made, so there is nothing to wait on) with the reason naming
+/// the lack of space and the free bytes. Catches SQLite's "database or disk is full"
+/// passed through as the reason (no place, no free bytes).
+#[test]
+fn run_onto_a_full_file_system_exits_3_naming_the_lack_of_space() {
+    let fs = SmallFs::mount(256 * 1024);
+    let o = Command::new("dd")
+        .args(["if=/dev/zero", "bs=4096", "count=1000"])
+        .arg(format!("of={}", fs.path().join("filler").display()))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the file system did not fill up");
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_experiment(dir.path(), &fake_app_experiment("onfull", ""));
+    let root = fs.path().join("exec");
+    let o = run(&[
+        "run",
+        p.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("optgate: error: no space left on the state directory's file system: "),
+        "{err}"
+    );
+    assert!(err.contains(" bytes free ("), "{err}");
+}

@@ -115,8 +115,13 @@ pub async fn run(
     mut on_event: impl FnMut(Event),
     interrupt: CancellationToken,
 ) -> Result<End, DaemonError> {
-    let ctx = open_engine(&opts).await?;
-    let id = the_execution(&ctx, exp, &opts.root).await?;
+    let state_dir = engine_paths(&opts.root).dir;
+    let ctx = open_engine(&opts)
+        .await
+        .map_err(|e| as_no_space(e, &state_dir))?;
+    let id = the_execution(&ctx, exp, &opts.root)
+        .await
+        .map_err(|e| as_no_space(e, &state_dir))?;
     let (c, stop, settings) = (ctx.clone(), ctx.shutdown.clone(), opts.settings.clone());
     let mut engine = tokio::spawn(supervise(
         "the engine",
@@ -156,6 +161,16 @@ pub async fn run(
                 kept: kept_runs(&ctx, &id).await?,
             })
         }
+    }
+}
+
+/// `e` as the lack of space it is ("no space left on the state directory's file system: N
+/// bytes free"), if it is one; else `e`. For the writes before the engine starts (its
+/// database, the experiment's record), which have nothing to wait on.
+fn as_no_space(e: DaemonError, state_dir: &Path) -> DaemonError {
+    match crate::space::no_space_in(&e, state_dir) {
+        Some(lack) => DaemonError::NoSpace(lack),
+        None => e,
     }
 }
 
