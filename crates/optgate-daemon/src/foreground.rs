@@ -148,7 +148,10 @@ pub async fn run(
         }
     };
     let stop = match end {
-        End::Interrupted { .. } => stop_on_interrupt(&ctx, &id).await?,
+        // On a full disk the cancel cannot be recorded: the error says so.
+        End::Interrupted { .. } => stop_on_interrupt(&ctx, &id)
+            .await
+            .map_err(|e| as_no_space(e, &state_dir))?,
         finished => Stop::Ended(finished),
     };
     ctx.shutdown.cancel();
