@@ -222,7 +222,18 @@ fn paused_then_finished(
 ) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let yaml = filling_experiment("paused", fs, workdir, &dir.path().join("filled"));
-    let exp = write_experiment(dir.path(), &yaml);
+    submitted_paused_then_finished(home, fs, &dir, &yaml, reason)
+}
+
+/// [`paused_then_finished`] for the experiment `yaml`, written into `dir`.
+fn submitted_paused_then_finished(
+    home: &Path,
+    fs: &SmallFs,
+    dir: &tempfile::TempDir,
+    yaml: &str,
+    reason: &str,
+) -> serde_json::Value {
+    let exp = write_experiment(dir.path(), yaml);
     let _stop = StopOnDrop(home.to_path_buf());
     let o = cli(home, &["submit", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -324,4 +335,33 @@ fn run_onto_a_full_file_system_exits_3_naming_the_lack_of_space() {
         "{err}"
     );
     assert!(err.contains(" bytes free ("), "{err}");
+}
+
+/// A build that fills the workdir: the build's record cannot be written, and the
+/// experiment stays `building` with the reason instead of failing; once space is back the
+/// build runs again and the experiment finishes. Catches the build's I/O error failing the
+/// experiment at once.
+#[test]
+fn a_build_on_a_full_workdir_waits_for_space() {
+    let fs = SmallFs::mount(8 * 1024 * 1024);
+    let state = tempfile::tempdir().unwrap();
+    let home = state.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("filled");
+    let filler = fs.path().join("filler");
+    let yaml = format!(
+        "{}build:\n  command: 'if [ ! -e {flag} ]; then touch {flag}; head -c 100000000 /dev/zero > {filler} 2>/dev/null; fi; true'\n",
+        fake_app_experiment("building", &format!("workdir: {}\n", fs.path().display())),
+        flag = flag.display(),
+        filler = filler.display(),
+    );
+    let paused = submitted_paused_then_finished(
+        &home,
+        &fs,
+        &dir,
+        &yaml,
+        "no space left on the workdir's file system: ",
+    );
+    assert_eq!(paused["state"], "building", "{paused:#}");
 }
