@@ -239,6 +239,7 @@ fn the_engine_of_run_is_started_again_after_it_panics() {
         optgate_bin: env!("CARGO_BIN_EXE_optgate").into(),
         settings: Default::default(),
         failpoints: failpoints.clone(),
+        no_space_give_up: optgate_daemon::space::NO_SPACE_GIVE_UP,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

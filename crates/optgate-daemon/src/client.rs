@@ -273,6 +273,8 @@ pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, C
             Ok(())
         });
     }
+    // Only what this start appends to the log is its reason (older lines are not).
+    let log_start = std::fs::metadata(&log_path).map_or(0, |m| m.len());
     let mut child = cmd
         .spawn()
         .map_err(|e| start_err(format!("cannot run {}: {e}", optgate.display())))?;
@@ -289,9 +291,8 @@ pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, C
                 return Ok(w);
             }
             return Err(start_err(format!(
-                "it exited ({status}); the end of {}:\n{}",
-                log_path.display(),
-                log_tail(&log_path, 10)
+                "it exited ({status}); {}",
+                start_output(&log_path, log_start, 10)
             )));
         }
         if t0.elapsed() > START_TIMEOUT {
@@ -384,10 +385,49 @@ pub fn wait_until_stopped(
     }
 }
 
-fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let v: Vec<&str> = text.lines().rev().take(lines).collect();
-    v.into_iter().rev().collect::<Vec<_>>().join("\n")
+/// What a failed start wrote to the log past byte `start` (its last `lines` lines); when it
+/// wrote nothing, why that may be (a full file system says so, with its free bytes).
+fn start_output(path: &Path, start: u64, lines: usize) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    let new = String::from_utf8_lossy(text.get(start as usize..).unwrap_or_default());
+    let v: Vec<&str> = new.lines().rev().take(lines).collect();
+    if !v.is_empty() {
+        let tail = v.into_iter().rev().collect::<Vec<_>>().join("\n");
+        return format!("the end of {}:\n{tail}", path.display());
+    }
+    match crate::space::bytes_free(path) {
+        Some(0) => crate::space::NoSpace {
+            place: crate::space::Place::StateDir,
+            path: path.parent().unwrap_or(path).to_path_buf(),
+            free: Some(0),
+        }
+        .reason(),
+        _ => format!("it wrote nothing to {}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod start_output_tests {
+    use super::*;
+
+    /// A failed start quotes only what it appended to the log, never older lines; with
+    /// nothing appended it says so. Catches the old tail of the whole log (an earlier
+    /// daemon's lines read as this start's reason).
+    #[test]
+    fn only_the_lines_of_this_start_are_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("daemon.log");
+        std::fs::write(&log, "old line 1\nold line 2\n").unwrap();
+        let start = std::fs::metadata(&log).unwrap().len();
+        assert_eq!(
+            start_output(&log, start, 10),
+            format!("it wrote nothing to {}", log.display())
+        );
+        std::fs::write(&log, "old line 1\nold line 2\nnew: cannot bind\n").unwrap();
+        let said = start_output(&log, start, 10);
+        assert!(said.ends_with(":\nnew: cannot bind"), "{said}");
+        assert!(!said.contains("old line"), "{said}");
+    }
 }
 
 #[cfg(test)]

@@ -99,6 +99,9 @@ pub struct Daemon {
     /// Crash points armed in this process (tests; empty otherwise). Shared, so a test that
     /// hands them to `optgate run`'s engine can still ask whether one fired.
     pub failpoints: std::sync::Arc<crate::failpoint::Failpoints>,
+    /// A file system the engine found full, and since when (`status` shows it; `optgate
+    /// run` gives up after [`crate::space::NO_SPACE_GIVE_UP`]).
+    pub space: crate::space::SpaceWatch,
 }
 
 /// How long a running experiment waits for its scheduler to answer again (`cannot reach

@@ -95,6 +95,9 @@ pub struct Options {
     /// Points where the engine panics (tests: the supervisor must start it again); none
     /// armed outside tests.
     pub failpoints: Arc<crate::failpoint::Failpoints>,
+    /// How long the execution waits for a full file system to have space again before it
+    /// gives up ([`crate::space::NO_SPACE_GIVE_UP`]).
+    pub no_space_give_up: Duration,
 }
 
 /// The reason an interrupted execution's experiment is cancelled with (Ctrl-C, or a
@@ -112,8 +115,13 @@ pub async fn run(
     mut on_event: impl FnMut(Event),
     interrupt: CancellationToken,
 ) -> Result<End, DaemonError> {
-    let ctx = open_engine(&opts).await?;
-    let id = the_execution(&ctx, exp, &opts.root).await?;
+    let state_dir = engine_paths(&opts.root).dir;
+    let ctx = open_engine(&opts)
+        .await
+        .map_err(|e| as_no_space(e, &state_dir))?;
+    let id = the_execution(&ctx, exp, &opts.root)
+        .await
+        .map_err(|e| as_no_space(e, &state_dir))?;
     let (c, stop, settings) = (ctx.clone(), ctx.shutdown.clone(), opts.settings.clone());
     let mut engine = tokio::spawn(supervise(
         "the engine",
@@ -128,6 +136,11 @@ pub async fn run(
         if row.state.is_terminal() {
             break finished(row, &runs, &na);
         }
+        if let Some((waited, lack)) = ctx.space.now()
+            && waited >= opts.no_space_give_up
+        {
+            return Err(give_up_on_space(&ctx, &id, engine, waited, lack).await);
+        }
         tokio::select! {
             _ = interrupt.cancelled() => break End::Interrupted { kept: 0 },
             ended = &mut engine => return Err(engine_ended(ended)),
@@ -135,7 +148,10 @@ pub async fn run(
         }
     };
     let stop = match end {
-        End::Interrupted { .. } => stop_on_interrupt(&ctx, &id).await?,
+        // On a full disk the cancel cannot be recorded: the error says so.
+        End::Interrupted { .. } => stop_on_interrupt(&ctx, &id)
+            .await
+            .map_err(|e| as_no_space(e, &state_dir))?,
         finished => Stop::Ended(finished),
     };
     ctx.shutdown.cancel();
@@ -149,6 +165,37 @@ pub async fn run(
             })
         }
     }
+}
+
+/// `e` as the lack of space it is ("no space left on the state directory's file system: N
+/// bytes free"), if it is one; else `e`. For the writes before the engine starts (its
+/// database, the experiment's record), which have nothing to wait on.
+fn as_no_space(e: DaemonError, state_dir: &Path) -> DaemonError {
+    match crate::space::no_space_in(&e, state_dir) {
+        Some(lack) => DaemonError::NoSpace(lack),
+        None => e,
+    }
+}
+
+/// The file system stayed full past the limit: the engine stops and the error says what is
+/// full. A job still running is left to end by itself (it cannot be recorded cancelled on a
+/// full disk, and a run cancelled so would count as failed): each of its runs that cannot
+/// write its manifest leaves its ENOSPC mark and runs again when `--out` resumes the
+/// execution.
+async fn give_up_on_space(
+    ctx: &Daemon,
+    id: &str,
+    engine: tokio::task::JoinHandle<Result<(), DaemonError>>,
+    waited: Duration,
+    lack: crate::space::NoSpace,
+) -> DaemonError {
+    tracing::error!(
+        "experiment {id}: gave up after {waited:?}: {}",
+        lack.reason()
+    );
+    ctx.shutdown.cancel();
+    let _ = engine.await;
+    DaemonError::GaveUpOnSpace { waited, lack }
 }
 
 /// The engine's context for an execution: its directory under the root (0700), its
@@ -184,6 +231,7 @@ async fn open_engine(opts: &Options) -> Result<Arc<Daemon>, DaemonError> {
         shutdown: CancellationToken::new(),
         unreachable_give_up: UNREACHABLE_GIVE_UP,
         failpoints: opts.failpoints.clone(),
+        space: Default::default(),
     }))
 }
 

@@ -38,14 +38,29 @@ pub(crate) fn outcomes(
         if finished {
             out.push(final_outcome(work, run, &dir));
         } else if state.is_finished() {
-            let why = format!(
-                "job {} ended ({}) before this run finished",
-                job.name,
-                describe(state)
-            );
+            // A run its wrapper could not record for lack of space is not the app's
+            // failure: it runs again (up to `MAX_NO_SPACE_RETRIES` more attempts).
+            let no_space = optgate_wrapper::manifest::hit_by_no_space(&dir);
+            let why = match no_space {
+                true => format!(
+                    "hit by ENOSPC: its wrapper could not write its output or manifest (no \
+                     space left on the run directory's file system; job {} ended {})",
+                    job.name,
+                    describe(state)
+                ),
+                false => format!(
+                    "job {} ended ({}) before this run finished",
+                    job.name,
+                    describe(state)
+                ),
+            };
+            let allowed = match no_space {
+                true => attempts + crate::space::MAX_NO_SPACE_RETRIES,
+                false => attempts,
+            };
             // A request the scheduler cannot grant is not retried: the next attempt would
             // ask for the same thing.
-            let retry = job.attempt < attempts && !matches!(state, JobState::Refused(_));
+            let retry = job.attempt < allowed && !matches!(state, JobState::Refused(_));
             out.push(if retry {
                 RunUpdate {
                     run_id: run_id.clone(),
@@ -58,7 +73,7 @@ pub(crate) fn outcomes(
                     state: RunState::Failed,
                     detail: Some(match state {
                         JobState::Refused(_) => format!("{why}; not resubmitted"),
-                        _ => format!("{why}, after {attempts} attempt(s); giving up"),
+                        _ => format!("{why}, after {} attempt(s); giving up", job.attempt),
                     }),
                 }
             });

@@ -28,6 +28,7 @@ pub mod paths;
 pub mod protocol;
 pub mod reconcile;
 pub mod server;
+pub mod space;
 pub mod supervise;
 pub mod work;
 

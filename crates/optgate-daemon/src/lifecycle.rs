@@ -160,6 +160,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
             shutdown: shutdown.clone(),
             unreachable_give_up,
             failpoints: Default::default(),
+            space: Default::default(),
         });
         let listener = UnixListener::from_std(listener)
             .map_err(DaemonError::io("listen on", &paths.socket()))?;

@@ -30,6 +30,7 @@ fn daemon(dir: &std::path::Path) -> Arc<Daemon> {
         shutdown: CancellationToken::new(),
         unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
         failpoints: Default::default(),
+        space: Default::default(),
     })
 }
 

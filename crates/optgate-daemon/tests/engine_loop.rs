@@ -244,6 +244,7 @@ fn daemon_with(state: &Path, backends: Backends) -> Arc<Daemon> {
         shutdown: CancellationToken::new(),
         unreachable_give_up: optgate_daemon::context::UNREACHABLE_GIVE_UP,
         failpoints: Default::default(),
+        space: Default::default(),
     })
 }
 

@@ -6,7 +6,8 @@
 //! Everything about a job lives in files, never in the daemon's memory: the job directory
 //! holds the script, its output, `job.pid` (pid and kernel start time, so a reused pid is
 //! not mistaken for the job), `job.started` (the lock was taken), `job.exit` (the script's
-//! exit status, written by its `EXIT` trap) and `job.cancelled`. A registry directory in
+//! exit status, written by its `EXIT` trap; `job.exit-unwritten` when it could not be, as on
+//! a full disk) and `job.cancelled`. A registry directory in
 //! the daemon's state directory maps each job name (the local job id) to its directory,
 //! which is how `poll` and `find_by_name` find jobs after a restart.
 
@@ -37,6 +38,10 @@ pub const JOB_STARTED: &str = "job.started";
 pub const JOB_EXIT: &str = "job.exit";
 /// Written by `cancel` before it signals the job, so the end reads as cancelled.
 pub const JOB_CANCELLED: &str = "job.cancelled";
+/// Left (empty: it needs no data block) by the `EXIT` trap when it could not write
+/// [`JOB_EXIT`], which on a full file system is the one likely cause: the job then reads
+/// as lost for lack of space, not as killed.
+pub const JOB_EXIT_UNWRITTEN: &str = "job.exit-unwritten";
 
 /// How long a submitted job may go without writing its pid file before it counts as lost.
 const START_GRACE: Duration = Duration::from_secs(60);
@@ -111,7 +116,7 @@ pub fn render_job_script(job: &JobSpec, lock_file: &Path) -> String {
         "printf '%s %s\\n' \"$$\" \"${{20}}\" > {JOB_PID}.tmp.$$ && mv -f {JOB_PID}.tmp.$$ {JOB_PID}\n"
     ));
     s.push_str(&format!(
-        "trap 'og_rc=$?; printf \"%s\\n\" \"$og_rc\" > {JOB_EXIT}.tmp && mv -f {JOB_EXIT}.tmp {JOB_EXIT}' EXIT\n"
+        "trap 'og_rc=$?; {{ printf \"%s\\n\" \"$og_rc\" > {JOB_EXIT}.tmp && mv -f {JOB_EXIT}.tmp {JOB_EXIT}; }} 2>/dev/null || {{ rm -f {JOB_EXIT}.tmp; : > {JOB_EXIT_UNWRITTEN}; }}' EXIT\n"
     ));
     s.push_str("trap 'exit 143' TERM INT HUP\n");
     s.push_str(
@@ -167,6 +172,11 @@ pub fn job_state_in(dir: &Path, now: SystemTime) -> JobState {
             }
         }
         Some(_) if cancelled => JobState::Cancelled,
+        Some(_) if dir.join(JOB_EXIT_UNWRITTEN).exists() => JobState::Lost(
+            "the job's script could not record its exit status (ENOSPC: no space left on the \
+             job directory's file system)"
+                .into(),
+        ),
         Some(_) => JobState::Lost(
             "the job's script ended without recording an exit status (it was killed)".into(),
         ),
@@ -226,7 +236,13 @@ impl Scheduler for LocalBackend {
         std::fs::create_dir_all(dir).map_err(io("create job directory", dir))?;
         // Only reached when `find_by_name` did not find this job: files of an attempt that
         // never started must not be read as this one's.
-        for f in [JOB_PID, JOB_STARTED, JOB_EXIT, JOB_CANCELLED] {
+        for f in [
+            JOB_PID,
+            JOB_STARTED,
+            JOB_EXIT,
+            JOB_CANCELLED,
+            JOB_EXIT_UNWRITTEN,
+        ] {
             let p = dir.join(f);
             match std::fs::remove_file(&p) {
                 Ok(()) => {}
@@ -491,7 +507,14 @@ mod tests {
         std::fs::write(dir.join(JOB_STARTED), "").unwrap();
         assert_eq!(job_state_in(dir, now), JobState::Running);
         std::fs::write(dir.join(JOB_PID), format!("{me} {}\n", start + 1)).unwrap();
-        assert!(matches!(job_state_in(dir, now), JobState::Lost(_)));
+        let lost = |d: &Path| match job_state_in(d, now) {
+            JobState::Lost(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(lost(dir).ends_with("(it was killed)"), "{}", lost(dir));
+        // Its exit trap could not write the status (a full disk): lost for lack of space.
+        std::fs::write(dir.join(JOB_EXIT_UNWRITTEN), "").unwrap();
+        assert!(lost(dir).contains("ENOSPC"), "{}", lost(dir));
         std::fs::write(dir.join(JOB_EXIT), "0\n").unwrap();
         assert_eq!(job_state_in(dir, now), JobState::Completed);
         std::fs::write(dir.join(JOB_EXIT), "1\n").unwrap();

@@ -9,6 +9,23 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// An empty file a run's wrapper leaves when its output or manifest could not be written
+/// for lack of space (ENOSPC, EDQUOT): an empty file needs no data block, so it can be
+/// made on a full disk. The engine then records the run as hit by ENOSPC (and runs it
+/// again) instead of lost; the next attempt removes it.
+pub const NO_SPACE_MARK: &str = "manifest.enospc";
+
+/// Whether `e` is a lack of space (ENOSPC or EDQUOT).
+pub fn is_no_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// Whether the run in `run_dir` left [`NO_SPACE_MARK`].
+pub fn hit_by_no_space(run_dir: &Path) -> bool {
+    run_dir.join(NO_SPACE_MARK).exists()
+}
 pub const MANIFEST_SCHEMA: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,12 +360,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), std::io::Error> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
         f.write_all(bytes)?;
-        f.sync_all()?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        // A full disk must not keep the partial copy (it holds the space it lacks).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    std::fs::rename(&tmp, path)?;
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }

@@ -155,11 +155,31 @@ pub async fn execute_prepared(
     attempt: &Attempt,
     cancel: &CancellationToken,
 ) -> Result<Executed, RunError> {
+    let executed = execute_attempt(run_dir, launcher, step_probe, attempt, cancel).await;
+    if let Err(e) = &executed
+        && error_is_no_space(e)
+    {
+        // Best effort: the engine reads it as "hit by ENOSPC" (`NO_SPACE_MARK`).
+        let _ = std::fs::File::create(run_dir.join(crate::manifest::NO_SPACE_MARK));
+    }
+    executed
+}
+
+/// [`execute_prepared`] but for the mark a lack of space leaves.
+async fn execute_attempt(
+    run_dir: &Path,
+    launcher: &[String],
+    step_probe: &[String],
+    attempt: &Attempt,
+    cancel: &CancellationToken,
+) -> Result<Executed, RunError> {
     let (record, time_limit) = read_record(run_dir)?;
     match claim::claim(run_dir, attempt.number)? {
         Claim::Held => {}
         refused => return Ok(Executed::NotStarted(refused)),
     }
+    // An earlier attempt's mark says nothing of this one.
+    let _ = std::fs::remove_file(run_dir.join(crate::manifest::NO_SPACE_MARK));
     // What an interrupted attempt recorded is not this attempt's.
     for (path, _) in step_governor_files(run_dir) {
         std::fs::remove_file(&path).map_err(io("remove", &path))?;
@@ -405,6 +425,21 @@ fn step_governors(run_dir: &Path) -> BTreeMap<String, String> {
             Some((host, g.trim().to_string()))
         })
         .collect()
+}
+
+/// Whether any error in `e`'s chain is a lack of space.
+fn error_is_no_space(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(crate::manifest::is_no_space)
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// Puts the attempt's output and `manifest` in place if the attempt still holds the run;

@@ -2,7 +2,7 @@
 //! Slurm or Flux experiment that includes each job's batch script (one per block, or per
 //! run in an independent design), exactly as the backend would submit it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -31,9 +31,21 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
         ));
     }
     let out = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
-    let layout = Layout::new(&out);
+    // The scripts name their own absolute paths, so they are written in place; what this
+    // call wrote goes again if any write fails (a full disk leaves nothing half-written).
+    let written = HalfWritten::guard(&out);
     let plan = Plan::for_experiment(exp);
-    optgate_runner::root::prepare(exp, &plan, &layout)?;
+    let jobs = write_plan(exp, &plan, &out)?;
+    written.keep();
+    print_summary(exp, &plan, &out, jobs);
+    Ok(exit::OK)
+}
+
+/// Writes the plan, each build's script, each run's files and (Slurm, Flux) each job's
+/// batch script under `out`; the number of job scripts (`None`: a local experiment).
+fn write_plan(exp: &Experiment, plan: &Plan, out: &Path) -> Result<Option<usize>> {
+    let layout = Layout::new(out);
+    optgate_runner::root::prepare(exp, plan, &layout)?;
     let write = |p: &Path, text: String| -> Result<()> {
         std::fs::create_dir_all(p.parent().expect("has a parent"))
             .with_context(|| format!("cannot create {}", p.display()))?;
@@ -52,11 +64,68 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
         // directory (not flushed to disk: nothing runs from a plan).
         optgate_runner::jobs::preview_run(exp, r, &layout)?;
     }
-    let jobs = write_job_scripts(exp, &plan, &layout)?;
+    write_job_scripts(exp, plan, &layout)
+}
+
+/// What `plan` writes, removed when dropped before [`HalfWritten::keep`]: the output
+/// directory's contents, and the directory itself (with any parents) when `plan` made it.
+struct HalfWritten {
+    /// The output directory.
+    out: PathBuf,
+    /// The topmost directory of `out`'s path that did not exist before (`out` or one of its
+    /// parents); `None` when `out` existed (empty).
+    created: Option<PathBuf>,
+    kept: bool,
+}
+
+impl HalfWritten {
+    fn guard(out: &Path) -> HalfWritten {
+        let created = out
+            .ancestors()
+            .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+            .last()
+            .map(Path::to_path_buf);
+        HalfWritten {
+            out: out.to_path_buf(),
+            created,
+            kept: false,
+        }
+    }
+
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for HalfWritten {
+    fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
+        let removed = match &self.created {
+            Some(top) => std::fs::remove_dir_all(top),
+            None => std::fs::read_dir(&self.out).and_then(|entries| {
+                entries.flatten().try_for_each(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(e.path()),
+                    _ => std::fs::remove_file(e.path()),
+                })
+            }),
+        };
+        if let Err(e) = removed {
+            eprintln!(
+                "optgate: warning: cannot remove what plan half-wrote in {}: {e}",
+                self.out.display()
+            );
+        }
+    }
+}
+
+/// What `plan` wrote, and each block's order.
+fn print_summary(exp: &Experiment, plan: &Plan, out: &Path, jobs: Option<usize>) {
     println!(
         "wrote {} build script(s), {} run scripts{} and plan.json to {}",
         exp.builds.len(),
-        runs.len(),
+        plan.runs().len(),
         match jobs {
             Some(n) => format!(
                 ", {n} {} job script(s) (jobs/*/{})",
@@ -82,7 +151,6 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     for b in &plan.blocks {
         println!("  block {:>3}: {}", b.index, b.order.join(" → "));
     }
-    Ok(exit::OK)
 }
 
 /// Renders every job's batch script into its job directory; `None` for the local scheduler

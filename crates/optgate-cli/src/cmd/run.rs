@@ -69,6 +69,10 @@ pub fn run(
     // Local runs must not compete for the cores with the daemon's local jobs: each job of
     // this execution takes the same machine-wide lock; say so now if it is taken.
     let machine_lock = wait_for_local_runs()?;
+    let no_space_give_up = optgate_daemon::space::no_space_give_up(std::env::var_os(
+        optgate_daemon::space::NO_SPACE_GIVE_UP_VAR,
+    ))
+    .map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
     let optgate_bin = optgate_sched::batch::optgate_for_jobs(
         std::env::var_os(optgate_sched::batch::OPTGATE_BIN_VAR),
         std::env::current_exe().context("cannot find the optgate binary")?,
@@ -89,6 +93,7 @@ pub fn run(
             optgate_bin,
             settings: EngineSettings::default(),
             failpoints: Default::default(),
+            no_space_give_up,
         };
         let on_event = |ev: foreground::Event| match (&mut progress, ev) {
             (p, foreground::Event::Total { runs, done }) => match p {

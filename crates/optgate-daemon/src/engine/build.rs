@@ -118,6 +118,18 @@ async fn build_task(ctx: Arc<Daemon>, work: Arc<Work>, cancel: CancellationToken
                 end(ExperimentState::Failed, Some(reason)).await;
                 return;
             }
+            Err(e) if crate::space::chain_is_no_space(&e) => {
+                // Left `building` with the reason: the engine starts the build again at a
+                // later pass, and it goes on once space is back.
+                let lack = crate::space::NoSpace {
+                    place: crate::space::Place::Workdir,
+                    free: crate::space::bytes_free(&dir),
+                    path: dir.clone(),
+                };
+                tracing::warn!("experiment {id}: build {}: {}", build.id, lack.paused());
+                end(ExperimentState::Building, Some(lack.paused())).await;
+                return;
+            }
             Err(e) => {
                 end(
                     ExperimentState::Failed,

@@ -139,9 +139,21 @@ async fn write_look_files(
 ) -> Result<(), DaemonError> {
     tokio::task::spawn_blocking(move || {
         for (path, bytes) in files {
-            write_atomic(&path, &bytes).map_err(|e| DaemonError::Experiment {
-                id: id.clone(),
-                message: format!("cannot write {}: {e}", path.display()),
+            write_atomic(&path, &bytes).map_err(|e| {
+                // A full workdir pauses the experiment (the look is taken again later); any
+                // other error is the experiment's own (`MAX_EXPERIMENT_ERRORS`).
+                if crate::space::is_no_space_io(&e) {
+                    DaemonError::Io {
+                        op: "write",
+                        path: path.clone(),
+                        source: e,
+                    }
+                } else {
+                    DaemonError::Experiment {
+                        id: id.clone(),
+                        message: format!("cannot write {}: {e}", path.display()),
+                    }
+                }
             })?;
         }
         Ok::<(), DaemonError>(())

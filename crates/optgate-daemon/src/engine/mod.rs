@@ -72,6 +72,9 @@ pub struct Engine {
     clocks: PollClocks,
     /// The kinds polled in the current pass (their clocks advance after it).
     polled: BTreeSet<SchedulerKind>,
+    /// A write of the current pass that failed for lack of space (the experiment it was
+    /// for waits, never fails; `space.rs`).
+    pub(crate) lack_of_space: Option<(String, crate::space::NoSpace)>,
 }
 
 /// How many times one job's submission may fail transiently (a timed-out `sbatch`, a busy
@@ -163,10 +166,22 @@ pub async fn run_with(ctx: Arc<Daemon>, shutdown: CancellationToken, settings: E
         let activity = match engine.pass(&shutdown).await {
             Ok((activity, active_kinds)) => {
                 engine.clocks.track(&active_kinds, &settings);
-                activity
+                match engine.lack_of_space.take() {
+                    Some((id, lack)) => {
+                        engine.pause_for_space(Some(id), lack).await;
+                        Activity::Throttled
+                    }
+                    None => {
+                        engine.space_is_back().await;
+                        activity
+                    }
+                }
             }
             Err(e) => {
-                tracing::error!("engine pass failed: {e}");
+                match crate::space::no_space_in(&e, &ctx.paths.dir) {
+                    Some(lack) => engine.pause_for_space(None, lack).await,
+                    None => tracing::error!("engine pass failed: {e}"),
+                }
                 Activity::Throttled
             }
         };
@@ -202,6 +217,7 @@ impl Engine {
             submit_failures: HashMap::new(),
             clocks: PollClocks::default(),
             polled: BTreeSet::new(),
+            lack_of_space: None,
         }
     }
 
@@ -310,6 +326,11 @@ impl Engine {
                     changed |= c;
                     self.errors_in_a_row.remove(&row.id);
                 }
+                Err(e) if let Some(lack) = crate::space::no_space_in(&e, &self.ctx.paths.dir) => {
+                    // Not the experiment's fault: it waits for space (`pause_for_space`).
+                    tracing::debug!("experiment {}: {e}", row.id);
+                    self.lack_of_space = Some((row.id.clone(), lack));
+                }
                 Err(e) => {
                     tracing::error!("experiment {}: {e}", row.id);
                     // Only the experiment's own errors count (a database or runtime error
@@ -338,6 +359,72 @@ impl Engine {
             Activity::Quiet
         };
         Ok((activity, kinds))
+    }
+
+    /// A pass could not write for lack of space: the experiment whose write it was (`of`;
+    /// every active one when the state directory is full or the write was the pass's own)
+    /// is paused — each state change waits for a later pass — with the reason in the
+    /// shared watch (`status` reads it there when the database cannot be written), in the
+    /// log when it first appears or its place changes, and on the experiments where that
+    /// can be written.
+    pub(crate) async fn pause_for_space(
+        &mut self,
+        of: Option<String>,
+        lack: crate::space::NoSpace,
+    ) {
+        let reason = lack.paused();
+        let only = of.filter(|_| lack.place == crate::space::Place::Workdir);
+        let new = self
+            .ctx
+            .space
+            .now()
+            .is_none_or(|(_, was)| (was.place, &was.path) != (lack.place, &lack.path));
+        if new {
+            tracing::warn!("{reason}");
+        }
+        self.ctx.space.full(lack);
+        let r = reason.clone();
+        let shown = self
+            .ctx
+            .db
+            .call(move |s| {
+                for e in s.active_experiments()? {
+                    if only.as_ref().is_none_or(|id| *id == e.id) {
+                        s.transition(&e.id, e.state, e.state, Some(&r))?;
+                    }
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = shown {
+            tracing::debug!("cannot record the no-space reason: {e}");
+        }
+    }
+
+    /// A pass wrote all it had to: if it was paused for space, say so and clear the reason.
+    pub(crate) async fn space_is_back(&mut self) {
+        if !self.ctx.space.clear() {
+            return;
+        }
+        tracing::info!("space is back: the engine goes on");
+        let cleared = self
+            .ctx
+            .db
+            .call(|s| {
+                for e in s.active_experiments()? {
+                    if e.state_reason
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with(crate::space::NO_SPACE))
+                    {
+                        s.transition(&e.id, e.state, e.state, None)?;
+                    }
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = cleared {
+            tracing::warn!("cannot clear the no-space reason: {e}");
+        }
     }
 
     /// Experiments whose stored scheduler kind is unreadable (a damaged row) end `failed`

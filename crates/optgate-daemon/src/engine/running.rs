@@ -301,10 +301,15 @@ impl Engine {
         // The runs' files, written once (atomically) just before the job that runs them.
         let submitted = tokio::task::spawn_blocking(move || {
             optgate_runner::jobs::write_job_files(&w.exp, &w.layout, &spec).map_err(|e| {
+                // A full disk stays one (the engine waits for space instead of failing).
+                let kind = match crate::space::chain_is_no_space(&e) {
+                    true => std::io::ErrorKind::StorageFull,
+                    false => std::io::ErrorKind::Other,
+                };
                 optgate_sched::SchedError::Io {
                     op: "write the run files of",
                     path: spec.dir.clone(),
-                    source: std::io::Error::other(e.to_string()),
+                    source: std::io::Error::new(kind, e.to_string()),
                 }
             })?;
             backend.submit(&spec)
@@ -342,6 +347,14 @@ impl Engine {
         e: optgate_sched::SchedError,
     ) -> Result<(), DaemonError> {
         use optgate_sched::FailureClass;
+        if crate::space::chain_is_no_space(&e) {
+            // Nothing was submitted, and the disk is not the job's fault: it stays
+            // `submitting`, so a later pass's reconciliation submits it once space is back;
+            // meanwhile the engine pauses with the reason (`pause_for_space`).
+            tracing::debug!("cannot submit {}: {e}", job.name);
+            self.in_doubt = true;
+            return Err(DaemonError::Sched(e));
+        }
         match e.class() {
             FailureClass::Unreachable => {
                 // Nothing reached the scheduler. The job stays `submitting`, so the next

@@ -10,7 +10,18 @@ use optgate_policy::decide::LookSchedule;
 
 pub async fn status(ctx: &Daemon, req: StatusRequest) -> HandlerResult {
     let info = ctx.info();
-    ctx.db.call(move |s| answer(s, req, info)).await
+    let mut reply = ctx.db.call(move |s| answer(s, req, info)).await?;
+    // A full state directory pauses every active experiment; the database may not hold
+    // the reason (it cannot be written), the engine's watch does. (A full workdir's
+    // reason is on its experiment in the database.)
+    if let (Some((_, lack)), Response::Status(r)) = (ctx.space.now(), &mut reply)
+        && lack.place == crate::space::Place::StateDir
+    {
+        for e in r.experiments.iter_mut().filter(|e| !e.state.is_terminal()) {
+            e.reason = Some(lack.paused());
+        }
+    }
+    Ok(reply)
 }
 
 /// The status reply from the database alone: what the daemon answers, and what the CLI

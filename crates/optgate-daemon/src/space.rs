@@ -1,0 +1,283 @@
+//! A full file system, as the engine meets it: recognising ENOSPC (or a full quota) in its
+//! errors, which file system it is (the state directory's or an experiment's workdir), how
+//! many bytes are free there, and the reason shown while it waits for space. The engine
+//! never fails an experiment for lack of space: it pauses (every state change waits) and
+//! goes on by itself when space returns.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::error::DaemonError;
+
+/// How every no-space reason starts (`status`, the log, `optgate run`'s error); cleared from
+/// an experiment's reason when space returns.
+pub const NO_SPACE: &str = "no space left on the";
+
+/// How long `optgate run` waits for space to return before it gives up (exit 3), counted
+/// from the first pass that found its file system full: 2 minutes. The daemon waits for
+/// ever (its experiments stay paused, the reason in `status`).
+pub const NO_SPACE_GIVE_UP: Duration = Duration::from_secs(120);
+
+/// The variable that overrides [`NO_SPACE_GIVE_UP`] (a duration: `90s`, `10m`).
+pub const NO_SPACE_GIVE_UP_VAR: &str = "OPTGATE_NO_SPACE_GIVE_UP";
+
+/// How many attempts more than `scheduler.max_resubmits` allows a run gets when its
+/// wrapper could not record it for lack of space (`optgate_wrapper::manifest::NO_SPACE_MARK`):
+/// 3. Bounded, so an app that fills the disk itself cannot run for ever.
+pub const MAX_NO_SPACE_RETRIES: u32 = 3;
+
+/// Which file system is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The daemon's (or `optgate run`'s) state directory: its database, its job registry.
+    StateDir,
+    /// An experiment's run root (its workdir): run files, job scripts, manifests.
+    Workdir,
+}
+
+impl Place {
+    fn words(self) -> &'static str {
+        match self {
+            Place::StateDir => "state directory",
+            Place::Workdir => "workdir",
+        }
+    }
+}
+
+/// A write that failed for lack of space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoSpace {
+    pub place: Place,
+    /// A path on the full file system (the state directory, or the file that failed).
+    pub path: PathBuf,
+    /// Bytes free for unprivileged writes there now (`None`: statvfs failed).
+    pub free: Option<u64>,
+}
+
+impl NoSpace {
+    /// "no space left on the state directory's file system: N bytes free (PATH)".
+    pub fn reason(&self) -> String {
+        let free = self.free.map_or_else(
+            || "free space unknown".to_string(),
+            |n| format!("{n} bytes free"),
+        );
+        format!(
+            "{NO_SPACE} {}'s file system: {free} ({})",
+            self.place.words(),
+            self.path.display()
+        )
+    }
+
+    /// The reason an experiment shows while the engine waits for space.
+    pub fn paused(&self) -> String {
+        format!("{}; paused until space returns", self.reason())
+    }
+}
+
+/// The give-up limit of `optgate run` from `value` (`$OPTGATE_NO_SPACE_GIVE_UP`): the
+/// default when unset or empty, an error naming the variable when it is not a duration.
+pub fn no_space_give_up(
+    value: Option<std::ffi::OsString>,
+) -> Result<Duration, crate::error::SettingError> {
+    use crate::error::SettingError;
+    let var = NO_SPACE_GIVE_UP_VAR;
+    let Some(v) = value.filter(|v| !v.is_empty()) else {
+        return Ok(NO_SPACE_GIVE_UP);
+    };
+    let text = v.to_str().ok_or(SettingError::NotUtf8 { var })?;
+    optgate_experiment::parse_duration(text).map_err(|source| SettingError::NotADuration {
+        var,
+        value: text.to_string(),
+        source,
+    })
+}
+
+/// Bytes available to unprivileged writers on the file system holding `path` (or the
+/// nearest ancestor that exists).
+pub fn bytes_free(path: &Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let st = nix::sys::statvfs::statvfs(existing).ok()?;
+    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
+/// Whether `e` is ENOSPC or EDQUOT.
+pub fn is_no_space_io(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// Whether any error in `e`'s chain is a lack of space.
+pub fn chain_is_no_space(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && is_no_space_io(io)
+        {
+            return true;
+        }
+        if matches!(
+            err.downcast_ref::<optgate_store::StoreError>(),
+            Some(optgate_store::StoreError::Full { .. })
+        ) {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
+/// The lack of space `e` is, if it is one: a database error is the state directory's;
+/// a file under `state_dir` too; any other file the workdir's.
+pub fn no_space_in(e: &DaemonError, state_dir: &Path) -> Option<NoSpace> {
+    let store_full = matches!(
+        e,
+        DaemonError::Store(optgate_store::StoreError::Full { .. })
+    );
+    if let DaemonError::NoSpace(n) = e {
+        return Some(n.clone());
+    }
+    // (A transparent variant's `source` skips the store error itself: asked by name.)
+    if !store_full && !chain_is_no_space(e) {
+        return None;
+    }
+    let path = match e {
+        DaemonError::Io { path, .. } if !store_full => path.clone(),
+        DaemonError::Sched(optgate_sched::SchedError::Io { path, .. }) => path.clone(),
+        _ => state_dir.to_path_buf(),
+    };
+    let place = if path.starts_with(state_dir) {
+        Place::StateDir
+    } else {
+        Place::Workdir
+    };
+    Some(NoSpace {
+        place,
+        free: bytes_free(&path),
+        path,
+    })
+}
+
+/// What the engine knows now of a full file system: the lack it last met and since when
+/// (the first pass that met it). Shared, so `status` and `optgate run` can read it while
+/// the database itself cannot be written.
+#[derive(Debug, Default)]
+pub struct SpaceWatch(Mutex<Option<(Instant, NoSpace)>>);
+
+impl SpaceWatch {
+    /// Records a lack of space (keeping when it was first met).
+    pub fn full(&self, lack: NoSpace) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let since = g.as_ref().map_or_else(Instant::now, |(s, _)| *s);
+        *g = Some((since, lack));
+    }
+
+    /// A pass wrote what it had to: space is back.
+    pub fn clear(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+    }
+
+    /// The lack of space now, and for how long it has lasted.
+    pub fn now(&self) -> Option<(Duration, NoSpace)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(since, lack)| (since.elapsed(), lack.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enospc() -> std::io::Error {
+        std::io::Error::from_raw_os_error(libc::ENOSPC)
+    }
+
+    /// ENOSPC on a file under the state directory is the state directory's, elsewhere the
+    /// workdir's; another error is none. Catches a classifier that calls every I/O error a
+    /// full disk (the experiment would pause for ever on a permission error) or that looks
+    /// only at the outer error.
+    #[test]
+    fn enospc_is_told_apart_and_placed() {
+        let state = Path::new("/s/state");
+        let e = DaemonError::Io {
+            op: "write",
+            path: "/s/state/x".into(),
+            source: enospc(),
+        };
+        assert_eq!(no_space_in(&e, state).unwrap().place, Place::StateDir);
+        let e = DaemonError::Sched(optgate_sched::SchedError::Io {
+            op: "write the run files of",
+            path: "/w/root/jobs/j".into(),
+            source: enospc(),
+        });
+        let lack = no_space_in(&e, state).unwrap();
+        assert_eq!(lack.place, Place::Workdir);
+        assert_eq!(lack.path, Path::new("/w/root/jobs/j"));
+        // The database's own "disk is full" (SQLITE_FULL) is the state directory's.
+        let e = DaemonError::Store(optgate_store::StoreError::Full {
+            op: "record",
+            path: "/s/state/optgate.db".into(),
+            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(13), None),
+        });
+        assert_eq!(no_space_in(&e, state).unwrap().place, Place::StateDir);
+        let e = DaemonError::Io {
+            op: "write",
+            path: "/w/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert_eq!(no_space_in(&e, state), None);
+    }
+
+    #[test]
+    fn the_give_up_limit_defaults_to_two_minutes_and_reads_durations() {
+        assert_eq!(no_space_give_up(None), Ok(Duration::from_secs(120)));
+        assert_eq!(
+            no_space_give_up(Some("3s".into())),
+            Ok(Duration::from_secs(3))
+        );
+        let e = no_space_give_up(Some("soon".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("OPTGATE_NO_SPACE_GIVE_UP=\"soon\": "), "{e}");
+    }
+
+    #[test]
+    fn the_reason_names_the_place_and_the_free_bytes() {
+        let lack = NoSpace {
+            place: Place::StateDir,
+            path: "/s".into(),
+            free: Some(4096),
+        };
+        assert_eq!(
+            lack.reason(),
+            "no space left on the state directory's file system: 4096 bytes free (/s)"
+        );
+        assert!(lack.paused().ends_with("(/s); paused until space returns"));
+    }
+
+    #[test]
+    fn the_watch_keeps_when_the_lack_began_until_cleared() {
+        let w = SpaceWatch::default();
+        assert!(w.now().is_none());
+        let lack = NoSpace {
+            place: Place::Workdir,
+            path: "/w".into(),
+            free: Some(0),
+        };
+        w.full(lack.clone());
+        std::thread::sleep(Duration::from_millis(20));
+        w.full(lack.clone());
+        // Counted from the first: a watch that restarts its clock would read ~0 here.
+        assert!(w.now().unwrap().0 >= Duration::from_millis(20));
+        assert!(w.clear());
+        assert!(w.now().is_none());
+        assert!(!w.clear());
+    }
+}
