@@ -5,8 +5,8 @@
 # tests/fixtures/dftracer-traces (cut to their first lines; plain and gzip), and protocol
 # exchanges (one JSON line each), and the hostile inputs of issue 21 (deep nesting, huge
 # scalars, many errors, NUL, huge launch shapes, a 100k-deep submit). Deterministic; run
-# from anywhere. Needs bash, gzip, python3 (standard library only). The trace seeds are cut from the DFTracer project's
-# traces: MIT, see tests/fixtures/README.md and tests/fixtures/dftracer-traces/LICENSE.
+# from anywhere. Needs bash, gzip, python3 (standard library only). The trace seeds are
+# cut from the DFTracer project's traces: MIT, see tests/fixtures/README.md and tests/fixtures/dftracer-traces/LICENSE.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds=$root/fuzz/seeds
