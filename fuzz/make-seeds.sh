@@ -6,7 +6,8 @@
 # exchanges (one JSON line each), and the hostile inputs of issue 21 (deep nesting, huge
 # scalars, many errors, NUL, huge launch shapes, a 100k-deep submit). Deterministic; run
 # from anywhere. Needs bash, gzip, python3 (standard library only). The trace seeds are
-# cut from the DFTracer project's traces: MIT, see tests/fixtures/README.md and tests/fixtures/dftracer-traces/LICENSE.
+# cut from the DFTracer project's traces: MIT, see tests/fixtures/README.md and
+# tests/fixtures/dftracer-traces/LICENSE.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds=$root/fuzz/seeds
