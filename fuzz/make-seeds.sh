@@ -3,9 +3,11 @@
 # inputs: experiments/*.yaml and the tests' experiment snippets, small samples CSVs
 # (handwritten and benches/analyze/gen_samples.py), the DFTracer fixtures of
 # tests/fixtures/dftracer-traces (cut to their first lines; plain and gzip), and protocol
-# exchanges (one JSON line each). Deterministic; run from anywhere. Needs bash, gzip,
-# python3 (standard library only). The trace seeds are cut from the DFTracer project's
-# traces: MIT, see tests/fixtures/README.md and tests/fixtures/dftracer-traces/LICENSE.
+# exchanges (one JSON line each), and the hostile inputs of issue 21 (deep nesting, huge
+# scalars, many errors, NUL, huge launch shapes, a 100k-deep submit). Deterministic; run
+# from anywhere. Needs bash, gzip, python3 (standard library only). The trace seeds are
+# cut from the DFTracer project's traces: MIT, see tests/fixtures/README.md and
+# tests/fixtures/dftracer-traces/LICENSE.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds=$root/fuzz/seeds
@@ -47,6 +49,34 @@ printf '%s\n' "name: x" "app:" "  command: \"unterminated" "metric: {}" > "$e/in
   echo "c: &c [*b, *b, *b]"
   echo "name: [[[[[[[[[[]]]]]]]]]]"
 } > "$e/aliases-and-depth.yaml"
+
+# --- experiment_load: issue 21's hostile inputs, cut to fit -max_len=65536 --------------
+python3 - "$e" <<'PY'
+import sys
+e = sys.argv[1]
+head = ("name: hostile\napp:\n  command: [/bin/true]\n"
+        "metric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }\n"
+        "replicates: 5\nvariants:\n  - name: v1\n    dimension: l2_threading_model\n"
+        "    env: { X: \"1\" }\n")
+def w(name, text):
+    open(f"{e}/hostile-{name}.yaml", "w").write(text)
+w("deep-flow-30k", "name: " + "[" * 30000 + "\n")
+w("deep-flow-closed-20k", "name: " + "[" * 20000 + "]" * 20000 + "\n")
+w("deep-block-240", "".join("  " * i + "a:\n" for i in range(240)) + "  " * 240 + "b: 1\n")
+w("deep-description-flow", head + "description: " + "{a: " * 8000 + "1" + "}" * 8000 + "\n")
+w("huge-queue-name", head + "scheduler: { kind: slurm, queue: " + "q" * 60000 + " }\n")
+w("huge-env-key", head.replace('env: { X: "1" }', "env:\n      ? " + "K" * 35000 + "\n      : x"))
+w("huge-time-limit", head + "scheduler: { kind: slurm, time_limit: " + "9" * 50000 + " }\n")
+w("many-bad-files", head + "correctness:\n  files: [" + ", ".join(["'../x\\0'"] * 500 + ["/abs"] * 500) + "]\n")
+w("many-bad-env", head.replace('env: { X: "1" }', "env: {" + ", ".join(f"'{i}BAD': x" for i in range(800)) + "}"))
+w("many-bad-unset", head + "    unset: [" + ", ".join(["'A=B'"] * 800) + "]\n")
+w("many-bad-directives", head + "scheduler: { kind: slurm, extra_directives: [" + ", ".join(["'--x\\n#SBATCH --uid=0'"] * 500) + "] }\n")
+w("many-bad-checklist", head + "checklist:\n" + "".join(f"  bogus_{i}: {{ verdict: x }}\n" for i in range(800)))
+w("nul-in-args", head.replace("command: [/bin/true]", 'command: [/bin/echo]\n  args: ["a\\0b", "c"]'))
+w("nul-raw-byte", head.replace("name: hostile", "name: ho\0stile"))
+w("huge-launch-shape", head + "scheduler: { kind: slurm, nodes: 65536, tasks_per_node: 65536, cpus_per_task: 65536 }\n")
+w("u32-overflow-shape", head + "scheduler: { kind: slurm, nodes: 4294967295, tasks_per_node: 4294967295 }\n")
+PY
 
 # --- samples_csv ------------------------------------------------------------------------
 s=$seeds/samples_csv
@@ -130,6 +160,17 @@ for name in ["quickstart", "pecan-local"]:
     req = {"submit": {"source_path": f"/home/user/optgate/experiments/{name}.yaml",
                       "source_text": open(path).read()}}
     open(f"{p}/submit-{name}", "w").write(hello + "\n" + json.dumps(req) + "\n")
+# Issue 21: a submit whose text nests 100k lists (200 KB: run this target with
+# -max_len=262144), a frame nested past serde_json's recursion limit, NUL and a
+# many-error file inside a submit.
+def submit(name, text):
+    req = {"submit": {"source_path": "/home/user/exp.yaml", "source_text": text}}
+    open(f"{p}/submit-{name}", "w").write(hello + "\n" + json.dumps(req) + "\n")
+submit("deep-100k", "[" * 100000 + "]" * 100000)
+submit("deep-open-100k", "name: " + "[" * 100000)
+submit("nul", "name: a\0b\napp: { command: [/bin/true], args: [\"a\\0b\"] }\n")
+submit("many-errors", "name: x\ncorrectness: { files: [" + ", ".join(["'/abs'"] * 2000) + "] }\n")
+open(f"{p}/frame-deep-json", "w").write(hello + "\n" + '{"submit":' + "[" * 50000 + "]" * 50000 + "}\n")
 welcome = json.dumps({"welcome": {"protocol": 1, "version": "0.1.0", "pid": 42,
                                   "state_dir": "/home/u/.local/state/optgate"}})
 status = {"status": {"daemon": {"pid": 42, "version": "0.1.0", "protocol": 1,

@@ -309,6 +309,68 @@ fn the_state_directory_must_be_private() {
     }
 }
 
+/// With no daemon, `status` and `report` read its database read-only, but only where the
+/// daemon itself would open it (`StatePaths::check_for_reading`, the daemon's own check):
+/// a linked `optgate.db`, one of another user, and a state directory under a directory
+/// others can write are refused by the readers as by the daemon. Catches: the readers
+/// opening the database without the check (link and owner), and the check not walking the
+/// ancestors (the world-writable parent).
+#[test]
+fn readers_refuse_what_the_daemon_refuses() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("parent");
+    let home = parent.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = cli(&home, &["daemon"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let readers: [&[&str]; 2] = [&["status"], &["report", "nope"]];
+    let refused_by_all = |why: &str| {
+        for args in readers
+            .iter()
+            .copied()
+            .chain([&["daemon", "--foreground"][..]])
+        {
+            let o = cli(&home, args);
+            assert_eq!(o.status.code(), Some(3), "{args:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains(why), "{args:?}: {}", stderr(&o));
+        }
+    };
+    let o = cli(&home, &["status"]);
+    assert_eq!(o.status.code(), Some(0), "untampered: {}", stderr(&o));
+
+    let db = home.join("optgate.db");
+    let moved = dir.path().join("moved.db");
+    std::fs::rename(&db, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &db).unwrap();
+    refused_by_all("is a symbolic link");
+    std::fs::remove_file(&db).unwrap();
+    std::fs::rename(&moved, &db).unwrap();
+
+    // Only root can give a file to another user; CI and tests/run-all.sh run as root.
+    // Elsewhere the skip must be asked for, as the paths module's tests do.
+    let me = nix::unistd::getuid();
+    if me.is_root() {
+        nix::unistd::chown(&db, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        refused_by_all("belongs to uid 65534");
+        nix::unistd::chown(&db, Some(me), None).unwrap();
+    } else {
+        assert!(
+            std::env::var_os("OPTGATE_SKIP_AS_NOBODY").is_some_and(|v| v == "1"),
+            "needs root (run tests/run-all.sh as root), or set OPTGATE_SKIP_AS_NOBODY=1"
+        );
+        eprintln!("SKIPPED: the foreign-owned database needs root to chown");
+    }
+
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+    refused_by_all("above the state directory, is writable by other users (mode 777)");
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = cli(&home, &["status"]);
+    assert_eq!(o.status.code(), Some(0), "a sticky parent: {}", stderr(&o));
+}
+
 /// Without `max_replicates` there is one look and no budget: an experiment whose variant
 /// stays inconclusive ends `decided` (its decision is "inconclusive"), not
 /// `budget_exhausted`.

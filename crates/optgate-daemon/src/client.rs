@@ -216,9 +216,7 @@ pub fn call_or_read(
                     message: e.message,
                 }),
                 Ok(r) => Ok((r, Source::Database)),
-                Err(e) => Err(ClientError::Start(format!(
-                    "the daemon is not running, and its database cannot be read: {e}"
-                ))),
+                Err(e) => Err(ClientError::Unreadable(Box::new(e))),
             }
         }
         other => other.map(|r| (r, Source::Daemon)),
@@ -233,6 +231,9 @@ fn read_offline(
         crate::protocol::DaemonInfo,
     ) -> Result<Response, crate::error::DaemonError>,
 ) -> Result<Response, crate::error::DaemonError> {
+    // What the daemon would refuse to open, a reader refuses too: a link, another user's
+    // file, a directory others can write.
+    paths.check_for_reading()?;
     let store = optgate_store::Store::open_read_only(&paths.db())?;
     let info = crate::protocol::DaemonInfo {
         // No daemon: pid 0 and no start time say so in the JSON.

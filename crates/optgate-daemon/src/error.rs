@@ -35,6 +35,13 @@ pub enum DaemonError {
     )]
     StateDirWritableByOthers { path: PathBuf, mode: u32 },
     #[error(
+        "{path}, above the state directory, is writable by other users (mode {mode:o}) and \
+         not sticky: they could rename the state directory and put one of their own in its \
+         place; refusing to use it. Run `chmod go-w {path}` or set OPTGATE_HOME to a \
+         directory under private ones"
+    )]
+    AncestorWritableByOthers { path: PathBuf, mode: u32 },
+    #[error(
         "{path} is a symbolic link; optgate's state files are never followed through links \
          (another user may have planted it). Remove it, or set OPTGATE_HOME elsewhere"
     )]
@@ -107,6 +114,10 @@ pub enum ClientError {
     Refused { kind: ErrorKind, message: String },
     #[error("cannot start the daemon: {0}")]
     Start(String),
+    /// No daemon answered and its database could not be read: refused by the state
+    /// directory's checks (as the daemon would refuse it), or unreadable.
+    #[error("the daemon is not running, and its database cannot be read: {0}")]
+    Unreadable(Box<DaemonError>),
 }
 
 impl ClientError {

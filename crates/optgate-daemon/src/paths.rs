@@ -107,7 +107,9 @@ impl StatePaths {
     /// user, and checks what is already there before anything is opened: a directory owned
     /// by someone else or writable by others is refused (they could plant a database or a
     /// link); one that others can merely read is tightened to 0700; a state file that is a
-    /// link or someone else's is refused, and every state file is made 0600.
+    /// link or someone else's is refused, and every state file is made 0600. Every
+    /// directory above it must be this user's or root's and not writable by others unless
+    /// sticky ([`check_ancestors`]).
     pub fn prepare(&self) -> Result<(), DaemonError> {
         self.prepare_dir()?;
         let sock_dir = self.socket_dir();
@@ -119,7 +121,7 @@ impl StatePaths {
                 _ => Err(e),
             })
             .map_err(DaemonError::io("create", &sock_dir))?;
-        private_dir(&sock_dir)?;
+        private_dir(&sock_dir, Tighten::Yes)?;
         let socket = self.socket();
         if socket.as_os_str().len() > SUN_PATH_MAX {
             return Err(DaemonError::SocketPathTooLong { path: socket });
@@ -137,17 +139,86 @@ impl StatePaths {
             .mode(0o700)
             .create(&self.dir)
             .map_err(DaemonError::io("create", &self.dir))?;
-        private_dir(&self.dir)?;
+        self.check(Tighten::Yes)
+    }
+
+    /// The checks [`StatePaths::prepare`] makes, changing nothing: what a command that only
+    /// reads the state (`status`, `report`, `gate` while no daemon runs) does before it
+    /// opens the database. It refuses exactly what the daemon refuses; what the daemon
+    /// would tighten (a directory or file others can only read) it leaves as it is.
+    pub fn check_for_reading(&self) -> Result<(), DaemonError> {
+        self.check(Tighten::No)
+    }
+
+    /// The one check behind the daemon's start and the read-only commands: the state
+    /// directory's ancestors ([`check_ancestors`]), the directory itself, then each state
+    /// file.
+    fn check(&self, tighten: Tighten) -> Result<(), DaemonError> {
+        check_ancestors(&self.dir)?;
+        private_dir(&self.dir, tighten)?;
         for file in self.state_files() {
-            private_file(&file)?;
+            check_file(&file, tighten)?;
         }
         Ok(())
     }
 }
 
+/// Whether a check makes private what others can only read (the daemon, which owns the
+/// state) or leaves it as it is (a read-only command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tighten {
+    Yes,
+    No,
+}
+
+/// The rule for every directory above the state directory, to `/`: owned by this user or
+/// by root, and writable by group or others only when its sticky bit is set (as `/tmp`),
+/// which keeps others from renaming or removing what is not theirs. Anyone else who can
+/// rename an ancestor can swap the whole state directory for one of their own. Both the
+/// path as given and the path with its links resolved are walked, so a link in the path
+/// is checked where it lies and where it leads.
+fn check_ancestors(dir: &Path) -> Result<(), DaemonError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let resolved = std::fs::canonicalize(dir).map_err(DaemonError::io("resolve", dir))?;
+    let as_given = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    for path in [as_given, resolved] {
+        for ancestor in path.ancestors().skip(1) {
+            if seen.insert(ancestor.to_path_buf()) {
+                check_ancestor(ancestor)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One directory above the state directory, by the rule of [`check_ancestors`].
+fn check_ancestor(dir: &Path) -> Result<(), DaemonError> {
+    let meta = std::fs::metadata(dir).map_err(DaemonError::io("inspect", dir))?;
+    let me = nix::unistd::getuid().as_raw();
+    if meta.uid() != me && meta.uid() != ROOT_UID {
+        return Err(DaemonError::NotOwner {
+            path: dir.to_path_buf(),
+            owner: meta.uid(),
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 && mode & STICKY == 0 {
+        return Err(DaemonError::AncestorWritableByOthers {
+            path: dir.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// The owner an ancestor of the state directory may have besides this user.
+const ROOT_UID: u32 = 0;
+/// The sticky bit: in such a directory only an entry's owner can rename or remove it.
+const STICKY: u32 = 0o1000;
+
 /// Refuses a directory owned by another user or writable by group or others; tightens one
-/// that they can only read or enter to 0700.
-fn private_dir(dir: &Path) -> Result<(), DaemonError> {
+/// that they can only read or enter to 0700 (when asked to).
+fn private_dir(dir: &Path, tighten: Tighten) -> Result<(), DaemonError> {
     let meta = std::fs::metadata(dir).map_err(DaemonError::io("inspect", dir))?;
     let me = nix::unistd::getuid().as_raw();
     if meta.uid() != me {
@@ -163,7 +234,7 @@ fn private_dir(dir: &Path) -> Result<(), DaemonError> {
             mode,
         });
     }
-    if mode & 0o077 != 0 {
+    if mode & 0o077 != 0 && tighten == Tighten::Yes {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .map_err(DaemonError::io("restrict the permissions of", dir))?;
     }
@@ -173,6 +244,11 @@ fn private_dir(dir: &Path) -> Result<(), DaemonError> {
 /// An existing state file must not be a link nor another user's; it is made 0600. A file
 /// that does not exist yet is fine (it is created 0600 where it is opened).
 pub fn private_file(path: &Path) -> Result<(), DaemonError> {
+    check_file(path, Tighten::Yes)
+}
+
+/// [`private_file`], making the file 0600 only when asked to.
+fn check_file(path: &Path, tighten: Tighten) -> Result<(), DaemonError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -190,7 +266,7 @@ pub fn private_file(path: &Path) -> Result<(), DaemonError> {
             owner: meta.uid(),
         });
     }
-    if meta.mode() & 0o077 != 0 {
+    if meta.mode() & 0o077 != 0 && tighten == Tighten::Yes {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(DaemonError::io("restrict the permissions of", path))?;
     }
@@ -315,6 +391,93 @@ mod tests {
             matches!(err, DaemonError::NotOwner { owner: 65534, .. }),
             "{err}"
         );
+    }
+
+    /// Catches: ancestors not checked at all, or the sticky exception missing (tempdirs
+    /// live under /tmp, 1777) or too wide (any world-writable directory).
+    #[test]
+    fn a_parent_others_can_write_is_refused_unless_sticky() {
+        let d = tempfile::tempdir().unwrap();
+        let parent = d.path().join("parent");
+        let p = StatePaths::new(parent.join("mid/state"));
+        p.prepare().unwrap();
+        for mode in [0o777, 0o775, 0o757] {
+            std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(mode)).unwrap();
+            for err in [p.prepare().unwrap_err(), p.check_for_reading().unwrap_err()] {
+                assert!(
+                    matches!(&err, DaemonError::AncestorWritableByOthers { path, mode: m }
+                        if *path == parent && *m == mode),
+                    "{mode:o}: {err}"
+                );
+            }
+        }
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        p.prepare().unwrap();
+        p.check_for_reading().unwrap();
+        // Reached through a link, the directory the link lies in is checked too.
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let open = d.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(&p.dir, open.join("link")).unwrap();
+        let linked = StatePaths::new(open.join("link"));
+        assert!(matches!(
+            linked.check_for_reading(),
+            Err(DaemonError::AncestorWritableByOthers { path, .. }) if path == open
+        ));
+    }
+
+    /// Catches: the read-only check following a linked database, accepting another
+    /// user's, or changing permissions (a reader must not write).
+    #[test]
+    fn the_read_only_check_refuses_what_prepare_refuses_and_changes_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = StatePaths::new(d.path().join("state"));
+        p.prepare().unwrap();
+        std::fs::write(p.db(), "").unwrap();
+        std::fs::set_permissions(p.db(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.check_for_reading().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().mode() & 0o777;
+        assert_eq!((mode(&p.dir), mode(&p.db())), (0o755, 0o644));
+        std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(matches!(
+            p.check_for_reading(),
+            Err(DaemonError::StateDirWritableByOthers { mode: 0o775, .. })
+        ));
+        std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let real = d.path().join("real.db");
+        std::fs::rename(p.db(), &real).unwrap();
+        std::os::unix::fs::symlink(&real, p.db()).unwrap();
+        assert!(matches!(
+            p.check_for_reading(),
+            Err(DaemonError::StateFileIsLink { path }) if path == p.db()
+        ));
+        std::fs::remove_file(p.db()).unwrap();
+        std::fs::rename(&real, p.db()).unwrap();
+        if nix::unistd::getuid().is_root() {
+            nix::unistd::chown(&p.db(), Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+            assert!(matches!(
+                p.check_for_reading(),
+                Err(DaemonError::NotOwner { owner: 65534, .. })
+            ));
+            // A parent of another user is refused as well.
+            nix::unistd::chown(&p.db(), Some(nix::unistd::ROOT), None).unwrap();
+            let theirs = d.path().join("theirs");
+            let under = StatePaths::new(theirs.join("state"));
+            under.prepare().unwrap();
+            nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+            assert!(matches!(
+                under.check_for_reading(),
+                Err(DaemonError::NotOwner { owner: 65534, path }) if path == theirs
+            ));
+        } else {
+            assert!(
+                std::env::var_os("OPTGATE_SKIP_AS_NOBODY").is_some_and(|v| v == "1"),
+                "needs root (run tests/run-all.sh as root), or set OPTGATE_SKIP_AS_NOBODY=1"
+            );
+            eprintln!("SKIPPED: needs root to chown a file to another user");
+        }
     }
 
     #[test]

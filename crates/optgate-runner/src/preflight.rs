@@ -125,9 +125,10 @@ pub fn oversubscription(exp: &Experiment, cores_per_node: Option<u32>, node: &st
     let mut out = Vec::new();
     for arm in &exp.arms {
         let r = &arm.resources;
-        let per_node = r.tasks_per_node * r.cpus_per_task;
+        // In u64: the product of two u32 fields wraps (65536 × 65536 would read 0 CPUs).
+        let per_node = u64::from(r.tasks_per_node) * u64::from(r.cpus_per_task);
         if let Some(cores) = cores_per_node
-            && per_node > cores
+            && per_node > u64::from(cores)
         {
             out.push(Finding {
                 level: hard,
@@ -477,5 +478,18 @@ mod tests {
         let (na, findings) = compute_node_checks(&exp, &node(64, &["avx2", "avx512f"]));
         assert!(na.is_empty(), "{na:?}");
         assert!(findings.is_empty(), "{findings:?}");
+
+        // Planted bug: tasks × cpus in u32 (wraps to 0 CPUs, or panics in a debug build).
+        let huge = experiment(
+            "slurm",
+            "  - { name: huge, dimension: l2_threading_model, launcher: { tasks_per_node: 65536, cpus_per_task: 65536 }, env: { X: 1 } }\n",
+        );
+        let findings = oversubscription(&huge, Some(64), "cn042");
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.arm == "huge" && f.message.contains("= 4294967296 CPUs")),
+            "{findings:?}"
+        );
     }
 }

@@ -77,7 +77,8 @@ pub fn launch_shape(run: &JobRun) -> [String; 6] {
         "-N".into(),
         run.nodes.to_string(),
         "-n".into(),
-        (run.nodes * run.tasks_per_node).to_string(),
+        // In u64: two u32 fields' product wraps (65536 × 65536 would say `-n 0`).
+        (u64::from(run.nodes) * u64::from(run.tasks_per_node)).to_string(),
         "-c".into(),
         run.cpus_per_task.to_string(),
     ]
@@ -298,6 +299,10 @@ mod tests {
         let flux_run = crate::flux::flux_run_words(&job.runs[0]);
         assert_eq!(srun[1..7], launch_shape(&job.runs[0]));
         assert_eq!(flux_run[2..8], launch_shape(&job.runs[0]));
+        // Planted bug: the product in u32 (wrapping to 0, or panicking in a debug build).
+        job.runs[0].nodes = 65536;
+        job.runs[0].tasks_per_node = 65536;
+        assert_eq!(launch_shape(&job.runs[0])[3], "4294967296");
     }
 
     #[test]
