@@ -31,9 +31,6 @@
 #   OPTGATE_FLUX_JOBS     make -j (default: nproc)
 set -euo pipefail
 
-# Most brokers one machine is asked to run (each is a process with its own sockets and store).
-MAX_BROKERS=16
-
 say() { printf 'setup-one-node: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
@@ -52,7 +49,6 @@ while [ $# -gt 0 ]; do
     shift
 done
 case "$BROKERS" in '' | *[!0-9]* | 0*) die "--brokers wants a whole number from 1: $BROKERS" ;; esac
-[ "$BROKERS" -le "$MAX_BROKERS" ] || die "--brokers $BROKERS: at most $MAX_BROKERS on one machine"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
