@@ -43,7 +43,12 @@ fn bash_n(text: &str) {
 
 #[test]
 fn the_example_experiments_validate_and_plan() {
-    for name in ["quickstart-slurm", "vpic-threads-flux", "pecan-compile"] {
+    for name in [
+        "quickstart-slurm",
+        "vpic-threads-flux",
+        "pecan-compile",
+        "hybrid-flux",
+    ] {
         let exp = repo_root().join(format!("experiments/{name}.yaml"));
         let o = run(&["validate", exp.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
@@ -60,6 +65,14 @@ fn the_example_experiments_validate_and_plan() {
             assert!(job.starts_with(&format!("og-{name}-b")), "{job}");
             bash_n(text);
             assert!(text.contains("\"$OPTGATE_BIN\" probe --json > "), "{job}");
+            // The hybrid example spans 2 nodes, one rank on each, 2 cores per rank.
+            if name == "hybrid-flux" {
+                assert!(text.contains("# flux: --nodes=2\n"), "{job}: {text}");
+                assert!(
+                    text.contains(" -- flux run -N 2 -n 2 -c 2; "),
+                    "{job}: {text}"
+                );
+            }
         }
     }
 }

@@ -15,6 +15,8 @@ need_apt=()
 command -v cc >/dev/null || need_apt+=(gcc)
 command -v flock >/dev/null || need_apt+=(util-linux)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
+# Debian's MPICH: the hybrid MPI+OpenMP example (examples/hybrid-stencil) and its tests.
+command -v mpicc >/dev/null || need_apt+=(mpich libmpich-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "==> installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
@@ -30,6 +32,9 @@ if [ -x schedulers/flux/setup-one-node.sh ]; then
   # Prints `export FLUX_URI=…` (and PATH when needed) for the instance; cargo test sees it.
   flux_env=$(schedulers/flux/setup-one-node.sh)
   eval "$flux_env"
+  echo "==> 4-broker Flux (4 fake nodes on this machine)"
+  # Prints `export OPTGATE_FLUX_URI_4=…`; FLUX_URI stays the one-broker instance's.
+  eval "$(schedulers/flux/setup-one-node.sh --brokers 4)"
 fi
 
 if [ -f tests/python-requirements.txt ]; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a real one-node Flux on this machine (Debian 12, no systemd needed) for optgate's
+# Sets up a real one-node Flux on this machine (or, with `--brokers N`, a second instance of
+# N brokers on this one machine: fake nodes sharing its cores) (Debian 12, no systemd needed) for optgate's
 # Flux backend tests: finds an installed flux-core, or builds one from a source tarball and
 # installs it under a fixed prefix; starts one persistent test instance (`flux start
 # --test-size=1 --test-rundir=DIR sleep inf`, its pids recorded) unless one already answers;
@@ -10,6 +11,11 @@
 # Usage: schedulers/flux/setup-one-node.sh        (as root when it has to build or apt-install)
 #        eval "$(schedulers/flux/setup-one-node.sh)"
 #        schedulers/flux/setup-one-node.sh --stop   (stops its instance; keeps the build)
+#        eval "$(schedulers/flux/setup-one-node.sh --brokers 4)"
+#            a separate `flux start --test-size=4` instance (its own directory, DIR-brokers-4),
+#            printed as `export OPTGATE_FLUX_URI_4=…` so FLUX_URI keeps naming the one-broker
+#            instance; `--brokers 4 --stop` stops it. Its 4 brokers are 4 Flux "nodes"
+#            (ranks 0-3) on this machine, each with all of its cores.
 # Environment:
 #   OPTGATE_FLUX          flux command to use (default: the prefix's, else `flux` on PATH,
 #                         else build one)
@@ -28,11 +34,29 @@ set -euo pipefail
 say() { printf 'setup-one-node: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
+BROKERS=1
+STOP=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --stop) STOP=1 ;;
+    --brokers)
+        [ $# -ge 2 ] || die "--brokers needs a number"
+        BROKERS=$2
+        shift
+        ;;
+    *) die "unknown argument: $1 (usage: setup-one-node.sh [--brokers N] [--stop])" ;;
+    esac
+    shift
+done
+case "$BROKERS" in '' | *[!0-9]* | 0*) die "--brokers wants a whole number from 1: $BROKERS" ;; esac
+
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 DEFAULT_VERSION=0.88.0
 DIR=${OPTGATE_FLUX_DIR:-/var/lib/optgate-flux}
+# A multi-broker instance lives beside the one-broker one, never in its directory.
+[ "$BROKERS" -eq 1 ] || DIR=$DIR-brokers-$BROKERS
 WAIT=${OPTGATE_FLUX_WAIT:-60}
 LINK=${OPTGATE_FLUX_LINK-/usr/local/bin/flux}
 RUNDIR=$DIR/run
@@ -121,10 +145,19 @@ stop_instance() { # the broker first: killing only `flux start` leaves the broke
     stop_one broker_ours "$BROKER_PIDFILE" "the Flux broker"
     stop_one start_ours "$PIDFILE" "flux start"
     stop_one initial_ours "$INITIAL_PIDFILE" "the instance's initial program"
+    # The other brokers of a multi-broker instance end with rank 0; any left are stopped.
+    local f
+    for f in "$DIR"/broker-rank-*.pid; do
+        [ -e "$f" ] || continue
+        # shellcheck disable=SC2329
+        rank_ours() { is_ours "$f" flux-broker "--setattr=rundir=$RUNDIR"; }
+        stop_one rank_ours "$f" "the Flux broker of $(basename "$f" .pid)"
+        rm -f "$f"
+    done
     rm -f "$BROKER_PIDFILE" "$PIDFILE" "$INITIAL_PIDFILE"
 }
 
-if [ "${1:-}" = "--stop" ]; then
+if [ "$STOP" -eq 1 ]; then
     stop_instance
     rm -f "$URIFILE"
     say "no optgate Flux instance is running (from $DIR)"
@@ -216,8 +249,8 @@ fi
 answers() { # answers URI: a Flux instance answers at URI
     FLUX_URI=$1 timeout 10 "$FLUX" getattr size >/dev/null 2>&1
 }
-# 3. The instance: a cluster's own, or our persistent one-broker test instance.
-if [ -n "${OPTGATE_FLUX_URI:-}" ]; then
+# 3. The instance: a cluster's own, or our persistent one-broker (or N-broker) test instance.
+if [ "$BROKERS" -eq 1 ] && [ -n "${OPTGATE_FLUX_URI:-}" ]; then
     URI=$OPTGATE_FLUX_URI
     answers "$URI" || die "no Flux instance answers at OPTGATE_FLUX_URI=$URI"
     say "using the running instance at $URI"
@@ -231,14 +264,14 @@ else
         # A fresh rundir: no stale sockets or content store from an earlier instance.
         rm -rf "$RUNDIR"
         mkdir -m 700 "$RUNDIR"
-        say "starting a one-node Flux instance (rundir $RUNDIR, log $LOG)"
+        say "starting a $BROKERS-broker Flux instance (rundir $RUNDIR, log $LOG)"
         # Own session, no terminal, cwd /, no enclosing instance; the pid written from inside
         # is the one `flux start` keeps (exec). fd 9 (the lock) is not passed on.
         (
             cd /
             unset FLUX_URI
             exec setsid sh -c 'echo $$ >"$1"; shift; exec "$@"' sh "$PIDFILE" \
-                "$FLUX" start --test-size=1 --test-rundir="$RUNDIR" \
+                "$FLUX" start --test-size="$BROKERS" --test-rundir="$RUNDIR" \
                 sh -c 'echo $$ >"$1"; exec sleep inf' sh "$INITIAL_PIDFILE" \
                 </dev/null >>"$LOG" 2>&1 9>&-
         ) &
@@ -259,6 +292,13 @@ else
     # The broker's own pid, for a later stop (it outlives a killed `flux start`).
     FLUX_URI=$URI timeout 10 "$FLUX" getattr broker.pid >"$BROKER_PIDFILE.tmp" 2>/dev/null \
         && mv -f "$BROKER_PIDFILE.tmp" "$BROKER_PIDFILE" || rm -f "$BROKER_PIDFILE.tmp"
+    # And those of the other brokers (each rank answers for itself through `flux exec`).
+    for rank in $(seq 1 $((BROKERS - 1))); do
+        FLUX_URI=$URI timeout 10 "$FLUX" exec -r "$rank" flux getattr broker.pid \
+            >"$DIR/broker-rank-$rank.pid.tmp" 2>/dev/null \
+            && mv -f "$DIR/broker-rank-$rank.pid.tmp" "$DIR/broker-rank-$rank.pid" \
+            || rm -f "$DIR/broker-rank-$rank.pid.tmp"
+    done
 fi
 
 # 4. Tell the tests: a file, and `export` lines on stdout.
@@ -269,4 +309,8 @@ on_path=$(command -v flux 2>/dev/null || true)
 if [ -z "$on_path" ] || [ "$(readlink -f "$on_path")" != "$(readlink -f "$FLUX")" ]; then
     printf 'export PATH=%q:"$PATH"\n' "$(dirname "$FLUX")"
 fi
-printf 'export FLUX_URI=%q\n' "$URI"
+if [ "$BROKERS" -eq 1 ]; then
+    printf 'export FLUX_URI=%q\n' "$URI"
+else
+    printf 'export OPTGATE_FLUX_URI_%s=%q\n' "$BROKERS" "$URI"
+fi
