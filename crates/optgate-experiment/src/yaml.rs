@@ -794,16 +794,23 @@ mod tests {
                 "---\na: &x [1, [2]]\nb: *x\n...\n",
                 "a:\n- b: 1\n  c: [1, {d: 2}]\n- e\n",
                 "\"quoted: key\": {x: 'it''s [', y: \"]\"}\n",
+                "a:\n  b:\n    ? explicit key\n    : x\n",
                 "{\"json\":\"[[[\", \"k\":[\"{{\", {\"a\":'['}]}\n",
             ]
             .map(String::from),
         );
-        for text in &texts {
+        // A NUL byte ends what the parser reads (its depth is of the text before it).
+        for text in texts.iter().filter(|t| !t.contains('\0')) {
             let Some(depth) = event_depth(text) else {
                 continue;
             };
             assert_eq!(nesting::first_past(text, depth), None, "{text}");
-            assert!(check_text_limits(text).is_ok(), "{text}");
+            // The hostile seeds (issue 21) are deeper than the limit or too large on
+            // purpose: only a text within every limit must pass them.
+            let within = depth <= MAX_DEPTH && text.len() <= MAX_FILE_BYTES;
+            if within {
+                assert!(check_text_limits(text).is_ok(), "{text}");
+            }
         }
     }
 

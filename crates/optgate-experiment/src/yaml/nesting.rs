@@ -151,6 +151,9 @@ impl Scan<'_> {
         }
         self.node_start = true;
         self.last_block_col = col;
+        // A `:` that begins a line is the value of an explicit `? key`: its mapping is at
+        // this column, not at the column of a scalar on an earlier line.
+        self.token_col = col;
         if self.i == self.line_begin {
             // Nothing consumed (a key at column 0): step into the line's tokens.
             return self.block_token();
