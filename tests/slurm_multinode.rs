@@ -1,0 +1,178 @@
+//! optgate's Slurm backend on a real two-node Slurm: `schedulers/slurm/setup.sh --nodes 2`
+//! run with its own `slurm.conf` (`$OPTGATE_SLURM2_CONF`, default
+//! `/etc/optgate-slurm2/slurm.conf`; `tests/run-all.sh` starts it). A step across the nodes
+//! (`srun -N2 -n2`) puts one task on each, and the run's manifest says so: two `tasks` on two
+//! distinct `node`s (Slurm's `SLURMD_NODENAME`), `resources.cpu_*` their sum.
+//!
+//! The two "nodes" are two slurmd in their own network and UTS namespaces on ONE machine:
+//! they share its cores, so timings here are functional, not performance.
+//! Without the two-node cluster these tests FAIL with instructions; they never skip.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+
+/// A few hundred ms of shell arithmetic: CPU time well above the clock's tick.
+const BURN: &str = "i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done";
+
+/// Where `tests/run-all.sh` writes the two-node cluster's configuration.
+const DEFAULT_CONF: &str = "/etc/optgate-slurm2/slurm.conf";
+
+/// The two-node cluster's `slurm.conf`, checked to answer with at least two nodes; their
+/// names, as `sinfo` lists them.
+fn two_node_cluster() -> (String, BTreeSet<String>) {
+    let conf = std::env::var("OPTGATE_SLURM2_CONF").unwrap_or_else(|_| DEFAULT_CONF.into());
+    let o = Command::new("sinfo")
+        .args(["-h", "-N", "-o", "%N"])
+        .env("SLURM_CONF", &conf)
+        .output();
+    let nodes: BTreeSet<String> = match &o {
+        Ok(o) if o.status.success() => stdout(o).lines().map(str::to_string).collect(),
+        _ => BTreeSet::new(),
+    };
+    assert!(
+        nodes.len() >= 2,
+        "these tests need a two-node Slurm with its configuration at {conf}: run \
+         `sudo env OPTGATE_SLURM_CONF={conf} OPTGATE_SLURM_DIR=/var/lib/optgate-slurm2 \
+         OPTGATE_SLURMCTLD_PORT=6917 OPTGATE_SLURMD_PORT=6918 OPTGATE_SLURM_NET=10.212 \
+         schedulers/slurm/setup.sh --nodes 2` (tests/run-all.sh does); sinfo said {o:?}"
+    );
+    (conf, nodes)
+}
+
+/// `optgate ARGS` against the two-node cluster, with a private home.
+fn cli2(conf: &str, home: &Path, args: &[&str]) -> Output {
+    optgate()
+        .args(args)
+        .env("OPTGATE_HOME", home)
+        .env("SLURM_CONF", conf)
+        .output()
+        .unwrap()
+}
+
+/// A run directory as `optgate-sched` renders one: `run.json` and `run.sh` burning CPU.
+fn run_dir(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("b001-baseline");
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = serde_json::json!({
+        "experiment": "e", "run_id": "b001-baseline", "arm": "baseline", "block": 1,
+        "replicate": 1, "env_set": {}, "env_unset": [], "time_limit_s": 120.0,
+    });
+    std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    std::fs::write(
+        dir.join("run.sh"),
+        format!("{BURN}\necho epoch 1 took 1.0 s\n"),
+    )
+    .unwrap();
+    dir
+}
+
+/// A manifest of a step across two nodes: two tasks, one on each node of `nodes`, ranks 0
+/// and 1, and `resources` their CPU time summed. Planted bugs caught: `node` taken from the
+/// batch host instead of `SLURMD_NODENAME` (both tasks on one node), the records of the
+/// other node's task not gathered (one task), one task's CPU taken for the run's.
+fn check_two_nodes(m: &Value, nodes: &BTreeSet<String>) {
+    let tasks = m["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tasks: {m:#}"));
+    assert_eq!(tasks.len(), 2, "{m:#}");
+    let seen: BTreeSet<String> = tasks
+        .iter()
+        .map(|t| t["node"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(seen.len(), 2, "both tasks on one node: {m:#}");
+    assert!(seen.is_subset(nodes), "{seen:?} not among {nodes:?}");
+    let ranks: BTreeSet<u64> = tasks.iter().filter_map(|t| t["rank"].as_u64()).collect();
+    assert_eq!(ranks, BTreeSet::from([0, 1]), "{m:#}");
+    let cpu: Vec<f64> = tasks.iter().map(|t| t["cpu_s"].as_f64().unwrap()).collect();
+    assert!(cpu.iter().all(|c| *c > 0.0), "{m:#}");
+    let r = &m["resources"];
+    let total = r["cpu_user_s"].as_f64().unwrap() + r["cpu_system_s"].as_f64().unwrap();
+    assert!((total - cpu.iter().sum::<f64>()).abs() < 1e-6, "{m:#}");
+}
+
+/// `optgate exec-run DIR -- srun -N2 -n2` (as a job script calls it, here from the host):
+/// one task on each node.
+#[test]
+fn a_step_across_two_nodes_has_one_task_on_each_in_its_manifest() {
+    let (conf, nodes) = two_node_cluster();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let dir = run_dir(tmp.path());
+    let o = cli2(
+        &conf,
+        &home,
+        &[
+            "exec-run",
+            dir.to_str().unwrap(),
+            "--attempt",
+            "1",
+            "--",
+            "srun",
+            "-N2",
+            "-n2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["outcome"], "completed", "{m:#}");
+    check_two_nodes(&m, &nodes);
+}
+
+/// Two arms with `nodes: 2, tasks_per_node: 1`: each block is an `sbatch -N2` job whose
+/// script runs on the first node and launches `srun -N 2 -n 2` across both.
+fn two_node_experiment() -> String {
+    format!(
+        r#"name: slurm-two-nodes
+app:
+  command: [bash, -c, '{BURN}; [ "$SLURM_PROCID" = 0 ] || exit 0; if [ "${{X:-0}}" = 1 ]; then b=700; else b=1000; fi; for e in 1 2 3; do echo "epoch $e took $((b + OPTGATE_BLOCK + e)).0 s"; done']
+  time_limit: 2m
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+scheduler: {{ kind: slurm, time_limit: 10m, nodes: 2, tasks_per_node: 1 }}
+replicates: 5
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#
+    )
+}
+
+/// The daemon runs a two-node experiment to its decision; every run's manifest has one
+/// task on each node. Planted bugs caught: `nodes` not passed to sbatch/srun (both tasks
+/// on one node, or one task), SLURM_CONF dropped from the job's environment (the daemon
+/// talks to the one-node cluster, or the step's srun cannot find its controller).
+#[test]
+fn the_daemon_decides_a_two_node_experiment_with_every_task_on_its_own_node() {
+    let (conf, nodes) = two_node_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), &two_node_experiment());
+    let o = cli2(&conf, &home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let s = wait_for("the experiment to end", Duration::from_secs(600), || {
+        let s = status(&home, &id);
+        ["decided", "failed", "budget_exhausted", "cancelled"]
+            .contains(&s["state"].as_str().unwrap_or(""))
+            .then_some(s)
+    });
+    assert_eq!(s["state"], "decided", "{s:#}");
+    let root = PathBuf::from(s["root"].as_str().unwrap());
+    for b in 1..=5 {
+        for arm in ["baseline", "v1"] {
+            let path = root.join(format!("runs/b{b:03}-{arm}/manifest.json"));
+            let m: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            check_two_nodes(&m, &nodes);
+        }
+    }
+}
