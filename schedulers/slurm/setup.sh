@@ -15,8 +15,9 @@
 # Idempotent: running it again on a working cluster changes nothing; a changed configuration
 # restarts the daemons this script started (by their recorded pid files, never by name).
 # `--stop` stops this configuration's daemons (by pid file) and removes its namespaces.
+# `--print-conf` prints the slurm.conf it would write and changes nothing.
 #
-# Usage: sudo schedulers/slurm/setup.sh [--nodes N] [--stop]
+# Usage: sudo schedulers/slurm/setup.sh [--nodes N] [--stop | --print-conf]
 # Environment (all optional; set them to run a second cluster beside the first):
 #   OPTGATE_SLURM_CONF        slurm.conf to write (default /etc/slurm/slurm.conf)
 #   OPTGATE_SLURM_DIR         state, spool, logs, pid files (default /var/lib/optgate-slurm)
@@ -34,18 +35,19 @@ die() { say "error: $*"; exit 1; }
 MAX_NODES=32 # the most fake nodes: one /24 per node under NET, one namespace and veth each
 NODES=1
 STOP=0
+PRINT=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --nodes) NODES=${2:-}; shift 2 || die "--nodes needs a number" ;;
     --nodes=*) NODES=${1#--nodes=}; shift ;;
     --stop) STOP=1; shift ;;
+    --print-conf) PRINT=1; shift ;;
     -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
-    *) die "unknown argument: $1 (usage: setup.sh [--nodes N] [--stop])" ;;
+    *) die "unknown argument: $1 (usage: setup.sh [--nodes N] [--stop | --print-conf])" ;;
     esac
 done
 case "$NODES" in '' | *[!0-9]*) die "--nodes takes a whole number, not '$NODES'" ;; esac
 [ "$NODES" -ge 1 ] && [ "$NODES" -le "$MAX_NODES" ] || die "--nodes must be 1..$MAX_NODES"
-[ "$(id -u)" -eq 0 ] || die "run me as root (I install packages, start daemons, add namespaces)"
 
 CONF=${OPTGATE_SLURM_CONF:-/etc/slurm/slurm.conf}
 DIR=${OPTGATE_SLURM_DIR:-/var/lib/optgate-slurm}
@@ -118,17 +120,23 @@ node_lines() { # the NodeName and PartitionName lines
     echo "PartitionName=debug Nodes=$PREFIX[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
 }
 
-write_conf() { # prints 1 when slurm.conf changed (rewritten only when its contents would)
-    local ctld_addr=127.0.0.1 suffix='' new
-    if [ "$NODES" -gt 1 ]; then ctld_addr=$NET.1.1; suffix='-%n'; fi
-    new=$(mktemp)
-    cat >"$new" <<EOF
-# $NODES-node Slurm for optgate tests, written by schedulers/slurm/setup.sh.
+conf_text() { # the slurm.conf for these settings
+    local ctld_addr=127.0.0.1 suffix='' header ports=''
+    # One node on the default ports: the very text setup-one-node.sh always wrote, so that a
+    # cluster started by it is kept running, not restarted for a changed comment.
+    header="One-node Slurm for optgate tests, written by schedulers/slurm/setup-one-node.sh."
+    if [ "$NODES" -gt 1 ]; then
+        ctld_addr=$NET.1.1 suffix='-%n'
+        header="$NODES-node Slurm for optgate tests, written by schedulers/slurm/setup.sh."
+    fi
+    if [ "$CTLD_PORT" != 6817 ] || [ "$SLURMD_PORT" != 6818 ]; then
+        ports="SlurmctldPort=$CTLD_PORT"$'\n'"SlurmdPort=$SLURMD_PORT"$'\n'
+    fi
+    cat <<EOF
+# $header
 ClusterName=$CLUSTER
 SlurmctldHost=$HOST($ctld_addr)
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-SlurmUser=root
+${ports}SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation=$DIR/state
@@ -148,6 +156,11 @@ ReturnToService=2
 MpiDefault=none
 $(node_lines)
 EOF
+}
+
+write_conf() { # prints 1 when slurm.conf changed (rewritten only when its contents would)
+    local new; new=$(mktemp)
+    conf_text >"$new"
     if cmp -s "$new" "$CONF"; then rm -f "$new"; echo 0; return; fi
     if [ -e "$CONF" ] && ! grep -q 'schedulers/slurm/setup' "$CONF"; then
         cp -p "$CONF" "$CONF.before-optgate"
@@ -258,6 +271,8 @@ wait_idle() { # every node idle; a node left DOWN by an earlier unclean stop is 
 }
 
 main() {
+    if [ "$PRINT" -eq 1 ]; then conf_text; return 0; fi
+    [ "$(id -u)" -eq 0 ] || die "run me as root (I install packages, start daemons, add namespaces)"
     mkdir -p "$DIR/state" "$DIR/spool"
     chmod 755 "$DIR"
     if [ "$STOP" -eq 1 ]; then
