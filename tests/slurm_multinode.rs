@@ -176,3 +176,73 @@ fn the_daemon_decides_a_two_node_experiment_with_every_task_on_its_own_node() {
         }
     }
 }
+
+/// One MPI program: each rank prints the world's size, its processor name and an
+/// `MPI_Allreduce` of 1 over the world.
+const ALLREDUCE_C: &str = r#"#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, one = 1, sum = 0, len;
+    char name[MPI_MAX_PROCESSOR_NAME];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(name, &len);
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("mpi rank %d of %d on %s sum %d\n", rank, size, name, sum);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// `srun --mpi=pmi2 -N2 -n2 optgate step … -- MPI_APP`: MPI initialises through the wrapper
+/// across the two nodes (each rank sees a world of 2 and the Allreduce sums 2), and each
+/// rank's record names its own node. Planted bugs caught: the PMI2 descriptor closed by the
+/// wrapper (each rank its own world of 1, sum 1, or MPI_Init fails), records of one node only.
+#[test]
+fn an_mpi_program_across_two_nodes_initialises_through_the_wrapper() {
+    let (conf, nodes) = two_node_cluster();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("allreduce.c");
+    let bin = tmp.path().join("allreduce");
+    std::fs::write(&src, ALLREDUCE_C).unwrap();
+    let cc = Command::new("mpicc").arg(&src).arg("-o").arg(&bin).output();
+    assert!(
+        cc.as_ref().is_ok_and(|o| o.status.success()),
+        "`mpicc` failed or is missing (apt-get install mpich libmpich-dev; tests/run-all.sh \
+         does): {cc:?}"
+    );
+    let dir = tmp.path().join("step");
+    std::fs::create_dir(&dir).unwrap();
+    let o = Command::new("srun")
+        .args([
+            "--mpi=pmi2",
+            "-N2",
+            "-n2",
+            env!("CARGO_BIN_EXE_optgate"),
+            "step",
+        ])
+        .arg(&dir)
+        .args(["--attempt", "1", "--"])
+        .arg(&bin)
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for (rank, node) in nodes.iter().take(2).enumerate() {
+        assert!(
+            out.contains(&format!("mpi rank {rank} of 2 on {node} sum 2")),
+            "rank {rank} not one of a world of 2 on {node}:\n{out}"
+        );
+    }
+    let seen: BTreeSet<String> = std::fs::read_dir(dir.join("tasks.attempt-1"))
+        .unwrap()
+        .map(|e| {
+            let v: Value =
+                serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+            v["node"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(seen.len(), 2, "records not on two nodes: {seen:?}");
+}
