@@ -2,7 +2,9 @@
 //! run with its own `slurm.conf` (`$OPTGATE_SLURM2_CONF`, default
 //! `/etc/optgate-slurm2/slurm.conf`; `tests/run-all.sh` starts it). A step across the nodes
 //! (`srun -N2 -n2`) puts one task on each, and the run's manifest says so: two `tasks` on two
-//! distinct `node`s (Slurm's `SLURMD_NODENAME`), `resources.cpu_*` their sum.
+//! distinct `node`s (Slurm's `SLURMD_NODENAME`), `resources.cpu_*` their sum. MPI (Debian's
+//! MPICH, `srun --mpi=pmi2` or the cluster's `MpiDefault=pmi2`) spans both nodes through the
+//! wrapper, and the hybrid experiment of `experiments/hybrid-flux.yaml`, on Slurm, is decided.
 //!
 //! The two "nodes" are two slurmd in their own network and UTS namespaces on ONE machine:
 //! they share its cores, so timings here are functional, not performance.
@@ -245,4 +247,77 @@ fn an_mpi_program_across_two_nodes_initialises_through_the_wrapper() {
         })
         .collect();
     assert_eq!(seen.len(), 2, "records not on two nodes: {seen:?}");
+}
+
+/// The shipped hybrid MPI+OpenMP experiment (`experiments/hybrid-flux.yaml`, the stencil of
+/// `examples/hybrid-stencil`) with `kind: slurm`: 2 nodes × 1 rank × 2 cores. Its workdir is a
+/// private copy of the example. The two-node cluster's `MpiDefault=pmi2` lets the ranks of
+/// optgate's `srun` line find each other.
+fn hybrid_on_slurm(dir: &Path) -> PathBuf {
+    let root = repo_root();
+    let work = dir.join("hybrid-stencil");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::copy(
+        root.join("examples/hybrid-stencil/stencil.c"),
+        work.join("stencil.c"),
+    )
+    .unwrap();
+    let yaml = std::fs::read_to_string(root.join("experiments/hybrid-flux.yaml")).unwrap();
+    let (workdir, kind) = ("workdir: ../examples/hybrid-stencil", "kind: flux");
+    assert!(yaml.contains(workdir) && yaml.contains(kind), "{yaml}");
+    let yaml = yaml
+        .replace(workdir, &format!("workdir: {}", work.display()))
+        .replace(kind, "kind: slurm");
+    write_experiment(dir, &yaml)
+}
+
+/// The hybrid experiment on two Slurm nodes is decided; in every run both MPI ranks saw a
+/// world of 2 and ran on distinct nodes. Planted bugs caught: PMI not reaching the app
+/// through `optgate step` (each rank a world of 1), both ranks on one node, System Impact
+/// "not measured" under `srun`.
+#[test]
+fn the_hybrid_mpi_openmp_experiment_is_decided_on_two_slurm_nodes() {
+    let (conf, nodes) = two_node_cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = hybrid_on_slurm(dir.path());
+    let o = cli2(&conf, &home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let s = wait_for(
+        "the hybrid experiment to end",
+        Duration::from_secs(600),
+        || {
+            let s = status(&home, &id);
+            ["decided", "failed", "budget_exhausted", "cancelled"]
+                .contains(&s["state"].as_str().unwrap_or(""))
+                .then_some(s)
+        },
+    );
+    assert_eq!(s["state"], "decided", "{s:#}");
+    let runs = PathBuf::from(s["root"].as_str().unwrap()).join("runs");
+    let mut checked = 0;
+    for run in std::fs::read_dir(&runs).unwrap() {
+        let run = run.unwrap().path();
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+        check_two_nodes(&m, &nodes);
+        let out = std::fs::read_to_string(run.join("stdout")).unwrap();
+        for rank in 0..2 {
+            let line = format!("hybrid: rank {rank} of 2 on ");
+            assert!(
+                out.contains(&line),
+                "{}: no `{line}`:\n{out}",
+                run.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "5 blocks of 2 arms: {s:#}");
+    let o = cli2(&conf, &home, &["report", &id, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = &report["variants"][0];
+    assert!(v["system_impact_pct"].is_number(), "{v:#}");
 }

@@ -121,12 +121,14 @@ node_lines() { # the NodeName and PartitionName lines
 }
 
 conf_text() { # the slurm.conf for these settings
-    local ctld_addr=127.0.0.1 suffix='' header ports=''
+    local ctld_addr=127.0.0.1 suffix='' header ports='' mpi=none
     # One node on the default ports: the very text setup-one-node.sh always wrote, so that a
     # cluster started by it is kept running, not restarted for a changed comment.
     header="One-node Slurm for optgate tests, written by schedulers/slurm/setup-one-node.sh."
     if [ "$NODES" -gt 1 ]; then
-        ctld_addr=$NET.1.1 suffix='-%n'
+        # An MPI program's ranks find each other across nodes with no `--mpi` on its srun
+        # line (optgate's launch lines have none), as on sites that set a default.
+        ctld_addr=$NET.1.1 suffix='-%n' mpi=pmi2
         header="$NODES-node Slurm for optgate tests, written by schedulers/slurm/setup.sh."
     fi
     if [ "$CTLD_PORT" != 6817 ] || [ "$SLURMD_PORT" != 6818 ]; then
@@ -153,7 +155,7 @@ AccountingStorageType=accounting_storage/none
 SlurmctldLogFile=$DIR/slurmctld.log
 SlurmdLogFile=$DIR/slurmd$suffix.log
 ReturnToService=2
-MpiDefault=none
+MpiDefault=$mpi
 $(node_lines)
 EOF
 }
