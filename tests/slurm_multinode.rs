@@ -321,3 +321,38 @@ fn the_hybrid_mpi_openmp_experiment_is_decided_on_two_slurm_nodes() {
     let v = &report["variants"][0];
     assert!(v["system_impact_pct"].is_number(), "{v:#}");
 }
+
+/// `setup.sh --print-conf` with `--nodes` at its limit (`MAX_NODES`, 32) and past it: 32
+/// nodes each with its own address, one partition over all of them; 33, 0 and a word
+/// refused before anything is written. Needs no cluster and no root. Planted bugs caught:
+/// the limit not checked (33 accepted), an address shared by two nodes, a node left out of
+/// the partition.
+#[test]
+fn the_setup_script_takes_up_to_32_nodes_and_refuses_more() {
+    let script = repo_root().join("schedulers/slurm/setup.sh");
+    let print = |nodes: &str| {
+        Command::new(&script)
+            .args(["--nodes", nodes, "--print-conf"])
+            .env("OPTGATE_SLURM_NODE_PREFIX", "n")
+            .output()
+            .unwrap()
+    };
+    let o = print("32");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let conf = stdout(&o);
+    let addrs: BTreeSet<&str> = conf
+        .lines()
+        .filter(|l| l.starts_with("NodeName="))
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("NodeAddr=")))
+        .collect();
+    assert_eq!(addrs.len(), 32, "{conf}");
+    assert!(
+        conf.contains("PartitionName=debug Nodes=n[1-32] "),
+        "{conf}"
+    );
+    for bad in ["33", "0", "two"] {
+        let o = print(bad);
+        assert_eq!(o.status.code(), Some(1), "--nodes {bad}: {}", stdout(&o));
+        assert!(stderr(&o).contains("--nodes"), "{}", stderr(&o));
+    }
+}
