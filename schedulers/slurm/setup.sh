@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --nodes=*) NODES=${1#--nodes=}; shift ;;
     --stop) STOP=1; shift ;;
     --print-conf) PRINT=1; shift ;;
-    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (usage: setup.sh [--nodes N] [--stop | --print-conf])" ;;
     esac
 done
