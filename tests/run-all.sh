@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of optgate on this machine, setting up what the tests need first
-# (idempotent): a C compiler with OpenMP, a one-node Slurm, and a Python virtual
+# (idempotent): a C compiler with OpenMP, a one-node and a two-node Slurm, and a Python virtual
 # environment with the `dftracer` package. Then lint (fmt, clippy) and the test suite.
 # The README's test command; CI (.ci/run) calls it on a fresh machine.
 set -euo pipefail
@@ -22,9 +22,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 
-if [ -x schedulers/slurm/setup-one-node.sh ]; then
+if [ -x schedulers/slurm/setup.sh ]; then
   echo "==> one-node Slurm"
-  schedulers/slurm/setup-one-node.sh
+  schedulers/slurm/setup.sh --nodes 1
+  echo "==> two-node Slurm beside it (own conf, ports, state; its nodes share this machine's cores)"
+  OPTGATE_SLURM_CONF=/etc/optgate-slurm2/slurm.conf OPTGATE_SLURM_DIR=/var/lib/optgate-slurm2 \
+    OPTGATE_SLURM_CLUSTER=two OPTGATE_SLURMCTLD_PORT=6917 OPTGATE_SLURMD_PORT=6918 \
+    OPTGATE_SLURM_NODE_PREFIX=node OPTGATE_SLURM_NET=10.212 schedulers/slurm/setup.sh --nodes 2
+  export OPTGATE_SLURM2_CONF=/etc/optgate-slurm2/slurm.conf # tests/slurm_multinode.rs
 fi
 
 if [ -x schedulers/flux/setup-one-node.sh ]; then
