@@ -321,8 +321,12 @@ pub fn step_governor_not_applicable<'a>(
                 optgate_probe::governor::NO_CPUFREQ
             )
         } else {
+            let who = match exp.kind {
+                optgate_experiment::SchedulerKind::Slurm => "the scheduler",
+                _ => "the helper",
+            };
             format!(
-                "{how}, but the step ran under: {} (the scheduler did not apply it)",
+                "{how}, but the step ran under: {} ({who} did not apply it)",
                 seen.join("; ")
             )
         };
@@ -400,8 +404,19 @@ mod tests {
         let mut empty = experiment("flux", GOV);
         empty.governor_helper = Some(Vec::new());
         assert_eq!(cluster_not_applicable(&empty).len(), 1);
-        // What the look says of a Flux step names the helper, not srun.
+        // What the look says of a Flux step names the helper, not srun: a refused helper
+        // left the node under its old governor.
         assert!(step_governor_means(&helped, "performance").contains("governor_helper"));
+        let refused = manifest(
+            "b001-perf",
+            optgate_wrapper::manifest::Outcome::Completed,
+            &[("n1", "schedutil")],
+        );
+        let na = step_governor_not_applicable(&helped, [("perf", &refused)]);
+        assert_eq!(
+            na["perf"],
+            "requested governor performance via the governor_helper in the flux step (see the run's governor-step.<host>.json), but the step ran under: schedutil (the helper did not apply it)"
+        );
     }
 
     trait WithHelper {
