@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use optgate_probe::governor::{
-    CpuSelection, GovernorGuard, Tunability, TuneVia, governor_in_force, tunability,
+    CpuSelection, GovernorGuard, Tunability, TuneVia, governor_in_force, restore_from_file,
+    tunability,
 };
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +114,9 @@ pub fn begin(
         }
         StepGovernorPlan::Apply { target, via } => (target, via),
     };
+    // A wrapper of an earlier attempt killed outright left the node changed: put it back
+    // first (refused while that wrapper still runs; `set_via` then refuses too, and says so).
+    let _ = restore_from_file(restore_file);
     let set = GovernorGuard::set_via(root, target, &CpuSelection::AllOnline, restore_file, via);
     let in_force = governor_in_force(root, cpus);
     let (guard, reason) = match set {

@@ -187,3 +187,32 @@ fn the_plan_comes_from_run_json_and_a_node_without_cpufreq_is_not_applicable() {
         StepGovernorPlan::Nothing
     );
 }
+
+#[test]
+fn a_change_left_by_a_killed_wrapper_is_undone_before_the_next_one() {
+    // Catches: a leftover restore file making every later attempt refuse (RestorePending),
+    // or the new change recording the leftover governor as the one to restore.
+    let (dir, root) = setup();
+    let via = helper(dir.path(), &root, 0);
+    let plan = StepGovernorPlan::Apply {
+        target: "performance".into(),
+        via,
+    };
+    let restore = dir.path().join("restore.json");
+    let first = begin(&root, &plan, &both(), &restore).unwrap();
+    // The wrapper dies without restoring: its guard is never dropped, its process is gone
+    // (the restore file names this process; make it name a finished one).
+    std::mem::forget(first);
+    let text = std::fs::read_to_string(&restore).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    v["owner_pid"] = dead.id().into();
+    dead.wait().unwrap();
+    std::fs::write(&restore, v.to_string()).unwrap();
+    let record = begin(&root, &plan, &both(), &restore).unwrap().finish();
+    assert!(
+        record.applied && record.verified && record.restored,
+        "{record:?}"
+    );
+    assert_eq!([governor(&root, 0), governor(&root, 1)], ["schedutil"; 2]);
+}

@@ -149,7 +149,9 @@ fn begin_step_governor(
     use optgate_wrapper::step_governor::{begin, plan_for_run, restore_path};
     let root = optgate_probe::sysfs_root();
     let plan = plan_for_run(run_dir, identity, &root);
-    let cpus = step_cpus().ok()?;
+    let cpus = step_cpus()
+        .map_err(|e| eprintln!("optgate step: the governor is not applied: {e:#}"))
+        .ok()?;
     let restore = restore_path(run_dir, &optgate_wrapper::run::hostname());
     begin(&root, &plan, &cpus, &restore)
 }
