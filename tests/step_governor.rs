@@ -1,7 +1,7 @@
 //! A governor variant under the real one-broker Flux of `tests/run-all.sh`: `flux run -n2
 //! optgate step RUN_DIR -- APP` applies the arm's governor once per node (the task with
 //! `FLUX_TASK_LOCAL_ID` 0), the app runs under it, and it is restored after; the node's
-//! `governor-step.<host>.json` says applied / verified / restored. The cpufreq tree is a
+//! `governor-step.attempt-N.<host>.json` says applied / verified / restored. The cpufreq tree is a
 //! fake one the test writes under `OPTGATE_SYSFS_ROOT` — a test double for hardware this
 //! machine lacks (no `/sys/devices/system/cpu/cpu0/cpufreq`); the helper path itself is
 //! covered in `crates/optgate-wrapper/tests/step_governor.rs`.
@@ -98,7 +98,7 @@ fn under_flux_run_the_first_task_of_the_node_applies_the_governor_and_restores_i
         .filter(|e| {
             e.file_name()
                 .to_string_lossy()
-                .starts_with("governor-step.")
+                .starts_with("governor-step.attempt-1.")
         })
         .collect();
     assert_eq!(

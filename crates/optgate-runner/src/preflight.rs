@@ -268,7 +268,7 @@ fn step_governor_means(exp: &Experiment, want: &str) -> String {
             format!("requested governor {want} via srun --cpu-freq")
         }
         kind => format!(
-            "requested governor {want} via the governor_helper in the {kind} step (see the run's governor-step.<host>.json)"
+            "requested governor {want} via the governor_helper in the {kind} step (see the run's governor-step.attempt-N.<host>.json)"
         ),
     }
 }
@@ -415,7 +415,7 @@ mod tests {
         let na = step_governor_not_applicable(&helped, [("perf", &refused)]);
         assert_eq!(
             na["perf"],
-            "requested governor performance via the governor_helper in the flux step (see the run's governor-step.<host>.json), but the step ran under: schedutil (the helper did not apply it)"
+            "requested governor performance via the governor_helper in the flux step (see the run's governor-step.attempt-N.<host>.json), but the step ran under: schedutil (the helper did not apply it)"
         );
     }
 

@@ -2,7 +2,7 @@
 //! no `srun --cpu-freq`): once per node, the step wrapper applies the arm's governor through
 //! the experiment's `governor_helper` (or direct sysfs writes where they are allowed),
 //! verifies it on the step's CPUs, runs the app, and restores it; the node's
-//! [`StepGovernorRecord`] (`RUN_DIR/governor-step.<host>.json`) says applied / verified /
+//! [`StepGovernorRecord`] (`RUN_DIR/governor-step.attempt-N.<host>.json`) says applied / verified /
 //! restored, or why not.
 
 use std::collections::BTreeSet;
@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::tasks::{StepScheduler, TaskIdentity};
 
-/// Files `governor-step.<host>.json` in a run directory: what the step wrapper did with
-/// the arm's governor on that node.
+/// Files `governor-step.attempt-N.<host>.json` in a run directory: what the step wrapper
+/// of job attempt N did with the arm's governor on that node (per attempt, so an
+/// interrupted attempt's record never passes for a later one's).
 pub const STEP_GOVERNOR_RECORD_PREFIX: &str = "governor-step.";
 
 /// What the wrapper of one task does with the arm's governor.
@@ -182,9 +183,11 @@ pub fn plan_for_run(run_dir: &Path, identity: &TaskIdentity, root: &Path) -> Ste
     )
 }
 
-/// Where a node's record goes: `RUN_DIR/governor-step.<host>.json`.
-pub fn record_path(run_dir: &Path, host: &str) -> PathBuf {
-    run_dir.join(format!("{STEP_GOVERNOR_RECORD_PREFIX}{host}.json"))
+/// Where a node's record goes: `RUN_DIR/governor-step.attempt-N.<host>.json`.
+pub fn record_path(run_dir: &Path, attempt: u32, host: &str) -> PathBuf {
+    run_dir.join(format!(
+        "{STEP_GOVERNOR_RECORD_PREFIX}attempt-{attempt}.{host}.json"
+    ))
 }
 
 /// Where the node's previous governors are kept while the app runs (for
@@ -194,8 +197,12 @@ pub fn restore_path(run_dir: &Path, host: &str) -> PathBuf {
 }
 
 /// Writes the node's record, whole or not at all.
-pub fn write_record(run_dir: &Path, record: &StepGovernorRecord) -> std::io::Result<PathBuf> {
-    let path = record_path(run_dir, &record.host);
+pub fn write_record(
+    run_dir: &Path,
+    attempt: u32,
+    record: &StepGovernorRecord,
+) -> std::io::Result<PathBuf> {
+    let path = record_path(run_dir, attempt, &record.host);
     let json = serde_json::to_vec_pretty(record).expect("governor record serialises");
     crate::manifest::write_atomic(&path, &json)?;
     Ok(path)

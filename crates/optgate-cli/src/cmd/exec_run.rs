@@ -95,7 +95,7 @@ fn exit_status(run_dir: &Path, attempt: u32, executed: &Executed) -> i32 {
 /// `optgate step RUN_DIR [--attempt N] -- COMMAND…`: wraps one task inside a scheduler's
 /// step. Once per node (the task with local id 0, or every task when no scheduler says) it
 /// applies the arm's governor where the launcher cannot (outside Slurm: through the
-/// experiment's `governor_helper`, restored after the app, `RUN_DIR/governor-step.<host>.json`
+/// experiment's `governor_helper`, restored after the app, `RUN_DIR/governor-step.attempt-N.<host>.json`
 /// saying applied / verified / restored or why not), then writes the governor in force on the CPUs this process may run on (`Cpus_allowed_list`,
 /// so the step's CPUs, not the node's) to `RUN_DIR/step-governor.<host>`; then it runs
 /// COMMAND as the task's app (`optgate_wrapper::step::run_step`: passed through, signals
@@ -127,7 +127,7 @@ pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
     };
     if let Some(g) = governor {
         let record = g.finish();
-        if let Err(e) = optgate_wrapper::step_governor::write_record(run_dir, &record) {
+        if let Err(e) = optgate_wrapper::step_governor::write_record(run_dir, attempt, &record) {
             eprintln!("optgate step: cannot write the governor's record: {e}");
         }
     }
