@@ -235,12 +235,16 @@ pub fn not_applicable(
 }
 
 /// Arms a scheduler job cannot serve, decided before anything is submitted. A governor
-/// variant on Slurm is submitted (its launch line asks `srun --cpu-freq=<governor>`; the
-/// look checks what the step ran under, [`step_governor_not_applicable`]); Flux has no
-/// equivalent, so there such a variant would measure nothing it claims to.
+/// variant on Slurm is submitted (its launch line asks `srun --cpu-freq=<governor>`); on
+/// Flux, which has no equivalent, it is submitted when the experiment names a
+/// `governor_helper`: the step wrapper applies it on each node through the helper
+/// (`optgate_wrapper::step_governor`). Either way the look checks what the step ran under,
+/// [`step_governor_not_applicable`]. Without a helper a Flux governor variant would
+/// measure nothing it claims to.
 pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
     let kind = exp.kind;
-    if kind == optgate_experiment::SchedulerKind::Slurm {
+    let has_helper = exp.governor_helper.as_ref().is_some_and(|h| !h.is_empty());
+    if kind == optgate_experiment::SchedulerKind::Slurm || has_helper {
         return BTreeMap::new();
     }
     exp.arms
@@ -250,11 +254,23 @@ pub fn cluster_not_applicable(exp: &Experiment) -> BTreeMap<String, String> {
             Some((
                 arm.name.clone(),
                 format!(
-                    "governor `{g}`: {kind} has no equivalent of `srun --cpu-freq` and optgate changes governors only around local runs, not inside {kind} jobs; run this variant under Slurm, or with `scheduler: local` on a node where cpufreq is writable"
+                    "governor `{g}`: {kind} has no equivalent of `srun --cpu-freq` and the experiment names no `preflight.governor_helper` for the step wrapper to set it with on each node; name one (e.g. [sudo, -n, /usr/local/sbin/optgate-governor]), run this variant under Slurm, or with `scheduler: local` on a node where cpufreq is writable"
                 ),
             ))
         })
         .collect()
+}
+
+/// How a scheduler job's step gets the arm's governor, in words for a reason.
+fn step_governor_means(exp: &Experiment, want: &str) -> String {
+    match exp.kind {
+        optgate_experiment::SchedulerKind::Slurm => {
+            format!("requested governor {want} via srun --cpu-freq")
+        }
+        kind => format!(
+            "requested governor {want} via the governor_helper in the {kind} step (see the run's governor-step.attempt-N.<host>.json)"
+        ),
+    }
 }
 
 /// Governor variants whose runs did not run under the governor they asked for, with the
@@ -278,7 +294,7 @@ pub fn step_governor_not_applicable<'a>(
         let (Some(want), Some(runs)) = (&arm.governor, by_arm.get(arm.name.as_str())) else {
             continue;
         };
-        let how = format!("requested governor {want} via srun --cpu-freq");
+        let how = step_governor_means(exp, want);
         if let Some(m) = runs.iter().find(|m| m.step_governors.is_empty()) {
             out.insert(
                 arm.name.clone(),
@@ -305,8 +321,12 @@ pub fn step_governor_not_applicable<'a>(
                 optgate_probe::governor::NO_CPUFREQ
             )
         } else {
+            let who = match exp.kind {
+                optgate_experiment::SchedulerKind::Slurm => "the scheduler",
+                _ => "the helper",
+            };
             format!(
-                "{how}, but the step ran under: {} (the scheduler did not apply it)",
+                "{how}, but the step ran under: {} ({who} did not apply it)",
                 seen.join("; ")
             )
         };
@@ -367,15 +387,47 @@ mod tests {
     const GOV: &str = "  - { name: perf, dimension: l3_frequency_power, governor: performance }\n  - { name: env, dimension: l2_threading_model, env: { X: 1 } }\n";
 
     #[test]
-    fn governor_variants_run_on_slurm_but_not_inside_flux_jobs() {
+    fn governor_variants_run_on_slurm_and_on_flux_only_with_a_helper() {
+        // Catches: Flux governor arms refused although a helper is named, or submitted
+        // without one (they would measure nothing they claim to).
         assert!(cluster_not_applicable(&experiment("slurm", GOV)).is_empty());
         let na = cluster_not_applicable(&experiment("flux", GOV));
         assert_eq!(na.keys().collect::<Vec<_>>(), vec!["perf"]);
         assert!(
-            na["perf"].contains("flux has no equivalent of `srun --cpu-freq`"),
+            na["perf"].contains("flux has no equivalent of `srun --cpu-freq`")
+                && na["perf"].contains("names no `preflight.governor_helper`"),
             "{}",
             na["perf"]
         );
+        let helped = experiment("flux", GOV).replace_helper(&["sudo", "-n", "set-governor"]);
+        assert!(cluster_not_applicable(&helped).is_empty());
+        let mut empty = experiment("flux", GOV);
+        empty.governor_helper = Some(Vec::new());
+        assert_eq!(cluster_not_applicable(&empty).len(), 1);
+        // What the look says of a Flux step names the helper, not srun: a refused helper
+        // left the node under its old governor.
+        assert!(step_governor_means(&helped, "performance").contains("governor_helper"));
+        let refused = manifest(
+            "b001-perf",
+            optgate_wrapper::manifest::Outcome::Completed,
+            &[("n1", "schedutil")],
+        );
+        let na = step_governor_not_applicable(&helped, [("perf", &refused)]);
+        assert_eq!(
+            na["perf"],
+            "requested governor performance via the governor_helper in the flux step (see the run's governor-step.attempt-N.<host>.json), but the step ran under: schedutil (the helper did not apply it)"
+        );
+    }
+
+    trait WithHelper {
+        fn replace_helper(self, helper: &[&str]) -> Self;
+    }
+
+    impl WithHelper for Experiment {
+        fn replace_helper(mut self, helper: &[&str]) -> Self {
+            self.governor_helper = Some(helper.iter().map(|s| s.to_string()).collect());
+            self
+        }
     }
 
     fn manifest(

@@ -11,4 +11,5 @@ pub mod process;
 pub mod run;
 pub mod signal;
 pub mod step;
+pub mod step_governor;
 pub mod tasks;

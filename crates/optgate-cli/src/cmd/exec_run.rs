@@ -94,13 +94,21 @@ fn exit_status(run_dir: &Path, attempt: u32, executed: &Executed) -> i32 {
 
 /// `optgate step RUN_DIR [--attempt N] -- COMMAND…`: wraps one task inside a scheduler's
 /// step. Once per node (the task with local id 0, or every task when no scheduler says) it
-/// writes the governor in force on the CPUs this process may run on (`Cpus_allowed_list`,
+/// applies the arm's governor where the launcher cannot (outside Slurm: through the
+/// experiment's `governor_helper`, restored after the app, `RUN_DIR/governor-step.attempt-N.<host>.json`
+/// saying applied / verified / restored or why not), then writes the governor in force on the CPUs this process may run on (`Cpus_allowed_list`,
 /// so the step's CPUs, not the node's) to `RUN_DIR/step-governor.<host>`; then it runs
 /// COMMAND as the task's app (`optgate_wrapper::step::run_step`: passed through, signals
 /// forwarded, measured, recorded) and exits as the app did. A failure to record is reported
 /// on stderr and never stops or changes the run.
 pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
     let identity = optgate_wrapper::tasks::TaskIdentity::from_env(|k| std::env::var(k).ok());
+    // Outside Slurm (no `--cpu-freq`), the first task of a node applies the arm's governor
+    // through the experiment's helper before the governor in force is read.
+    let governor = identity
+        .first_on_node()
+        .then(|| begin_step_governor(run_dir, &identity))
+        .flatten();
     if identity.first_on_node()
         && let Err(e) = record_step_governor(run_dir)
     {
@@ -117,6 +125,12 @@ pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(g) = governor {
+        let record = g.finish();
+        if let Err(e) = optgate_wrapper::step_governor::write_record(run_dir, attempt, &record) {
+            eprintln!("optgate step: cannot write the governor's record: {e}");
+        }
+    }
     if let Err(e) = &outcome.written {
         eprintln!(
             "optgate step: cannot write the task's record under {}: {e}",
@@ -126,16 +140,37 @@ pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
     optgate_wrapper::step::pass_on(&outcome.record)
 }
 
-fn record_step_governor(run_dir: &Path) -> Result<()> {
+/// Applies the arm's governor on this node when the plan says so (see
+/// `optgate_wrapper::step_governor`); None when there is nothing to apply or record.
+fn begin_step_governor(
+    run_dir: &Path,
+    identity: &optgate_wrapper::tasks::TaskIdentity,
+) -> Option<optgate_wrapper::step_governor::AppliedGovernor> {
+    use optgate_wrapper::step_governor::{begin, plan_for_run, restore_path};
     let root = optgate_probe::sysfs_root();
-    let cpus = std::fs::read_to_string("/proc/self/status")
+    let plan = plan_for_run(run_dir, identity, &root);
+    let cpus = step_cpus()
+        .map_err(|e| eprintln!("optgate step: the governor is not applied: {e:#}"))
+        .ok()?;
+    let restore = restore_path(run_dir, &optgate_wrapper::run::hostname());
+    begin(&root, &plan, &cpus, &restore)
+}
+
+/// The CPUs this process may run on (`Cpus_allowed_list`): the step's, not the node's.
+fn step_cpus() -> Result<std::collections::BTreeSet<u32>> {
+    std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
                 .and_then(optgate_probe::parse_cpulist)
         })
-        .context("cannot read Cpus_allowed_list of /proc/self/status")?;
+        .context("cannot read Cpus_allowed_list of /proc/self/status")
+}
+
+fn record_step_governor(run_dir: &Path) -> Result<()> {
+    let root = optgate_probe::sysfs_root();
+    let cpus = step_cpus()?;
     let governor = optgate_probe::governor::governor_in_force(&root, &cpus);
     let host = optgate_wrapper::run::hostname();
     anyhow::ensure!(
