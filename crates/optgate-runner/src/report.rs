@@ -126,6 +126,7 @@ fn execution_report(
     report.interference = crate::collect::interference(collected);
     report.system_resource = crate::analysis::system_resource(exp, collected);
     report.isolation = Some(isolation(exp));
+    report.utilisation = utilisation(exp, collected);
     report.experiment = Some(experiment_meta(exp));
     report.checklist = Some(checklist(exp, &report.analysis));
     let provenance = crate::provenance::execution_provenance(
@@ -154,6 +155,32 @@ fn noise_floor(
         apparent_effect_pct: v.speedup.estimate.map(|e| 100.0 * (e - 1.0)),
         min_effect_pct: cfg.min_effect_pct,
     })
+}
+
+/// Per arm, the utilisation of the tasks of its complete runs; None when no arm has task
+/// records (local runs), and no entry for an arm without them.
+fn utilisation(
+    exp: &Experiment,
+    collected: &Collected,
+) -> Option<Vec<optgate_report::ArmUtilisation>> {
+    let entries: Vec<_> = exp
+        .arms
+        .iter()
+        .filter_map(|arm| {
+            let tasks: Vec<optgate_report::TaskUse> = collected
+                .complete_runs(&arm.name)
+                .flat_map(|r| &r.tasks)
+                .map(|t| optgate_report::TaskUse {
+                    cpus_allowed: t.cpus_allowed,
+                    cpu_s: t.cpu_s,
+                    wall_s: t.wall_s,
+                    threads_max: t.threads_max,
+                })
+                .collect();
+            optgate_report::utilisation::arm_utilisation(&arm.name, &tasks)
+        })
+        .collect();
+    (!entries.is_empty()).then_some(entries)
 }
 
 /// How each arm's runs were isolated (caches, page cache) and how many inputs were declared.
