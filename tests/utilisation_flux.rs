@@ -217,6 +217,24 @@ fn the_report_finds_idle_cores_and_oversubscription_from_real_tasks() {
         Some(UtilisationFinding::Oversubscribed),
         "{all}"
     );
+    // Once per node, the first task recorded the node: one record per run (one node),
+    // naming this host, its cores and a governor. Planted bugs caught: the node records
+    // not gathered into the manifest, one written per task (a leftover of a second task
+    // would still be one file per host, so the count checks the gathering).
+    let block_one: Vec<_> = collected.runs.iter().filter(|r| r.block == 1).collect();
+    assert_eq!(block_one.len(), 3);
+    for run in block_one {
+        let m = optgate_wrapper::manifest::RunManifest::read(&layout.run_dir(&run.id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.nodes.len(), 1, "{}: {:?}", run.id, m.nodes);
+        let n = &m.nodes[0];
+        assert_eq!(n.host, optgate_wrapper::run::hostname());
+        assert_eq!(n.node.as_deref(), Some("0"), "{n:?}");
+        assert!(n.cores.is_some_and(|c| c >= 2), "{n:?}");
+        assert!(!n.governor.is_empty() && n.load_avg.is_some(), "{n:?}");
+        eprintln!("{}: {n:?}", run.id);
+    }
     let text = optgate_report::render_table(&report);
     assert!(text.contains("[oversubscribed]"), "{text}");
     assert!(
