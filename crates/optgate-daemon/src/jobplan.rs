@@ -330,6 +330,7 @@ mod tests {
             optgate_version: "test".into(),
             attempt: Some(1),
             step_governors: Default::default(),
+            nodes: Vec::new(),
             resources: None,
             tasks: Vec::new(),
             isolation: None,

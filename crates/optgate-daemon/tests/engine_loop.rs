@@ -108,6 +108,7 @@ fn run_the_job(spec: &JobSpec, id: &str) {
             optgate_version: "test".into(),
             attempt: Some(spec.attempt),
             step_governors: Default::default(),
+            nodes: Vec::new(),
             tasks: Vec::new(),
             resources: None,
             isolation: None,

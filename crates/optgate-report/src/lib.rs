@@ -16,6 +16,7 @@ pub mod plots;
 pub mod provenance;
 pub mod render;
 pub mod samples_csv;
+pub mod utilisation;
 
 use optgate_stats::{Analysis, AnalysisConfig, ArmData, Better, Design, EpochWindow};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,7 @@ pub use samples_csv::{
     FileProblem, HeaderProblem, LimitProblem, Problem, RowProblem, RunsProblem, Samples,
     SamplesError, parse_samples, read_samples_file,
 };
+pub use utilisation::{ArmUtilisation, TaskUse, UtilisationFinding};
 
 /// What the experiment declared about itself (the daemon fills this in; a samples file
 /// has none).
@@ -149,6 +151,11 @@ pub struct Report {
     /// samples file, where optgate ran nothing.
     #[serde(default)]
     pub isolation: Option<Isolation>,
+    /// Per arm, cores allotted and used per task and threads seen (from the tasks'
+    /// records of `optgate step`). Absent when no arm has task records (local runs, a
+    /// samples file); an arm without them has no entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilisation: Option<Vec<ArmUtilisation>>,
 }
 
 /// How replicates were kept from helping each other, per arm.
@@ -289,7 +296,17 @@ impl Report {
             interference: Vec::new(),
             system_resource: None,
             isolation: None,
+            utilisation: None,
         }
+    }
+
+    /// What arm `arm`'s utilisation found (None: nothing, or no task records).
+    pub fn utilisation_finding(&self, arm: &str) -> Option<UtilisationFinding> {
+        self.utilisation
+            .as_ref()?
+            .iter()
+            .find(|u| u.arm == arm)?
+            .finding
     }
 
     /// Strategy and description of a variant for the proposal table.

@@ -206,6 +206,24 @@ fn strategy_and_description(report: &Report, v: &VariantAnalysis) -> (String, St
     }
 }
 
+/// The decision, marked with what the arm's utilisation found ("keep [idle cores]").
+fn decision_cell(report: &Report, v: &VariantAnalysis) -> String {
+    match report.utilisation_finding(&v.name) {
+        Some(f) => format!("{} [{}]", v.decision, f.label()),
+        None => v.decision.to_string(),
+    }
+}
+
+/// The utilisation lines under the decisions: one per arm with task records.
+fn utilisation_lines(report: &Report) -> Vec<String> {
+    report
+        .utilisation
+        .iter()
+        .flatten()
+        .map(|u| u.describe())
+        .collect()
+}
+
 /// Rows of the proposal table (without header): #, Strategy, Description, App Impact,
 /// System Impact, Weighted Score, Decision.
 fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
@@ -221,7 +239,7 @@ fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
                 app_cell(v),
                 system_cell(v),
                 score_cell(v),
-                v.decision.to_string(),
+                decision_cell(report, v),
             ]
         })
         .collect()
@@ -558,6 +576,13 @@ fn table_proposals(out: &mut String, report: &Report, width: usize) {
         let cont = " ".repeat(chars(&first));
         let text = format!("{} — {}: {}", v.name, v.decision, v.reason);
         para(out, &first, &cont, &text, width);
+    }
+    let lines = utilisation_lines(report);
+    if !lines.is_empty() {
+        let _ = writeln!(out, "\nUtilisation (per task, median over runs)");
+        for line in lines {
+            para(out, "  ", "    ", &line, width);
+        }
     }
 }
 
@@ -916,6 +941,13 @@ fn md_proposals(out: &mut String, report: &Report) {
         let _ = writeln!(out, "\n{NOISE_LEGEND}");
     }
     let _ = writeln!(out, "\n{}", system_resource_line(report));
+    let lines = utilisation_lines(report);
+    if !lines.is_empty() {
+        let _ = writeln!(out, "\nUtilisation (per task, median over runs):\n");
+        for line in lines {
+            let _ = writeln!(out, "- {}", md(&line));
+        }
+    }
 }
 
 /// The steady-state statistics, the warnings and the matched per-epoch table.

@@ -305,3 +305,49 @@ fn decision_provenance_joins_the_provenance_and_reads_back() {
         Some("samples.csv")
     );
 }
+
+/// Utilisation, when the runs had task records: the proposal table marks the arm's
+/// decision, the text and Markdown reports say what each task used, and the JSON carries
+/// the finding in snake_case. Catches a renderer that drops the mark or the lines.
+#[test]
+fn utilisation_is_marked_next_to_the_decision() {
+    use optgate_report::{ArmUtilisation, UtilisationFinding};
+    let mut r = report();
+    assert!(
+        !render_json(&r).contains("\"utilisation\""),
+        "no task records, no key"
+    );
+    r.utilisation = Some(vec![
+        ArmUtilisation {
+            arm: "base".into(),
+            cores_allotted: 2.0,
+            cores_used: 1.0,
+            threads: Some(1.0),
+            finding: Some(UtilisationFinding::IdleCores),
+        },
+        ArmUtilisation {
+            arm: "omp6".into(),
+            cores_allotted: 1.0,
+            cores_used: 1.0,
+            threads: Some(4.0),
+            finding: Some(UtilisationFinding::Oversubscribed),
+        },
+    ]);
+    let t = render_table(&r);
+    assert!(t.contains("accept [oversubscribed]"), "{t}");
+    assert!(
+        t.contains(
+            "base: each task used 1.0 of 2 allotted cores, 1 thread: most allotted cores idle"
+        ),
+        "{t}"
+    );
+    let m = render_markdown(&r);
+    assert!(m.contains("[oversubscribed]"), "{m}");
+    assert!(
+        m.contains("- base: each task used 1.0 of 2 allotted cores"),
+        "{m}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&render_json(&r)).unwrap();
+    assert_eq!(j["utilisation"][0]["finding"], "idle_cores");
+    assert_eq!(j["utilisation"][1]["finding"], "oversubscribed");
+}

@@ -38,6 +38,9 @@ pub struct RunResult {
     /// them, or when the wait failed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<optgate_wrapper::manifest::Resources>,
+    /// What each launched task used (from `optgate step`; empty for local runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<optgate_wrapper::tasks::TaskRecord>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
     /// When the run started and ended (RFC 3339, from its manifest).
@@ -149,6 +152,7 @@ impl RunResult {
             epochs: EpochSeconds::new(),
             system_value: None,
             resources: None,
+            tasks: Vec::new(),
             host: None,
             elapsed_s: None,
             interval: None,
@@ -254,6 +258,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result.interval = Some((manifest.started_at.clone(), manifest.ended_at.clone()));
     result.conditions = manifest.conditions;
     result.resources = manifest.resources;
+    result.tasks = manifest.tasks.clone();
     if let Some(reason) = manifest_failure(&manifest, run_dir) {
         result.status = RunStatus::Failed { reason };
         result.stderr_tail = stderr_tail(run_dir);

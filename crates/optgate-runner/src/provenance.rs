@@ -224,6 +224,7 @@ mod tests {
             epochs: Default::default(),
             system_value: None,
             resources: None,
+            tasks: Vec::new(),
             host: Some("n1".into()),
             elapsed_s: Some(1.5),
             interval: None,

@@ -126,6 +126,7 @@ fn execution_report(
     report.interference = crate::collect::interference(collected);
     report.system_resource = crate::analysis::system_resource(exp, collected);
     report.isolation = Some(isolation(exp));
+    report.utilisation = utilisation(exp, collected);
     report.experiment = Some(experiment_meta(exp));
     report.checklist = Some(checklist(exp, &report.analysis));
     let provenance = crate::provenance::execution_provenance(
@@ -154,6 +155,32 @@ fn noise_floor(
         apparent_effect_pct: v.speedup.estimate.map(|e| 100.0 * (e - 1.0)),
         min_effect_pct: cfg.min_effect_pct,
     })
+}
+
+/// Per arm, the utilisation of the tasks of its complete runs; None when no arm has task
+/// records (local runs), and no entry for an arm without them.
+fn utilisation(
+    exp: &Experiment,
+    collected: &Collected,
+) -> Option<Vec<optgate_report::ArmUtilisation>> {
+    let entries: Vec<_> = exp
+        .arms
+        .iter()
+        .filter_map(|arm| {
+            let tasks: Vec<optgate_report::TaskUse> = collected
+                .complete_runs(&arm.name)
+                .flat_map(|r| &r.tasks)
+                .map(|t| optgate_report::TaskUse {
+                    cpus_allowed: t.cpus_allowed,
+                    cpu_s: t.cpu_s,
+                    wall_s: t.wall_s,
+                    threads_max: t.threads_max,
+                })
+                .collect();
+            optgate_report::utilisation::arm_utilisation(&arm.name, &tasks)
+        })
+        .collect();
+    (!entries.is_empty()).then_some(entries)
 }
 
 /// How each arm's runs were isolated (caches, page cache) and how many inputs were declared.
@@ -308,6 +335,68 @@ mod tests {
     /// 8 blocks of 3 epochs, each run `factor` times the baseline's time.
     fn arm(name: &str, factor: f64) -> ArmData {
         optgate_stats::fixtures::blocked_arm(name, 8, |b| (1.0 + 0.01 * b as f64) * factor)
+    }
+
+    /// A task record of `cpus` cores, `cpu_s` CPU seconds in 1 s of wall time, 1 thread.
+    fn task(cpus: u32, cpu_s: f64) -> optgate_wrapper::tasks::TaskRecord {
+        optgate_wrapper::tasks::TaskRecord {
+            scheduler: None,
+            rank: Some(0),
+            local_rank: Some(0),
+            node: None,
+            host: "n1".into(),
+            step_size: Some(1),
+            cpus_allowed: cpus,
+            cpus_allowed_list: "0-1".into(),
+            threads_max: Some(1),
+            cpu_user_s: cpu_s,
+            cpu_system_s: 0.0,
+            cpu_s,
+            max_rss_kib: 1,
+            wall_s: 1.0,
+            end: optgate_wrapper::tasks::TaskEnd::Exited,
+            exit_code: Some(0),
+            signal: None,
+            forwarded_signal: None,
+        }
+    }
+
+    /// Local runs (no task records) give no `utilisation` at all; once one arm's complete
+    /// runs have records, that arm alone gets an entry, and a failed run's tasks are not
+    /// counted. Planted bugs caught: an empty list instead of None, an entry for an arm
+    /// without records, tasks of failed runs read.
+    #[test]
+    fn utilisation_only_for_arms_whose_runs_left_task_records() {
+        let yaml = "name: t\napp: { command: [app] }\nmetric: { pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }\n\
+                    variants:\n  - name: v\n    env: { X: '1' }\n";
+        let exp = optgate_experiment::load_str(yaml, std::path::Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment;
+        let plan = Plan::for_experiment(&exp);
+        let mut collected = Collected {
+            runs: plan
+                .runs()
+                .iter()
+                .map(|r| crate::RunResult::empty(r, crate::RunStatus::Complete))
+                .collect(),
+            correctness: None,
+        };
+        assert_eq!(utilisation(&exp, &collected), None);
+        for r in collected.runs.iter_mut().filter(|r| r.arm == "baseline") {
+            r.tasks = vec![task(2, 1.0)];
+        }
+        let first_v = collected.runs.iter_mut().find(|r| r.arm == "v").unwrap();
+        first_v.tasks = vec![task(2, 1.0)];
+        first_v.status = crate::RunStatus::Failed {
+            reason: "exit 1".into(),
+        };
+        let u = utilisation(&exp, &collected).unwrap();
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert_eq!(u[0].arm, "baseline");
+        assert_eq!(
+            u[0].finding,
+            Some(optgate_report::UtilisationFinding::IdleCores)
+        );
     }
 
     /// The noise floor names the A/A arm, reports its apparent effect as the speed-up's

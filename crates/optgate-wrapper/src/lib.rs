@@ -7,6 +7,7 @@ pub mod claim;
 pub mod energy;
 pub mod isolation;
 pub mod manifest;
+pub mod nodes;
 pub mod process;
 pub mod run;
 pub mod signal;

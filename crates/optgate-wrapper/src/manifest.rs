@@ -99,6 +99,11 @@ pub struct RunManifest {
     /// in older manifests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<crate::tasks::TaskRecord>,
+    /// Every node of the run's step, as its first task's `optgate step` found it (names,
+    /// governor in force, load average, cores), by host. Empty without a launcher and in
+    /// older manifests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::nodes::NodeRecord>,
     /// What the run used: CPU time and peak memory of its process tree, and energy where
     /// the node lets it be read. None in manifests written before optgate recorded it.
     #[serde(default)]
@@ -433,6 +438,7 @@ pub(crate) fn test_manifest(outcome: Outcome) -> RunManifest {
         optgate_version: "0".into(),
         attempt: Some(1),
         step_governors: Default::default(),
+        nodes: Vec::new(),
         tasks: Vec::new(),
         resources: None,
         isolation: None,

@@ -185,11 +185,14 @@ async fn execute_attempt(
         std::fs::remove_file(&path).map_err(io("remove", &path))?;
     }
     let tasks_dir = crate::tasks::tasks_dir(run_dir, attempt.number);
-    match std::fs::remove_dir_all(&tasks_dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(io("remove", &tasks_dir)(e));
+    let nodes_dir = crate::nodes::nodes_dir(run_dir, attempt.number);
+    for dir in [&tasks_dir, &nodes_dir] {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io("remove", dir)(e));
+            }
+            _ => {}
         }
-        _ => {}
     }
     let (environment, environment_withheld) = crate::manifest::recordable_environment(
         std::env::vars(),
@@ -223,6 +226,7 @@ async fn execute_attempt(
         step_governors: step_governors(run_dir),
         resources: manifest.resources.or(step_totals),
         tasks,
+        nodes: crate::nodes::read_records(&nodes_dir),
         ..manifest
     };
     commit(run_dir, attempt.number, manifest)
@@ -409,6 +413,7 @@ impl TimedRun {
             optgate_version: env!("CARGO_PKG_VERSION").to_string(),
             attempt: None,
             step_governors: BTreeMap::new(),
+            nodes: Vec::new(),
             tasks: Vec::new(),
             resources,
             isolation: None,

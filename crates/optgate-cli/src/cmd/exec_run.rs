@@ -114,6 +114,11 @@ pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
     {
         eprintln!("optgate step: cannot record the governor in force: {e:#}");
     }
+    if identity.first_on_node()
+        && let Err(e) = record_node(run_dir, attempt, &identity)
+    {
+        eprintln!("optgate step: cannot record the node: {e:#}");
+    }
     use optgate_wrapper::step::{StepError, run_step, start_failure_status};
     let outcome = match run_step(run_dir, attempt, command) {
         Ok(o) => o,
@@ -185,6 +190,39 @@ fn record_step_governor(run_dir: &Path) -> Result<()> {
     // (the process id's), fsynced and renamed into place.
     optgate_wrapper::manifest::write_atomic(&path, format!("{governor}\n").as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The node's record (`optgate_wrapper::nodes`): its names, the governor in force on this
+/// task's CPUs, the load average and the node's online cores, written once per node.
+fn record_node(
+    run_dir: &Path,
+    attempt: u32,
+    identity: &optgate_wrapper::tasks::TaskIdentity,
+) -> Result<()> {
+    let root = optgate_probe::sysfs_root();
+    let allowed = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(optgate_probe::parse_cpulist)
+        })
+        .context("cannot read Cpus_allowed_list of /proc/self/status")?;
+    let online = root.join("sys/devices/system/cpu/online");
+    let record = optgate_wrapper::nodes::NodeRecord {
+        node: identity.node.clone(),
+        host: optgate_wrapper::run::hostname(),
+        governor: optgate_probe::governor::governor_in_force(&root, &allowed),
+        load_avg: std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|t| optgate_wrapper::manifest::parse_loadavg(&t)),
+        cores: std::fs::read_to_string(&online)
+            .ok()
+            .and_then(|t| optgate_probe::parse_cpulist(&t))
+            .and_then(|c| u32::try_from(c.len()).ok()),
+    };
+    optgate_wrapper::nodes::write_record(run_dir, attempt, &record)?;
+    Ok(())
 }
 
 /// The id of the scheduler job this run is part of, as the backend recorded it when it
