@@ -556,3 +556,52 @@ fn on_a_terminal_the_app_can_read_stdin() {
     assert!(ended.success(), "{ended:?}: {out}");
     assert!(out.contains("got hi"), "{out}");
 }
+
+/// The node's record (`nodes.attempt-1/<host>.json`, written by the first task of the
+/// node, here the only one) carries the RAPL energy around the app: from a fixture sysfs
+/// root whose counter the app itself advances (a double for RAPL hardware, which this
+/// build machine lacks: it has no /sys/class/powercap), and a reason when the counters
+/// cannot be read. Planted bugs caught: the record not rewritten after the app (no
+/// energy), the counters read twice before the app (0 J), a missing counter read as 0 J.
+#[test]
+fn the_nodes_record_has_the_energy_around_its_app() {
+    let node_record = |dir: &Path| -> Value {
+        let nodes = dir.join("nodes.attempt-1");
+        let file = std::fs::read_dir(&nodes)
+            .unwrap_or_else(|e| panic!("{}: {e}", nodes.display()))
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap()
+    };
+    let step = |dir: &Path, root: &Path, app: &str| {
+        optgate()
+            .env_remove("SLURM_PROCID")
+            .env_remove("FLUX_TASK_RANK")
+            .env("OPTGATE_SYSFS_ROOT", root)
+            .args(["step", dir.to_str().unwrap(), "--", "bash", "-c", app])
+            .output()
+            .unwrap()
+    };
+    let root = tempfile::tempdir().unwrap();
+    let zone = root.path().join("sys/class/powercap/intel-rapl:0");
+    std::fs::create_dir_all(&zone).unwrap();
+    std::fs::write(zone.join("energy_uj"), "1000000\n").unwrap();
+    std::fs::write(zone.join("max_energy_range_uj"), "262143328850\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let advance = format!("echo 3500000 > {}", zone.join("energy_uj").display());
+    let o = step(dir.path(), root.path(), &advance);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rec = node_record(dir.path());
+    assert_eq!(rec["energy_j"].as_f64(), Some(2.5), "{rec:#}");
+    assert_eq!(rec["energy_unmeasured"], Value::Null, "{rec:#}");
+
+    let bare = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let o = step(dir.path(), bare.path(), "true");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rec = node_record(dir.path());
+    assert_eq!(rec["energy_j"], Value::Null, "{rec:#}");
+    assert_eq!(rec["energy_unmeasured"], "rapl_unreadable", "{rec:#}");
+}

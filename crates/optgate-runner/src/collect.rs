@@ -41,6 +41,8 @@ pub struct RunResult {
     /// What each launched task used (from `optgate step`; empty for local runs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<optgate_wrapper::tasks::TaskRecord>,
+    /// The step's nodes as their first tasks recorded them (the manifest's `nodes`).
+    pub nodes: Vec<optgate_wrapper::nodes::NodeRecord>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
     /// When the run started and ended (RFC 3339, from its manifest).
@@ -153,6 +155,7 @@ impl RunResult {
             system_value: None,
             resources: None,
             tasks: Vec::new(),
+            nodes: Vec::new(),
             host: None,
             elapsed_s: None,
             interval: None,
@@ -259,6 +262,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result.conditions = manifest.conditions;
     result.resources = manifest.resources;
     result.tasks = manifest.tasks.clone();
+    result.nodes = manifest.nodes.clone();
     if let Some(reason) = manifest_failure(&manifest, run_dir) {
         result.status = RunStatus::Failed { reason };
         result.stderr_tail = stderr_tail(run_dir);
@@ -529,8 +533,10 @@ pub use optgate_report::InterferenceFlag;
 
 /// The completed runs measured under interference: a node busier than its CPUs (load
 /// average at the start or end above [`LOAD_FLAG_RATIO`] × online CPUs), CPU steal above
-/// [`STEAL_FLAG_PCT`], or another run of the same experiment running on the same host at
-/// the same time. Pure: reads only what the manifests recorded.
+/// [`STEAL_FLAG_PCT`], another run of the same experiment running on the same host at
+/// the same time, or — judged per node of the step from its node records
+/// ([`crate::node_checks::judge_nodes`]) — a node over-subscribed or busy before the
+/// step, named. Pure: reads only what the manifests recorded.
 pub fn interference(collected: &Collected) -> Vec<InterferenceFlag> {
     let complete: Vec<&RunResult> = collected
         .runs
@@ -568,6 +574,11 @@ pub fn interference(collected: &Collected) -> Vec<InterferenceFlag> {
                 overlapping.join(", ")
             ));
         }
+        why.extend(
+            crate::node_checks::judge_nodes(&r.tasks, &r.nodes)
+                .iter()
+                .map(|f| f.to_string()),
+        );
         if !why.is_empty() {
             flags.push(InterferenceFlag {
                 run_id: r.id.clone(),
@@ -655,6 +666,58 @@ mod interference_tests {
                 ("r4", "ran at the same time as r5 on the same host"),
                 ("r5", "ran at the same time as r4 on the same host"),
             ]
+        );
+    }
+
+    /// A run whose step over-subscribed one of its nodes is flagged, the node named; its
+    /// quiet node is not. Planted bug caught: the node records not consulted by the
+    /// report's interference (the per-node judgement computed but dropped).
+    #[test]
+    fn a_node_of_the_step_over_subscribed_is_flagged_by_name() {
+        use optgate_wrapper::nodes::NodeRecord;
+        use optgate_wrapper::tasks::{TaskEnd, TaskRecord};
+        let t = "2026-11-30T20:00:00Z";
+        let task = |host: &str, cpus: u32| TaskRecord {
+            scheduler: None,
+            rank: None,
+            local_rank: None,
+            node: None,
+            host: host.into(),
+            step_size: None,
+            cpus_allowed: cpus,
+            cpus_allowed_list: String::new(),
+            threads_max: None,
+            cpu_user_s: 0.0,
+            cpu_system_s: 0.0,
+            cpu_s: 0.0,
+            max_rss_kib: 0,
+            wall_s: 1.0,
+            end: TaskEnd::Exited,
+            exit_code: Some(0),
+            signal: None,
+            forwarded_signal: None,
+        };
+        let node = |host: &str| NodeRecord {
+            node: None,
+            host: host.into(),
+            governor: "none".into(),
+            load_avg: Some(0.1),
+            cores: Some(2),
+            energy_j: None,
+            energy_unmeasured: None,
+        };
+        let mut spread = run("r1", "n1", t, t, None);
+        spread.tasks = vec![task("n1", 2), task("n2", 2), task("n2", 1)];
+        spread.nodes = vec![node("n1"), node("n2")];
+        let collected = Collected {
+            runs: vec![spread],
+            correctness: None,
+        };
+        let flags = interference(&collected);
+        let got: Vec<&str> = flags.iter().map(|f| f.reason.as_str()).collect();
+        assert_eq!(
+            got,
+            ["node n2 over-subscribed: its tasks were allowed 3 CPU(s) on 2 core(s)"]
         );
     }
 

@@ -7,6 +7,7 @@ pub mod collect;
 pub mod failfast;
 pub mod jobs;
 pub mod layout;
+pub mod node_checks;
 pub mod preflight;
 pub mod provenance;
 pub mod report;

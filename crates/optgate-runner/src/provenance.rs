@@ -225,6 +225,7 @@ mod tests {
             system_value: None,
             resources: None,
             tasks: Vec::new(),
+            nodes: Vec::new(),
             host: Some("n1".into()),
             elapsed_s: Some(1.5),
             interval: None,

@@ -214,7 +214,8 @@ async fn execute_attempt(
     }
     // Under a launcher, what each task's `optgate step` measured inside the step.
     let tasks = crate::tasks::read_records(&tasks_dir);
-    let step_totals = crate::tasks::totals(&tasks, &hostname(), timed.energy_j);
+    let nodes = crate::nodes::read_records(&nodes_dir);
+    let step_totals = crate::tasks::totals(&tasks, &hostname(), timed.energy_j, &nodes);
     let manifest = timed.manifest(record, launcher.is_empty());
     let manifest = RunManifest {
         environment,
@@ -226,7 +227,7 @@ async fn execute_attempt(
         step_governors: step_governors(run_dir),
         resources: manifest.resources.or(step_totals),
         tasks,
-        nodes: crate::nodes::read_records(&nodes_dir),
+        nodes,
         ..manifest
     };
     commit(run_dir, attempt.number, manifest)

@@ -175,14 +175,18 @@ pub fn read_records(dir: &Path) -> Vec<TaskRecord> {
 }
 
 /// The run's resources from its tasks: CPU seconds summed, RSS the largest task's peak;
-/// energy (read on the batch host around the step) only when every task ran on that
-/// host, since it counts that node alone. None — not measured — when there are no
+/// energy the sum over the step's node records when there are any and every node has a
+/// figure ([`crate::nodes::step_energy`]; absent otherwise, the node records saying
+/// which node lacks one and why), else (no node records) the batch host's reading
+/// around the step only when every task ran on that host, since it counts that node
+/// alone. None — not measured — when there are no
 /// records, or when the launcher said how many tasks it started and fewer left one (a
 /// total over part of the step would be a wrong figure, not a low one).
 pub fn totals(
     tasks: &[TaskRecord],
     batch_host: &str,
     batch_energy_j: Option<f64>,
+    nodes: &[crate::nodes::NodeRecord],
 ) -> Option<Resources> {
     let first = tasks.first()?;
     let expected = first.step_size.map(|n| n as usize);
@@ -190,7 +194,11 @@ pub fn totals(
         return None;
     }
     let on_batch_host = tasks.iter().all(|t| t.host == batch_host);
-    let energy_j = batch_energy_j.filter(|_| on_batch_host);
+    let energy_j = if nodes.is_empty() {
+        batch_energy_j.filter(|_| on_batch_host)
+    } else {
+        crate::nodes::step_energy(nodes).ok()
+    };
     Some(Resources {
         cpu_user_s: tasks.iter().map(|t| t.cpu_user_s).sum(),
         cpu_system_s: tasks.iter().map(|t| t.cpu_system_s).sum(),
@@ -303,7 +311,7 @@ mod tests {
             task(0, "n1", 2.0, 100, Some(2)),
             task(1, "n1", 3.0, 300, Some(2)),
         ];
-        let t = totals(&both, "n1", Some(9.0)).unwrap();
+        let t = totals(&both, "n1", Some(9.0), &[]).unwrap();
         assert_eq!(
             (t.cpu_user_s, t.cpu_system_s, t.max_rss_kib),
             (5.0, 1.0, 300)
@@ -316,13 +324,53 @@ mod tests {
             task(0, "n1", 2.0, 100, Some(2)),
             task(1, "n2", 3.0, 300, Some(2)),
         ];
-        assert_eq!(totals(&elsewhere, "n1", Some(9.0)).unwrap().energy_j, None);
+        assert_eq!(
+            totals(&elsewhere, "n1", Some(9.0), &[]).unwrap().energy_j,
+            None
+        );
         // One of two tasks left no record: not measured rather than half the figure.
-        assert_eq!(totals(&both[..1], "n1", None), None);
-        assert_eq!(totals(&[], "n1", None), None);
+        assert_eq!(totals(&both[..1], "n1", None, &[]), None);
+        assert_eq!(totals(&[], "n1", None, &[]), None);
         // A launcher that did not say how many: what is there.
         let no_size = [task(0, "n1", 2.0, 100, None)];
-        assert_eq!(totals(&no_size, "n1", None).unwrap().cpu_user_s, 2.0);
+        assert_eq!(totals(&no_size, "n1", None, &[]).unwrap().cpu_user_s, 2.0);
+    }
+
+    /// With node records the step's energy is their sum, on every node, not the batch
+    /// host's; one node without a figure leaves it absent. Planted bugs caught: the batch
+    /// host's reading kept over the nodes' sum, a node without a figure counted as 0 J.
+    #[test]
+    fn the_steps_energy_is_summed_over_its_node_records() {
+        use crate::nodes::{EnergyGap, NodeRecord};
+        let node = |host: &str, energy: Result<f64, EnergyGap>| {
+            let mut n = NodeRecord {
+                node: None,
+                host: host.into(),
+                governor: "none".into(),
+                load_avg: None,
+                cores: Some(2),
+                energy_j: None,
+                energy_unmeasured: None,
+            };
+            n.set_energy(energy);
+            n
+        };
+        let spread = [
+            task(0, "n1", 2.0, 100, Some(2)),
+            task(1, "n2", 3.0, 300, Some(2)),
+        ];
+        let both = [node("n1", Ok(4.0)), node("n2", Ok(5.5))];
+        let t = totals(&spread, "n1", Some(100.0), &both).unwrap();
+        assert_eq!(
+            (t.energy_j, t.energy_source),
+            (Some(9.5), Some(EnergySource::Rapl))
+        );
+        let gap = [
+            node("n1", Ok(4.0)),
+            node("n2", Err(EnergyGap::RaplUnreadable)),
+        ];
+        let t = totals(&spread, "n1", Some(100.0), &gap).unwrap();
+        assert_eq!((t.energy_j, t.energy_source), (None, None));
     }
 
     #[test]

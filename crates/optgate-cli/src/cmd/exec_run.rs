@@ -114,13 +114,34 @@ pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
     {
         eprintln!("optgate step: cannot record the governor in force: {e:#}");
     }
-    if identity.first_on_node()
-        && let Err(e) = record_node(run_dir, attempt, &identity)
-    {
-        eprintln!("optgate step: cannot record the node: {e:#}");
-    }
+    // The node's record is written before the app (so a step killed meanwhile still
+    // names its node) and again after it, with the node's RAPL energy around the app.
+    let node = identity
+        .first_on_node()
+        .then(|| record_node(run_dir, attempt, &identity))
+        .and_then(|r| {
+            r.map_err(|e| eprintln!("optgate step: cannot record the node: {e:#}"))
+                .ok()
+        });
+    let energy_root = optgate_probe::sysfs_root();
+    let energy_before = node
+        .as_ref()
+        .and_then(|_| optgate_wrapper::energy::take(&energy_root));
     use optgate_wrapper::step::{StepError, run_step, start_failure_status};
-    let outcome = match run_step(run_dir, attempt, command) {
+    let step = run_step(run_dir, attempt, command);
+    if let Some(mut node) = node {
+        node.set_energy(match &step {
+            Ok(_) => optgate_wrapper::nodes::energy_between(
+                energy_before.as_ref(),
+                optgate_wrapper::energy::take(&energy_root).as_ref(),
+            ),
+            Err(_) => Err(optgate_wrapper::nodes::EnergyGap::AppNotRun),
+        });
+        if let Err(e) = optgate_wrapper::nodes::write_record(run_dir, attempt, &node) {
+            eprintln!("optgate step: cannot record the node's energy: {e}");
+        }
+    }
+    let outcome = match step {
         Ok(o) => o,
         // As a shell would: the launcher reports 127 (or 126), and no task record is
         // written, since no app ran.
@@ -193,12 +214,13 @@ fn record_step_governor(run_dir: &Path) -> Result<()> {
 }
 
 /// The node's record (`optgate_wrapper::nodes`): its names, the governor in force on this
-/// task's CPUs, the load average and the node's online cores, written once per node.
+/// task's CPUs, the load average and the node's online cores, written once per node
+/// before the app (energy not yet measured); the record written.
 fn record_node(
     run_dir: &Path,
     attempt: u32,
     identity: &optgate_wrapper::tasks::TaskIdentity,
-) -> Result<()> {
+) -> Result<optgate_wrapper::nodes::NodeRecord> {
     let root = optgate_probe::sysfs_root();
     let allowed = std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -220,9 +242,11 @@ fn record_node(
             .ok()
             .and_then(|t| optgate_probe::parse_cpulist(&t))
             .and_then(|c| u32::try_from(c.len()).ok()),
+        energy_j: None,
+        energy_unmeasured: None,
     };
     optgate_wrapper::nodes::write_record(run_dir, attempt, &record)?;
-    Ok(())
+    Ok(record)
 }
 
 /// The id of the scheduler job this run is part of, as the backend recorded it when it
