@@ -677,19 +677,19 @@ mod interference_tests {
         use optgate_wrapper::nodes::NodeRecord;
         use optgate_wrapper::tasks::{TaskEnd, TaskRecord};
         let t = "2026-11-30T20:00:00Z";
-        let task = |host: &str, cpus: u32| TaskRecord {
+        let task = |host: &str, threads: u32| TaskRecord {
             scheduler: None,
             rank: None,
             local_rank: None,
             node: None,
             host: host.into(),
             step_size: None,
-            cpus_allowed: cpus,
+            cpus_allowed: 2,
             cpus_allowed_list: String::new(),
-            threads_max: None,
-            cpu_user_s: 0.0,
+            threads_max: Some(threads),
+            cpu_user_s: f64::from(threads.min(2)),
             cpu_system_s: 0.0,
-            cpu_s: 0.0,
+            cpu_s: f64::from(threads.min(2)),
             max_rss_kib: 0,
             wall_s: 1.0,
             end: TaskEnd::Exited,
@@ -708,6 +708,8 @@ mod interference_tests {
         };
         let mut spread = run("r1", "n1", t, t, None);
         spread.tasks = vec![task("n1", 2), task("n2", 2), task("n2", 1)];
+        // n1: 2 threads on its 2 cores (not flagged); n2: 3 threads on 2 cores, its two
+        // tasks' CPU 2 + 1 per wall second (busy).
         spread.nodes = vec![node("n1"), node("n2")];
         let collected = Collected {
             runs: vec![spread],
@@ -717,7 +719,7 @@ mod interference_tests {
         let got: Vec<&str> = flags.iter().map(|f| f.reason.as_str()).collect();
         assert_eq!(
             got,
-            ["node n2 over-subscribed: its tasks were allowed 3 CPU(s) on 2 core(s)"]
+            ["node n2 over-subscribed: its tasks ran 3 thread(s) on 2 core(s), 3.0 of them busy"]
         );
     }
 

@@ -1,18 +1,27 @@
 //! Every node of a run's step judged on its own, from the node records and task records
-//! `optgate step` left: over-subscription (the node's tasks allowed more CPUs in total
-//! than the node has cores) and interference (the node busier than its cores before the
-//! step), each naming the node. Pure: reads only what the manifest recorded.
+//! `optgate step` left: over-subscription (the node's tasks ran more threads than it has
+//! cores, and kept its cores busy) and interference (the node busier than its cores before
+//! the step), each naming the node. Pure: reads only what the manifest recorded.
+//!
+//! Over-subscription is measured, not read from the CPUs each task was allowed: a launcher
+//! that does not bind (Flux's default) allows every task the whole node, which is no
+//! over-subscription while the tasks together run no more threads than there are cores.
 
 use optgate_wrapper::nodes::NodeRecord;
 use optgate_wrapper::tasks::TaskRecord;
 
+pub use optgate_report::utilisation::OVERSUBSCRIBED_USED_SHARE;
+
 /// What one node of a step was found to be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeFinding {
-    /// The tasks on the node were allowed `cpus_allowed` CPUs in total on `cores` cores.
+    /// The tasks on the node ran `threads` threads in all (each task's most) on `cores`
+    /// cores, and used `cores_used` of them (CPU seconds / wall seconds, summed): at least
+    /// [`OVERSUBSCRIBED_USED_SHARE`] of the node busy.
     Oversubscribed {
         node: String,
-        cpus_allowed: u32,
+        threads: u32,
+        cores_used: f64,
         cores: u32,
     },
     /// The node's load average before the step was above
@@ -25,11 +34,12 @@ impl std::fmt::Display for NodeFinding {
         match self {
             NodeFinding::Oversubscribed {
                 node,
-                cpus_allowed,
+                threads,
+                cores_used,
                 cores,
             } => write!(
                 f,
-                "node {node} over-subscribed: its tasks were allowed {cpus_allowed} CPU(s) on {cores} core(s)"
+                "node {node} over-subscribed: its tasks ran {threads} thread(s) on {cores} core(s), {cores_used:.1} of them busy"
             ),
             NodeFinding::Busy { node, load, cores } => write!(
                 f,
@@ -54,17 +64,8 @@ pub fn judge_nodes(tasks: &[TaskRecord], nodes: &[NodeRecord]) -> Vec<NodeFindin
     let mut findings = Vec::new();
     for n in nodes {
         let Some(cores) = n.cores else { continue };
-        let cpus_allowed: u32 = tasks
-            .iter()
-            .filter(|t| t.host == n.host)
-            .map(|t| t.cpus_allowed)
-            .sum();
-        if cpus_allowed > cores {
-            findings.push(NodeFinding::Oversubscribed {
-                node: node_name(n),
-                cpus_allowed,
-                cores,
-            });
+        if let Some(found) = oversubscribed(tasks, n, cores) {
+            findings.push(found);
         }
         if let Some(load) = n.load_avg
             && load > crate::collect::LOAD_FLAG_RATIO * f64::from(cores)
@@ -79,12 +80,32 @@ pub fn judge_nodes(tasks: &[TaskRecord], nodes: &[NodeRecord]) -> Vec<NodeFindin
     findings
 }
 
+/// Whether the tasks on node `n` ran more threads than its `cores` and kept at least
+/// [`OVERSUBSCRIBED_USED_SHARE`] of them busy; tasks without a thread count are not counted.
+fn oversubscribed(tasks: &[TaskRecord], n: &NodeRecord, cores: u32) -> Option<NodeFinding> {
+    let on_node = || tasks.iter().filter(|t| t.host == n.host);
+    let threads: u32 = on_node().filter_map(|t| t.threads_max).sum();
+    let cores_used: f64 = on_node()
+        .filter(|t| t.wall_s > 0.0)
+        .map(|t| t.cpu_s / t.wall_s)
+        .sum();
+    (threads > cores && cores_used >= OVERSUBSCRIBED_USED_SHARE * f64::from(cores)).then(|| {
+        NodeFinding::Oversubscribed {
+            node: node_name(n),
+            threads,
+            cores_used,
+            cores,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use optgate_wrapper::tasks::TaskEnd;
 
-    fn task(host: &str, cpus: u32) -> TaskRecord {
+    /// A task on `host` that ran `threads` threads and used `cores_used` cores.
+    fn task(host: &str, threads: u32, cores_used: f64) -> TaskRecord {
         TaskRecord {
             scheduler: None,
             rank: Some(0),
@@ -92,12 +113,12 @@ mod tests {
             node: None,
             host: host.into(),
             step_size: None,
-            cpus_allowed: cpus,
+            cpus_allowed: 4,
             cpus_allowed_list: String::new(),
-            threads_max: None,
-            cpu_user_s: 0.0,
+            threads_max: Some(threads),
+            cpu_user_s: cores_used,
             cpu_system_s: 0.0,
-            cpu_s: 0.0,
+            cpu_s: cores_used,
             max_rss_kib: 0,
             wall_s: 1.0,
             end: TaskEnd::Exited,
@@ -119,20 +140,22 @@ mod tests {
         }
     }
 
-    /// Two nodes of four cores: n1's two tasks take 2 + 2 (fits exactly), n2's take
-    /// 3 + 2 (over-subscribed), n3 was busy before the step, n4's cores are unknown.
-    /// Planted bugs caught: CPUs summed over the whole step rather than per node (n1
-    /// would be flagged), `>=` for `>` (n1 flagged), the load compared with the step's
-    /// total cores, a node with unknown cores judged, the wrong node named.
+    /// Nodes of four cores, every task allowed all four (no binding). n1: 2 + 2 threads,
+    /// all busy (fits exactly); n2: 3 + 2 threads, 3.8 cores busy (over-subscribed); n3:
+    /// 8 threads mostly waiting, 1.2 cores busy (not over-subscribed), busy before the
+    /// step; n4's cores are unknown. Planted bugs caught: CPUs allowed summed (every node
+    /// flagged), threads summed over the whole step rather than per node, `>=` for `>`
+    /// (n1 flagged), the busy share ignored (n3 flagged), the load compared with the
+    /// step's total cores, a node with unknown cores judged, the wrong node named.
     #[test]
     fn each_node_is_judged_on_its_own_tasks_and_load() {
         let tasks = [
-            task("n1", 2),
-            task("n1", 2),
-            task("n2", 3),
-            task("n2", 2),
-            task("n3", 1),
-            task("n4", 64),
+            task("n1", 2, 2.0),
+            task("n1", 2, 2.0),
+            task("n2", 3, 2.0),
+            task("n2", 2, 1.8),
+            task("n3", 8, 1.2),
+            task("n4", 64, 64.0),
         ];
         let nodes = [
             node("n1", "n1", 4.0, Some(4)),
@@ -147,7 +170,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                "node n2 (1) over-subscribed: its tasks were allowed 5 CPU(s) on 4 core(s)",
+                "node n2 (1) over-subscribed: its tasks ran 5 thread(s) on 4 core(s), 3.8 of them busy",
                 "node n3 busy: load average 4.50 before the step on 4 core(s)",
             ]
         );
