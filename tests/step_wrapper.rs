@@ -557,7 +557,7 @@ fn on_a_terminal_the_app_can_read_stdin() {
     assert!(out.contains("got hi"), "{out}");
 }
 
-/// The node's record (`nodes.attempt-1/<host>.json`, written by the first task of the
+/// The node's record (`nodes.attempt-1/<host>[+<node>].json`, written by the first task of the
 /// node, here the only one) carries the RAPL energy around the app: from a fixture sysfs
 /// root whose counter the app itself advances (a double for RAPL hardware, which this
 /// build machine lacks: it has no /sys/class/powercap), and a reason when the counters

@@ -80,10 +80,20 @@ pub fn judge_nodes(tasks: &[TaskRecord], nodes: &[NodeRecord]) -> Vec<NodeFindin
     findings
 }
 
+/// Whether task `t` ran on node `n`: the same host and, when both carry the scheduler's
+/// name for the node, the same name (fake nodes of one machine share a host).
+fn on(t: &TaskRecord, n: &NodeRecord) -> bool {
+    t.host == n.host
+        && match (&t.node, &n.node) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+}
+
 /// Whether the tasks on node `n` ran more threads than its `cores` and kept at least
 /// [`OVERSUBSCRIBED_USED_SHARE`] of them busy; tasks without a thread count are not counted.
 fn oversubscribed(tasks: &[TaskRecord], n: &NodeRecord, cores: u32) -> Option<NodeFinding> {
-    let on_node = || tasks.iter().filter(|t| t.host == n.host);
+    let on_node = || tasks.iter().filter(|t| on(t, n));
     let threads: u32 = on_node().filter_map(|t| t.threads_max).sum();
     let cores_used: f64 = on_node()
         .filter(|t| t.wall_s > 0.0)
@@ -175,5 +185,30 @@ mod tests {
             ]
         );
         assert!(judge_nodes(&tasks, &[]).is_empty());
+    }
+
+    /// Two brokers of one machine: the same host, told apart by the scheduler's node name.
+    /// Planted bug caught: tasks matched by host only (both nodes would count all 4
+    /// threads and be flagged).
+    #[test]
+    fn nodes_sharing_a_host_are_judged_by_their_own_tasks() {
+        let on = |name: &str, threads, used| TaskRecord {
+            node: Some(name.into()),
+            ..task("vm", threads, used)
+        };
+        let tasks = [on("0", 2, 2.0), on("1", 2, 2.0)];
+        let nodes = [node("vm", "0", 0.1, Some(2)), node("vm", "1", 0.1, Some(2))];
+        assert!(judge_nodes(&tasks, &nodes).is_empty());
+        let tasks = [on("0", 2, 2.0), on("1", 3, 2.0)];
+        let got: Vec<String> = judge_nodes(&tasks, &nodes)
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "node vm (1) over-subscribed: its tasks ran 3 thread(s) on 2 core(s), 2.0 of them busy"
+            ]
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! What one node of a run's step was like, as `optgate step` records it once per node (the
 //! task with local rank 0): the node's names, the governor in force on the step's CPUs,
 //! the load average, the node's cores and the RAPL energy the node used around that
-//! task's app, one small JSON file per host in the attempt's own `nodes.attempt-N/`
+//! task's app, one small JSON file per node (`HOST.json`, or `HOST+NODE.json` with the
+//! scheduler's name: fake nodes of one machine share a host) in the attempt's own `nodes.attempt-N/`
 //! folder, gathered into the manifest's `nodes` (and their energy into its `resources`).
 
 use std::path::{Path, PathBuf};
@@ -111,7 +112,7 @@ pub fn step_energy(nodes: &[NodeRecord]) -> Result<f64, StepEnergyGap> {
 /// Why a node's record could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeRecordError {
-    #[error("host name {0:?} cannot name a file")]
+    #[error("node name {0:?} cannot name a file")]
     HostName(String),
     #[error("cannot write {path}")]
     Write {
@@ -121,19 +122,33 @@ pub enum NodeRecordError {
     },
 }
 
-/// Writes `record` as `nodes.attempt-N/<host>.json`, whole (fsynced and renamed into
+/// The file name of `record`: `HOST.json`, or `HOST+NODE.json` when the scheduler names
+/// the node (several brokers or slurmds on one machine share its host name); `None` when
+/// a part would leave the folder or hide the file.
+fn file_name(record: &NodeRecord) -> Option<String> {
+    let safe = |s: &str| !s.is_empty() && !s.contains('/') && !s.starts_with('.');
+    match &record.node {
+        Some(node) if safe(&record.host) && safe(node) => {
+            Some(format!("{}+{node}.json", record.host))
+        }
+        None if safe(&record.host) => Some(format!("{}.json", record.host)),
+        _ => None,
+    }
+}
+
+/// Writes `record` as `nodes.attempt-N/` + [`file_name`], whole (fsynced and renamed into
 /// place); the path written.
 pub fn write_record(
     run_dir: &Path,
     attempt: u32,
     record: &NodeRecord,
 ) -> Result<PathBuf, NodeRecordError> {
-    let host = &record.host;
-    if host.is_empty() || host.contains('/') || host.starts_with('.') {
-        return Err(NodeRecordError::HostName(host.clone()));
-    }
+    let Some(name) = file_name(record) else {
+        let node = record.node.as_deref().unwrap_or("");
+        return Err(NodeRecordError::HostName(format!("{}+{node}", record.host)));
+    };
     let dir = nodes_dir(run_dir, attempt);
-    let path = dir.join(format!("{host}.json"));
+    let path = dir.join(name);
     let write = || -> Result<(), std::io::Error> {
         std::fs::create_dir_all(&dir)?;
         let json = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
@@ -146,7 +161,8 @@ pub fn write_record(
     Ok(path)
 }
 
-/// An attempt's node records, by host; files that are not whole records are left out.
+/// An attempt's node records, by host then node; files that are not whole records are
+/// left out.
 pub fn read_records(dir: &Path) -> Vec<NodeRecord> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -160,7 +176,7 @@ pub fn read_records(dir: &Path) -> Vec<NodeRecord> {
         })
         .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
         .collect();
-    records.sort_by(|a, b| a.host.cmp(&b.host));
+    records.sort_by(|a, b| (&a.host, &a.node).cmp(&(&b.host, &b.node)));
     records
 }
 
@@ -241,7 +257,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         write_record(tmp.path(), 2, &record("n2")).unwrap();
         let p = write_record(tmp.path(), 2, &record("n1")).unwrap();
-        assert_eq!(p, tmp.path().join("nodes.attempt-2/n1.json"));
+        assert_eq!(p, tmp.path().join("nodes.attempt-2/n1+0.json"));
         let dir = nodes_dir(tmp.path(), 2);
         std::fs::write(dir.join(".n3.json.tmp"), "{").unwrap();
         std::fs::write(dir.join("n4.json"), "{\"host\":").unwrap();
@@ -257,6 +273,28 @@ mod tests {
         for bad in ["", "../x", ".hidden"] {
             let e = write_record(tmp.path(), 1, &record(bad)).unwrap_err();
             assert!(matches!(e, NodeRecordError::HostName(_)), "{bad}: {e}");
+            let mut named = record("n1");
+            named.node = Some(bad.into());
+            let e = write_record(tmp.path(), 1, &named).unwrap_err();
+            assert!(matches!(e, NodeRecordError::HostName(_)), "{bad}: {e}");
         }
+    }
+
+    /// Two nodes of one machine (two Flux brokers, two slurmds) keep a record each; with no
+    /// scheduler name the host alone names the file. Planted bug caught: files named by
+    /// host only (the second broker's record replaces the first's).
+    #[test]
+    fn nodes_sharing_a_host_keep_a_record_each() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut second = record("vm");
+        second.node = Some("1".into());
+        write_record(tmp.path(), 1, &second).unwrap();
+        write_record(tmp.path(), 1, &record("vm")).unwrap();
+        let mut unnamed = record("other");
+        unnamed.node = None;
+        let p = write_record(tmp.path(), 1, &unnamed).unwrap();
+        assert_eq!(p, tmp.path().join("nodes.attempt-1/other.json"));
+        let got = read_records(&nodes_dir(tmp.path(), 1));
+        assert_eq!(got, vec![unnamed, record("vm"), second]);
     }
 }
