@@ -165,24 +165,33 @@ fn long_values_are_quoted_by_a_prefix_once() {
         assert_eq!(err.matches("Qxxxxxx").count(), 1, "{err}");
         assert!(err.contains("… (700"), "{err}");
     }
-    // An option `flux batch` does not know, named by its (long) name (`validate` and
-    // `submit` check the options; `plan` writes what it is given).
+    // An option `flux batch` does not know, named by its (long) name: `validate`,
+    // `submit` and `plan` (whose job scripts would carry it) refuse it, and `plan` writes
+    // nothing. Planted bug caught: `plan` writing the option into its job scripts.
     let yaml = base.replace(
         "replicates: 5",
         &format!("replicates: 5\nscheduler: {{ kind: flux, extra_directives: ['--{long}'] }}"),
     );
-    let (_dir, p) = written(&yaml);
-    let output = run_bounded(&["validate", p.to_str().unwrap()], TWO_GIB_IN_KIB);
-    let err = stderr(&output);
-    assert_eq!(
-        output.status.code(),
-        Some(2),
-        "{}",
-        &err[..err.len().min(2000)]
-    );
-    assert!(err.len() < 4096, "{} bytes", err.len());
-    assert!(err.contains("is not an option of `flux batch`"), "{err}");
-    assert!(!err.contains(&"x".repeat(200)), "quoted whole: {err}");
+    let (dir, p) = written(&yaml);
+    let out = dir.path().join("planned");
+    let path = p.to_str().unwrap();
+    for args in [
+        vec!["validate", path],
+        vec!["plan", path, "--out", out.to_str().unwrap()],
+    ] {
+        let output = run_bounded(&args, TWO_GIB_IN_KIB);
+        let err = stderr(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            &err[..err.len().min(2000)]
+        );
+        assert!(err.len() < 4096, "{} bytes", err.len());
+        assert!(err.contains("is not an option of `flux batch`"), "{err}");
+        assert!(!err.contains(&"x".repeat(200)), "quoted whole: {err}");
+    }
+    assert!(!out.exists(), "plan wrote {}", out.display());
 }
 
 #[test]

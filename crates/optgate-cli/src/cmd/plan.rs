@@ -16,6 +16,8 @@ use crate::exit;
 pub fn plan(path: &Path, out: &Path) -> Result<i32> {
     let loaded = super::load_experiment(path, super::ChecklistNote::Silent)?;
     let exp = &loaded.experiment;
+    // The job scripts would carry them: refused as `validate` and `submit` refuse them.
+    super::validate::refuse_unknown_directives(path, exp)?;
     if out.exists()
         && std::fs::read_dir(out)
             .with_context(|| format!("cannot read {}", out.display()))?
