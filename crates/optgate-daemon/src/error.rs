@@ -63,15 +63,15 @@ pub enum DaemonError {
     Experiment { id: String, message: String },
     /// A write failed for lack of space; the engine pauses, it never fails for this.
     #[error("{}", .0.reason())]
-    NoSpace(crate::space::NoSpace),
+    NoSpace(crate::no_space::NoSpace),
     /// `optgate run` waited its limit for space in vain.
     #[error(
         "gave up after waiting {}s for space ({}): {}",
-        .waited.as_secs(), crate::space::NO_SPACE_GIVE_UP_VAR, .lack.reason()
+        .waited.as_secs(), crate::no_space::NO_SPACE_GIVE_UP_VAR, .lack.reason()
     )]
     GaveUpOnSpace {
         waited: std::time::Duration,
-        lack: crate::space::NoSpace,
+        lack: crate::no_space::NoSpace,
     },
     #[error("a database task of the daemon panicked or was cancelled: {0}")]
     Join(String),

@@ -23,6 +23,7 @@ pub mod handlers;
 pub mod jobplan;
 pub mod lifecycle;
 pub mod look;
+pub mod no_space;
 pub mod orphans;
 pub mod paths;
 pub mod protocol;

@@ -324,44 +324,11 @@ impl Checker {
     }
 
     fn resolve(&mut self, mut file: ExperimentFile, text: &str, path: &Path) -> Experiment {
-        if !is_safe_name(&file.name) {
-            self.error(
-                "name",
-                format!(
-                    "experiment name {} must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
-                    quoted(&file.name)
-                ),
-            );
-        }
-        self.check_decidable(&mut file);
-        self.check_replicates(&file);
-        self.check_compare(&file);
-        self.check_metric(&file);
-        self.check_correctness(&file);
-        self.check_scheduler(&file.scheduler);
-        self.check_env(&file.app.env, "app.env");
-        if let Some(b) = &file.build {
-            self.check_build(b, "build");
-        }
-        self.check_arm_spec(&file.baseline, "baseline");
-        self.check_variants(&file);
-        self.check_checklist(&file);
-        self.check_isolation(&file);
-
+        self.check_file(&mut file);
         let run_time_limit = self.duration(file.app.time_limit.as_deref(), "app.time_limit");
         let allocation_time_limit =
             self.duration(file.scheduler.time_limit.as_deref(), "scheduler.time_limit");
-        let steady_epochs = match &file.compare.steady_epochs {
-            None => None,
-            Some(s) => match s.parse::<optgate_stats::EpochWindow>() {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    let message = e.to_string().replacen(s.as_str(), &quote_prefix(s), 1);
-                    self.error("compare.steady_epochs", message);
-                    None
-                }
-            },
-        };
+        let steady_epochs = self.steady_epochs(&file);
         let base_dir = path.parent().unwrap_or(Path::new("."));
         let workdir = match &file.workdir {
             Some(w) => base_dir.join(w),
@@ -412,6 +379,49 @@ impl Checker {
             allocation_time_limit,
             steady_epochs,
             inputs,
+        }
+    }
+
+    /// Every check of the file that needs no resolved value; `check_decidable` may settle
+    /// what the file leaves open, hence `&mut`.
+    fn check_file(&mut self, file: &mut ExperimentFile) {
+        if !is_safe_name(&file.name) {
+            self.error(
+                "name",
+                format!(
+                    "experiment name {} must be 1-64 characters of letters, digits, `_`, `-`, `.`, starting with a letter or digit",
+                    quoted(&file.name)
+                ),
+            );
+        }
+        self.check_decidable(file);
+        self.check_replicates(file);
+        self.check_compare(file);
+        self.check_metric(file);
+        self.check_correctness(file);
+        self.check_scheduler(&file.scheduler);
+        self.check_env(&file.app.env, "app.env");
+        if let Some(b) = &file.build {
+            self.check_build(b, "build");
+        }
+        self.check_arm_spec(&file.baseline, "baseline");
+        self.check_variants(file);
+        self.check_checklist(file);
+        self.check_isolation(file);
+    }
+
+    /// `compare.steady_epochs`, parsed (an error, quoting its prefix, when it is no window).
+    fn steady_epochs(&mut self, file: &ExperimentFile) -> Option<optgate_stats::EpochWindow> {
+        match &file.compare.steady_epochs {
+            None => None,
+            Some(s) => match s.parse::<optgate_stats::EpochWindow>() {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let message = e.to_string().replacen(s.as_str(), &quote_prefix(s), 1);
+                    self.error("compare.steady_epochs", message);
+                    None
+                }
+            },
         }
     }
 

@@ -522,10 +522,7 @@ fn first_difference(
         _ => None,
     }
 }
-
-/// A load average above this many times the node's online CPUs means other work
-/// competed with the run for CPUs.
-pub const LOAD_FLAG_RATIO: f64 = 1.0;
+pub use crate::node_checks::LOAD_FLAG_RATIO;
 /// Steal above this share of CPU time means a VM's CPUs were elsewhere part of the run.
 pub const STEAL_FLAG_PCT: f64 = 5.0;
 

@@ -12,6 +12,10 @@ use optgate_wrapper::tasks::TaskRecord;
 
 pub use optgate_report::utilisation::OVERSUBSCRIBED_USED_SHARE;
 
+/// A load average above this many times the node's online CPUs means other work
+/// competed with the run for CPUs.
+pub const LOAD_FLAG_RATIO: f64 = 1.0;
+
 /// What one node of a step was found to be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeFinding {
@@ -25,7 +29,7 @@ pub enum NodeFinding {
         cores: u32,
     },
     /// The node's load average before the step was above
-    /// [`crate::collect::LOAD_FLAG_RATIO`] × its cores: other work competed for them.
+    /// [`LOAD_FLAG_RATIO`] × its cores: other work competed for them.
     Busy { node: String, load: f64, cores: u32 },
 }
 
@@ -68,7 +72,7 @@ pub fn judge_nodes(tasks: &[TaskRecord], nodes: &[NodeRecord]) -> Vec<NodeFindin
             findings.push(found);
         }
         if let Some(load) = n.load_avg
-            && load > crate::collect::LOAD_FLAG_RATIO * f64::from(cores)
+            && load > LOAD_FLAG_RATIO * f64::from(cores)
         {
             findings.push(NodeFinding::Busy {
                 node: node_name(n),

@@ -5,10 +5,12 @@
 
 pub mod claim;
 pub mod energy;
+pub mod files;
 pub mod isolation;
 pub mod manifest;
 pub mod nodes;
 pub mod process;
+pub mod resources;
 pub mod run;
 pub mod signal;
 pub mod step;

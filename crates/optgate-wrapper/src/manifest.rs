@@ -3,7 +3,6 @@
 //! without a manifest is never mistaken for data.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -172,39 +171,8 @@ pub struct PageCacheRecord {
     pub note: Option<String>,
 }
 
-/// The resources one run used. CPU time and memory come from `wait4` on the run's wrapper
-/// (its whole process tree, as far as the processes were waited for) — under a launcher,
-/// the totals of its `tasks` (CPU summed, RSS the largest task's; see
-/// [`crate::tasks::totals`]); energy from RAPL
-/// counters read before and after (see [`crate::energy`]) — the node's package energy,
-/// so it includes whatever else ran on the node meanwhile.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Resources {
-    pub cpu_user_s: f64,
-    pub cpu_system_s: f64,
-    /// The largest resident set of one process of the tree, KiB.
-    pub max_rss_kib: u64,
-    /// Joules, from [`EnergySource`]; None where no counter could be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub energy_j: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub energy_source: Option<EnergySource>,
-}
-
-impl Resources {
-    /// User plus system CPU seconds: the core-seconds the run occupied.
-    pub fn cpu_s(&self) -> f64 {
-        self.cpu_user_s + self.cpu_system_s
-    }
-}
-
-/// Where an energy figure comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnergySource {
-    /// The node's RAPL package counters (`/sys/class/powercap/intel-rapl:N`).
-    Rapl,
-}
+pub use crate::files::write_atomic;
+pub use crate::resources::{EnergySource, Resources};
 
 /// How busy a node was while a run ran: the 1-minute load average before and after it,
 /// and the share of CPU time the hypervisor took (steal) over the run. A load above the
@@ -353,31 +321,6 @@ pub enum ManifestError {
         #[source]
         source: serde_json::Error,
     },
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory, fsynced and
-/// renamed into place, then fsyncs the directory: readers see the old file or the whole
-/// new one, never a prefix, even after a crash.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), std::io::Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        // A full disk must not keep the partial copy (it holds the space it lacks).
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 impl RunManifest {

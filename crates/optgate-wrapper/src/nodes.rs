@@ -14,7 +14,7 @@ pub const NODES_DIR: &str = "nodes";
 
 /// The folder of an attempt's node records, in the run directory: `nodes.attempt-N`.
 pub fn nodes_dir(run_dir: &Path, attempt: u32) -> PathBuf {
-    run_dir.join(crate::run::attempt_file(NODES_DIR, attempt))
+    run_dir.join(crate::files::attempt_file(NODES_DIR, attempt))
 }
 
 /// One node of the step.
@@ -152,7 +152,7 @@ pub fn write_record(
     let write = || -> Result<(), std::io::Error> {
         std::fs::create_dir_all(&dir)?;
         let json = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
-        crate::manifest::write_atomic(&path, &json)
+        crate::files::write_atomic(&path, &json)
     };
     write().map_err(|source| NodeRecordError::Write {
         path: path.clone(),

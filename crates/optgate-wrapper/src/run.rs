@@ -130,10 +130,7 @@ pub enum Executed {
     Stale { found: Claim, manifest: PathBuf },
 }
 
-/// The name of an attempt's own copy of a run file: `stdout.attempt-2`.
-pub fn attempt_file(name: &str, attempt: u32) -> String {
-    format!("{name}.attempt-{attempt}")
-}
+pub use crate::files::attempt_file;
 
 /// Runs a rendered run directory: `launcher... bash run.sh` (a bare `bash run.sh` when
 /// `launcher` is empty), output to `stdout`/`stderr`, then the manifest. The single code

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::{EnergySource, Resources};
+use crate::resources::{EnergySource, Resources};
 
 /// The folder of an attempt's task records, in the run directory: `tasks.attempt-N`.
 pub fn tasks_dir(run_dir: &Path, attempt: u32) -> PathBuf {
-    run_dir.join(crate::run::attempt_file(TASKS_DIR, attempt))
+    run_dir.join(crate::files::attempt_file(TASKS_DIR, attempt))
 }
 
 /// The stem of the per-attempt task-record folders.

@@ -326,29 +326,7 @@ impl Engine {
                     changed |= c;
                     self.errors_in_a_row.remove(&row.id);
                 }
-                Err(e) if let Some(lack) = crate::space::no_space_in(&e, &self.ctx.paths.dir) => {
-                    // Not the experiment's fault: it waits for space (`pause_for_space`).
-                    tracing::debug!("experiment {}: {e}", row.id);
-                    self.lack_of_space = Some((row.id.clone(), lack));
-                }
-                Err(e) => {
-                    tracing::error!("experiment {}: {e}", row.id);
-                    // Only the experiment's own errors count (a database or runtime error
-                    // is the daemon's, not the experiment's).
-                    if let DaemonError::Experiment { message, .. } = &e
-                        && let Some(reason) =
-                            count_error(&mut self.errors_in_a_row, &row.id, message)
-                    {
-                        tracing::error!("experiment {}: {reason}", row.id);
-                        let (id, r) = (row.id.clone(), reason);
-                        self.ctx
-                            .db
-                            .call(move |s| s.set_state(&id, ExperimentState::Failed, Some(&r)))
-                            .await?;
-                        self.errors_in_a_row.remove(&row.id);
-                        changed = true;
-                    }
-                }
+                Err(e) => changed |= self.step_failed(&row.id, e).await?,
             }
         }
         let activity = if throttled || self.unreachable {
@@ -359,6 +337,33 @@ impl Engine {
             Activity::Quiet
         };
         Ok((activity, kinds))
+    }
+
+    /// What a step of experiment `id` that failed with `e` leads to: a wait for space
+    /// when the disk is full (not the experiment's fault: `pause_for_space`), else the
+    /// error counted, and the experiment failed once its own errors (not the database's
+    /// or the runtime's) come too often in a row; whether a state changed.
+    async fn step_failed(&mut self, id: &str, e: DaemonError) -> Result<bool, DaemonError> {
+        if let Some(lack) = crate::space::no_space_in(&e, &self.ctx.paths.dir) {
+            tracing::debug!("experiment {id}: {e}");
+            self.lack_of_space = Some((id.to_string(), lack));
+            return Ok(false);
+        }
+        tracing::error!("experiment {id}: {e}");
+        let DaemonError::Experiment { message, .. } = &e else {
+            return Ok(false);
+        };
+        let Some(reason) = count_error(&mut self.errors_in_a_row, id, message) else {
+            return Ok(false);
+        };
+        tracing::error!("experiment {id}: {reason}");
+        let owned = id.to_string();
+        self.ctx
+            .db
+            .call(move |s| s.set_state(&owned, ExperimentState::Failed, Some(&reason)))
+            .await?;
+        self.errors_in_a_row.remove(id);
+        Ok(true)
     }
 
     /// A pass could not write for lack of space: the experiment whose write it was (`of`;

@@ -27,6 +27,11 @@ pub fn first_past(text: &str, limit: usize) -> Option<Location> {
     scan.run()
 }
 
+/// The flow-mapping indicators, named: a brace in a byte literal reads as an open block
+/// to tools that count braces.
+const OPEN_BRACE: u8 = 0x7b;
+const CLOSE_BRACE: u8 = 0x7d;
+
 #[derive(Clone, Copy, PartialEq)]
 enum Quote {
     Single,
@@ -179,7 +184,7 @@ impl Scan<'_> {
                 self.last_block_col = col;
                 return self.open_block(col);
             }
-            b'[' | b'{' if self.node_start => {
+            b'[' | OPEN_BRACE if self.node_start => {
                 self.token_col = col;
                 self.i += 1;
                 self.flow = 1;
@@ -225,14 +230,14 @@ impl Scan<'_> {
                 self.newline();
                 return None;
             }
-            b'[' | b'{' => {
+            b'[' | OPEN_BRACE => {
                 let col = self.col();
                 self.i += 1;
                 self.flow += 1;
                 self.node_start = true;
                 return self.deeper(col);
             }
-            b']' | b'}' => {
+            b']' | CLOSE_BRACE => {
                 self.i += 1;
                 self.flow -= 1;
                 self.node_start = false;
