@@ -1817,10 +1817,14 @@ fn improvement(
                 input.cfg.min_effect_pct,
                 fmt_p(pi),
                 fmt_p(input.cfg.alpha),
-                app.map(|a| format!(
-                    "; App Impact {} over {production_epochs} epochs",
-                    fmt_signed_pct(a)
-                ))
+                app.map(|a| if input.cfg.per_run {
+                    format!("; App Impact {}", fmt_signed_pct(a))
+                } else {
+                    format!(
+                        "; App Impact {} over {production_epochs} epochs",
+                        fmt_signed_pct(a)
+                    )
+                })
                 .unwrap_or_default()
             ),
         ),
