@@ -179,7 +179,7 @@ mod tests {
         let t = compare_guardrail(&spec(Better::Lower, Some(10.0)), Design::Paired, vals, 0.05);
         assert!(t.impact_pct.unwrap() > 25.0 && !t.regressed, "{t:?}");
         assert!(
-            veto_reason(&[r.clone()], 90.0)
+            veto_reason(std::slice::from_ref(&r), 90.0)
                 .unwrap()
                 .starts_with("guardrail stream regressed")
         );
