@@ -122,7 +122,7 @@ fn regex_without_the_named_groups() {
     let yaml = fake_app_experiment("x", "").replace("(?P<seconds>[0-9.]+)", "([0-9.]+)");
     let (code, err) = validate(&yaml);
     assert_eq!(code, Some(2));
-    assert!(err.contains("exp.yaml:5:12: error: the pattern needs a named group `(?P<seconds>...)`; it has `epoch`"), "{err}");
+    assert!(err.contains("exp.yaml:5:12: error: the pattern needs named groups `(?P<epoch>...)` and `(?P<seconds>...)` (one value per epoch) or only `(?P<value>...)` (one value per run); it has `epoch`"), "{err}");
 }
 
 fn assert_no_data(root: &Path) {

@@ -26,6 +26,15 @@ pub const MAX_VARIANTS: usize = 64;
 /// share of one; 10,000 runs is months of a queue.
 pub const MAX_RUNS: u64 = 10_000;
 
+/// The most entries of `metrics:`: 16, a primary and 15 guardrails. Each is read from
+/// every run's output by its own pattern at every look, and each guardrail is an interval
+/// and a possible veto (its false-veto chance adds up over them: docs/STATISTICS.md).
+pub const MAX_METRICS: usize = 16;
+
+/// The longest `unit` of a metric: 32 bytes (`GB/s`, `Gflop/s`, `samples/s`); it is shown
+/// in every report cell of the metric.
+pub const MAX_UNIT_BYTES: usize = 32;
+
 /// The most `inputs` entries: 256 paths whose page cache optgate manages. A folder counts
 /// as one entry; its files are bounded by [`MAX_INPUT_FILES`].
 pub const MAX_INPUTS: usize = 256;

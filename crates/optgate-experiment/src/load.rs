@@ -87,8 +87,8 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
 /// Validates `text` as if read from `path` (which is used for messages and to resolve a
 /// relative `workdir`).
 pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
-    let file: ExperimentFile = yaml::from_str_all(text).map_err(|errors| LoadError::Invalid {
-        diagnostics: errors
+    let file: ExperimentFile = yaml::from_str_all(text).map_err(|errors| {
+        let mut diagnostics: Vec<Diagnostic> = errors
             .into_iter()
             .map(|e| {
                 Diagnostic::new(
@@ -99,7 +99,11 @@ pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
                     explain_serde(&e.message),
                 )
             })
-            .collect(),
+            .collect();
+        // `metric` is optional to serde (`metrics` may stand for it): its absence is told
+        // here too, so that a file with other problems hides nothing.
+        diagnostics.extend(metrics::missing_metric(text, path));
+        LoadError::Invalid { diagnostics }
     })?;
     let mut checker = Checker {
         file: path.to_path_buf(),
@@ -344,7 +348,12 @@ impl Checker {
             .collect();
         let source_sha256 = hex(&Sha256::digest(text.as_bytes()));
         let patterns = crate::resolved::Patterns::compile(&file);
+        let (metric, metric_name, guardrails) = crate::resolved::split_metrics(&file);
         Experiment {
+            per_run: metric.is_per_run(),
+            metric,
+            metric_name,
+            guardrails,
             patterns,
             kind: file.scheduler.kind,
             design: file.design,
@@ -363,7 +372,6 @@ impl Checker {
             allow_oversubscription: file.preflight.allow_oversubscription,
             description: file.description.clone(),
             app_command: file.app.command.clone(),
-            metric: file.metric.clone(),
             system_metric: file.system_metric.clone(),
             correctness: file.correctness.clone(),
             min_effect_pct: file.compare.min_effect_pct,
@@ -682,54 +690,7 @@ impl Checker {
     }
 
     fn check_metric(&mut self, f: &ExperimentFile) {
-        let m = &f.metric;
-        match m.source {
-            MetricSource::Stdout | MetricSource::File => {
-                match &m.pattern {
-                    None => self.key_error(
-                        "metric",
-                        "metric needs a `pattern` with named groups `epoch` and `seconds`",
-                    ),
-                    Some(p) => self.check_regex(p, "metric.pattern", &["epoch", "seconds"]),
-                }
-                if m.source == MetricSource::File {
-                    match &m.file {
-                        None => self.key_error(
-                            "metric",
-                            "`source: file` needs `file:` (the run-relative file to read)",
-                        ),
-                        Some(p) => self.check_relative_path(p, "metric.file"),
-                    }
-                }
-                for (k, v) in [
-                    ("dir", m.dir.is_some()),
-                    ("category", m.category.is_some()),
-                    ("epoch_marker", m.epoch_marker.is_some()),
-                ] {
-                    if v {
-                        self.error(
-                            &format!("metric.{k}"),
-                            format!("`{k}` only applies to `source: dftracer`"),
-                        );
-                    }
-                }
-            }
-            MetricSource::Dftracer => {
-                match &m.dir {
-                    None => self.key_error(
-                        "metric",
-                        "`source: dftracer` needs `dir:` (run-relative folder holding the .pfw/.pfw.gz traces)",
-                    ),
-                    Some(p) => self.check_relative_path(p, "metric.dir"),
-                }
-                if m.pattern.is_some() {
-                    self.error(
-                        "metric.pattern",
-                        "`pattern` does not apply to `source: dftracer` (epochs come from the trace)",
-                    );
-                }
-            }
-        }
+        self.check_metrics(f);
         if let Some(s) = &f.system_metric {
             self.check_regex(&s.pattern, "system_metric.pattern", &["value"]);
             match (s.source, &s.file) {
@@ -1374,5 +1335,6 @@ fn variant_launcher(base: &LauncherSpec, vl: &LauncherSpec) -> LauncherSpec {
     launcher
 }
 
+mod metrics;
 #[cfg(test)]
 mod tests;

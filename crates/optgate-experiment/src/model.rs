@@ -22,7 +22,13 @@ pub struct ExperimentFile {
     #[serde(default)]
     pub build: Option<BuildSpec>,
     pub app: AppSpec,
-    pub metric: MetricSpec,
+    /// The one metric of each run; exactly one of `metric` and `metrics` is given.
+    #[serde(default)]
+    pub metric: Option<MetricSpec>,
+    /// Several metrics of each run: the primary (the one marked `primary: true`, else the
+    /// first) is gated, the others are guardrails.
+    #[serde(default)]
+    pub metrics: Vec<NamedMetricSpec>,
     #[serde(default)]
     pub system_metric: Option<SystemMetricSpec>,
     #[serde(default)]
@@ -130,13 +136,15 @@ pub enum Better {
     Higher,
 }
 
-/// How one run yields one value per epoch.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+/// How one run yields one value per epoch (a pattern with groups `epoch` and `seconds`,
+/// or traces) or one value per run (a figure of merit: a pattern with a group `value`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct MetricSpec {
     #[serde(default)]
     pub source: MetricSource,
-    /// Regex with named groups `epoch` and `seconds` (stdout and file sources).
+    /// Regex with named groups `epoch` and `seconds`, or with a group `value` (one value
+    /// per run, its last match) (stdout and file sources).
     #[serde(default)]
     pub pattern: Option<String>,
     /// Run-relative file the pattern is applied to (`source: file`).
@@ -153,6 +161,71 @@ pub struct MetricSpec {
     /// Event name whose intervals delimit epochs, when events carry no `args.epoch`.
     #[serde(default)]
     pub epoch_marker: Option<String>,
+    /// The values' unit, shown in the report (`GB/s`); seconds for epoch times.
+    #[serde(default)]
+    pub unit: Option<String>,
+}
+
+impl MetricSpec {
+    /// Whether this metric is one value per run: a pattern with a group `value` (and
+    /// none named `epoch`). Validation holds every pattern to one of the two shapes.
+    pub fn is_per_run(&self) -> bool {
+        self.pattern.as_deref().is_some_and(|p| {
+            regex::Regex::new(p).is_ok_and(|re| {
+                let names: Vec<&str> = re.capture_names().flatten().collect();
+                names.contains(&"value") && !names.contains(&"epoch")
+            })
+        })
+    }
+}
+
+/// One entry of `metrics:`: a metric as `metric:` declares it, with its name, whether it
+/// is the primary, and (guardrails) the regression it tolerates.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NamedMetricSpec {
+    /// Safe-alphabet name, unique in the list; the report names the guardrail by it.
+    pub name: String,
+    /// The gated metric; without any `primary: true`, the first entry is.
+    #[serde(default)]
+    pub primary: bool,
+    /// A guardrail's tolerated regression in percent of the baseline: a variant whose
+    /// change of this metric has its whole interval beyond it is rejected. Absent: the
+    /// guardrail is reported only.
+    #[serde(default)]
+    pub max_regression_pct: Option<f64>,
+    #[serde(default)]
+    pub source: MetricSource,
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub better: Better,
+    #[serde(default)]
+    pub unit: Option<String>,
+    #[serde(default)]
+    pub dir: Option<String>,
+    #[serde(default)]
+    pub category: Option<String>,
+    #[serde(default)]
+    pub epoch_marker: Option<String>,
+}
+
+impl NamedMetricSpec {
+    /// The metric itself, as `metric:` would declare it.
+    pub fn spec(&self) -> MetricSpec {
+        MetricSpec {
+            source: self.source,
+            pattern: self.pattern.clone(),
+            file: self.file.clone(),
+            better: self.better,
+            dir: self.dir.clone(),
+            category: self.category.clone(),
+            epoch_marker: self.epoch_marker.clone(),
+            unit: self.unit.clone(),
+        }
+    }
 }
 
 /// An optional throughput/bandwidth/utilisation value per run (System Impact).

@@ -63,8 +63,17 @@ pub struct Experiment {
     pub description: Option<String>,
     /// The application's command line, before an arm's `args` (`app.command`).
     pub app_command: CommandSpec,
-    /// What is measured in each run and where it is read (`metric`).
+    /// What is measured in each run and where it is read: `metric`, or the primary of
+    /// `metrics`.
     pub metric: MetricSpec,
+    /// The primary metric's name when it comes from `metrics` (none for `metric`).
+    pub metric_name: Option<String>,
+    /// The primary metric is one value per run (a figure of merit: a pattern with a
+    /// group `value`), not one per epoch.
+    pub per_run: bool,
+    /// The other entries of `metrics`, in file order: reported, and each with a
+    /// `max_regression_pct` a veto of an acceptance.
+    pub guardrails: Vec<Guardrail>,
     /// The user's own measure of System Impact (`system_metric`).
     pub system_metric: Option<SystemMetricSpec>,
     /// What each variant's output must match the baseline's in (`correctness`).
@@ -86,12 +95,49 @@ pub struct Experiment {
     pub patterns: Patterns,
 }
 
+/// A guardrail metric: one value per run, its estimate and interval reported beside the
+/// primary's, an acceptance vetoed when it regressed beyond `max_regression_pct`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Guardrail {
+    pub name: String,
+    pub spec: MetricSpec,
+    pub max_regression_pct: Option<f64>,
+}
+
+/// The primary metric (`metric`, else the entry of `metrics` marked `primary: true`, else
+/// its first), its name when it has one, and the guardrails (the other entries, in order).
+/// With neither key, an empty metric (validation refuses such a file).
+pub fn split_metrics(file: &ExperimentFile) -> (MetricSpec, Option<String>, Vec<Guardrail>) {
+    if let Some(m) = &file.metric {
+        return (m.clone(), None, Vec::new());
+    }
+    let Some(first) = file.metrics.first() else {
+        return (MetricSpec::default(), None, Vec::new());
+    };
+    let primary = file.metrics.iter().position(|m| m.primary).unwrap_or(0);
+    let guardrails = file
+        .metrics
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != primary)
+        .map(|(_, m)| Guardrail {
+            name: m.name.clone(),
+            spec: m.spec(),
+            max_regression_pct: m.max_regression_pct,
+        })
+        .collect();
+    let p = file.metrics.get(primary).unwrap_or(first);
+    (p.spec(), Some(p.name.clone()), guardrails)
+}
+
 /// The experiment's regular expressions, compiled once when it is loaded (each was
 /// checked by validation, so every one that is declared is here).
 #[derive(Debug, Clone, Default)]
 pub struct Patterns {
-    /// `metric.pattern` (stdout and file metrics).
+    /// `metric.pattern` (stdout and file metrics), or the primary's of `metrics`.
     pub metric: Option<regex::Regex>,
+    /// Each guardrail's pattern, in the order of `Experiment::guardrails`.
+    pub guardrails: Vec<Option<regex::Regex>>,
     /// `system_metric.pattern`.
     pub system_metric: Option<regex::Regex>,
     /// `correctness.values.pattern`.
@@ -103,8 +149,13 @@ impl Patterns {
     /// refused it already, with its place in the file).
     pub fn compile(file: &ExperimentFile) -> Patterns {
         let re = |p: &str| regex::Regex::new(p).ok();
+        let (metric, _, guardrails) = split_metrics(file);
         Patterns {
-            metric: file.metric.pattern.as_deref().and_then(re),
+            metric: metric.pattern.as_deref().and_then(re),
+            guardrails: guardrails
+                .iter()
+                .map(|g| g.spec.pattern.as_deref().and_then(re))
+                .collect(),
             system_metric: file.system_metric.as_ref().and_then(|m| re(&m.pattern)),
             correctness_values: file
                 .correctness

@@ -47,6 +47,14 @@ pub enum MetricError {
     },
     #[error("{source_name}:{line}: epoch numbers start at 1 (got 0)")]
     EpochZero { source_name: String, line: usize },
+    #[error(
+        "{source_name}:{line}: the value {value} is not positive and finite (a figure of merit is compared as a ratio)"
+    )]
+    NonPositiveValue {
+        source_name: String,
+        line: usize,
+        value: f64,
+    },
 }
 
 /// One value per epoch, epochs numbered from 1 without gaps.
@@ -166,6 +174,34 @@ pub fn extract_values(re: &Regex, text: &str, source_name: &str) -> Result<Vec<f
     Ok(out)
 }
 
+/// A figure of merit: the run's one value, the `value` group of `re`'s last match (a
+/// benchmark may print running figures before its final one), positive and finite.
+pub fn extract_value(re: &Regex, text: &str, source_name: &str) -> Result<f64, MetricError> {
+    let Some(caps) = re.captures_iter(text).last() else {
+        return Err(MetricError::NoMatch {
+            source_name: source_name.to_string(),
+            pattern: re.as_str().to_string(),
+        });
+    };
+    let whole = caps.get(0).expect("group 0 always exists");
+    let line = line_of(text, whole.start());
+    let t = caps.name("value").map(|m| m.as_str()).unwrap_or("");
+    let value: f64 = t.trim().parse().map_err(|_| MetricError::NotANumber {
+        source_name: source_name.to_string(),
+        line,
+        group: "value".into(),
+        text: t.to_string(),
+    })?;
+    if !(value.is_finite() && value > 0.0) {
+        return Err(MetricError::NonPositiveValue {
+            source_name: source_name.to_string(),
+            line,
+            value,
+        });
+    }
+    Ok(value)
+}
+
 /// Whether `variant` is within tolerance of `baseline`: `|a - b| <= abs_tol` or
 /// `|a - b| <= rel_tol * max(|a|, |b|)`; with neither tolerance given, equality is exact.
 pub fn within_tolerance(
@@ -239,6 +275,27 @@ mod tests {
         assert!(within_tolerance(1.0, 1.0 + 1e-12, Some(1e-9), None));
         assert!(!within_tolerance(1.0, 1.1, Some(1e-3), Some(1e-3)));
         assert!(within_tolerance(0.0, 1e-10, None, Some(1e-9)));
+    }
+
+    /// A figure of merit is the last match's value; one that is not positive is an error
+    /// naming its line; no match is `NoMatch`.
+    #[test]
+    fn a_figure_of_merit_is_the_last_value() {
+        let re = Regex::new(r"rate (?P<value>\S+) GB/s").unwrap();
+        let text = "warm-up\nrate 10.5 GB/s\nrate 12.3 GB/s\ndone\n";
+        assert_eq!(extract_value(&re, text, "o").unwrap(), 12.3);
+        let err = extract_value(&re, "x\nrate 0 GB/s\n", "o").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "o:2: the value 0 is not positive and finite (a figure of merit is compared as a ratio)"
+        );
+        let err = extract_value(&re, "x\n", "o").unwrap_err();
+        assert!(matches!(err, MetricError::NoMatch { .. }), "{err}");
+        let err = extract_value(&re, "rate fast GB/s\n", "o").unwrap_err();
+        assert!(
+            matches!(err, MetricError::NotANumber { line: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]

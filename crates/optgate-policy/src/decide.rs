@@ -275,6 +275,7 @@ mod tests {
             failed: None,
             correctness_mismatch: None,
             system_metric: vec![],
+            guardrails: Default::default(),
         }
     }
 

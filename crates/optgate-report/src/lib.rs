@@ -12,6 +12,7 @@
 //! this crate defines its shape and renders it ([`render`], [`plots::write_plots`]).
 
 pub mod checklist;
+pub mod figures;
 pub mod plots;
 pub mod provenance;
 pub mod render;

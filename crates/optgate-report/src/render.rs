@@ -308,16 +308,22 @@ fn epoch_table(arms: &[ArmSummary]) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 fn title_line(a: &Analysis) -> String {
+    let epochs = if a.per_run {
+        "one value per run".to_string()
+    } else {
+        format!(
+            "steady epochs {}, production epochs {}",
+            a.steady_window, a.production_epochs
+        )
+    };
     let mut s = format!(
         "baseline '{}', {} design, α = {} (one-sided; intervals at {:.0}%), min effect {}%, \
-         steady epochs {}, production epochs {}",
+         {epochs}",
         a.baseline,
         a.design,
         fmt_p(a.alpha),
         100.0 * (1.0 - 2.0 * a.alpha),
         a.min_effect_pct,
-        a.steady_window,
-        a.production_epochs
     );
     if let Some(seq) = &a.sequential {
         let _ = write!(
@@ -630,7 +636,21 @@ fn table_statistics(out: &mut String, report: &Report, width: usize) {
         }
     }
 
+    if let Some((header, rows)) = crate::figures::guardrail_table(a) {
+        let _ = writeln!(out);
+        para(out, "", "  ", &crate::figures::guardrail_title(a), width);
+        out.push_str(&text_table(&header, &rows, width));
+    }
+
     let _ = writeln!(out);
+    if a.per_run {
+        para(out, "", "  ", crate::figures::PER_RUN_NOTE, width);
+        let _ = writeln!(out);
+        para(out, "", "  ", crate::figures::PER_RUN_TITLE, width);
+        let (header, rows) = crate::figures::per_run_table(&report.arms, a.unit.as_deref());
+        out.push_str(&text_table(&header, &rows, width));
+        return;
+    }
     para(
         out,
         "",
@@ -972,6 +992,19 @@ fn md_statistics(out: &mut String, report: &Report) {
         }
     }
 
+    if let Some((header, rows)) = crate::figures::guardrail_table(a) {
+        let _ = writeln!(out, "\n## Guardrails\n");
+        let _ = writeln!(out, "{}\n", md(&crate::figures::guardrail_title(a)));
+        out.push_str(&md_table(&header, &rows));
+    }
+
+    if a.per_run {
+        let _ = writeln!(out, "\n## Per-run values\n");
+        let _ = writeln!(out, "{}\n", crate::figures::PER_RUN_NOTE);
+        let (header, rows) = crate::figures::per_run_table(&report.arms, a.unit.as_deref());
+        out.push_str(&md_table(&header, &rows));
+        return;
+    }
     let _ = writeln!(out, "\n## Matched per-epoch table\n");
     let (header, rows) = epoch_table(&report.arms);
     out.push_str(&md_table(&header, &rows));

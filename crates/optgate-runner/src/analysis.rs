@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use optgate_experiment::{BASELINE, Better, Experiment};
-use optgate_stats::{AnalysisConfig, ArmData, RunSamples};
+use optgate_stats::{AnalysisConfig, ArmData, GuardrailSpec, RunSamples};
 
 use optgate_report::SystemResource;
 
@@ -30,6 +30,18 @@ pub fn analysis_config(exp: &Experiment) -> AnalysisConfig {
             .as_ref()
             .map(|s| better(s.better))
             .unwrap_or(optgate_stats::Better::Lower),
+        per_run: exp.per_run,
+        unit: exp.metric.unit.clone(),
+        guardrails: exp
+            .guardrails
+            .iter()
+            .map(|g| GuardrailSpec {
+                name: g.name.clone(),
+                better: better(g.spec.better),
+                unit: g.spec.unit.clone(),
+                max_regression_pct: g.max_regression_pct,
+            })
+            .collect(),
     }
 }
 
@@ -104,6 +116,18 @@ pub fn arm_data(
                 .map(|r| system_value(r, resource))
                 .collect::<Option<Vec<f64>>>()
                 .unwrap_or_default(),
+            // Per guardrail, one value per run (a complete run has every one).
+            guardrails: exp
+                .guardrails
+                .iter()
+                .filter_map(|g| {
+                    let values = runs
+                        .iter()
+                        .map(|r| r.guardrails.get(&g.name).copied())
+                        .collect::<Option<Vec<f64>>>()?;
+                    Some((g.name.clone(), values))
+                })
+                .collect(),
         }
     };
     let baseline = one(BASELINE);

@@ -9,7 +9,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use optgate_experiment::{BASELINE, Experiment, MetricSource, Plan, PlannedRun};
-use optgate_metrics::{EpochSeconds, extract_epochs, extract_values, within_tolerance};
+use optgate_metrics::{
+    EpochSeconds, extract_epochs, extract_value, extract_values, within_tolerance,
+};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
 use optgate_wrapper::run::STDOUT_FILE;
 
@@ -32,7 +34,12 @@ pub struct RunResult {
     pub block: u32,
     pub replicate: u32,
     pub status: RunStatus,
+    /// The primary metric: seconds (or values) per epoch; a figure of merit's one value
+    /// is epoch 1.
     pub epochs: EpochSeconds,
+    /// Each guardrail's value in this run, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub guardrails: BTreeMap<String, f64>,
     pub system_value: Option<f64>,
     /// CPU time, peak memory and energy, from the manifest (None before optgate recorded
     /// them, or when the wait failed).
@@ -152,6 +159,7 @@ impl RunResult {
             replicate: r.replicate,
             status,
             epochs: EpochSeconds::new(),
+            guardrails: BTreeMap::new(),
             system_value: None,
             resources: None,
             tasks: Vec::new(),
@@ -280,6 +288,15 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             return result;
         }
     }
+    match guardrail_values(exp, run_dir) {
+        Ok(v) => result.guardrails = v,
+        Err(e) => {
+            result.status = RunStatus::Failed {
+                reason: e.to_string(),
+            };
+            return result;
+        }
+    }
     match system_value(exp, run_dir) {
         Ok(v) => result.system_value = v,
         Err(e) => {
@@ -308,6 +325,21 @@ fn manifest_failure(manifest: &RunManifest, run_dir: &Path) -> Option<String> {
         Outcome::TimedOut => Some("the run exceeded its time limit and was killed".to_string()),
         Outcome::Interrupted => Some("the run was interrupted before it finished".to_string()),
     }
+}
+
+/// Each guardrail's one value in the run (its pattern's last match), by name; a guardrail
+/// that cannot be read makes the run yield no metric, as the primary would.
+fn guardrail_values(
+    exp: &Experiment,
+    run_dir: &Path,
+) -> Result<BTreeMap<String, f64>, RunMetricError> {
+    let mut out = BTreeMap::new();
+    for (g, re) in exp.guardrails.iter().zip(&exp.patterns.guardrails) {
+        let re = re.as_ref().expect("validated");
+        let (text, name) = read_source(run_dir, g.spec.source, g.spec.file.as_deref())?;
+        out.insert(g.name.clone(), extract_value(re, &text, &name)?);
+    }
+    Ok(out)
 }
 
 /// The run's system metric (its last report: apps print running figures and a final
@@ -360,7 +392,12 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetr
         MetricSource::Stdout | MetricSource::File => {
             let re = exp.patterns.metric.as_ref().expect("validated");
             let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
-            let epochs = extract_epochs(re, &text, &name)?;
+            let epochs = if exp.per_run {
+                // A figure of merit: its one value, held as epoch 1.
+                EpochSeconds::from([(1, extract_value(re, &text, &name)?)])
+            } else {
+                extract_epochs(re, &text, &name)?
+            };
             Ok(RunMetric {
                 epochs,
                 trace_categories: None,

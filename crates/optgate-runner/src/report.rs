@@ -244,18 +244,51 @@ fn checklist(exp: &Experiment, analysis: &Analysis) -> Vec<optgate_report::Check
     optgate_report::build_checklist(analysis, &dimensions, &declared)
 }
 
-/// What the per-epoch values are, for the report's header.
+/// What the per-epoch values (or the one value per run) are, for the report's header;
+/// with `metrics:`, the primary's name first and the guardrails after.
 fn metric_words(exp: &Experiment) -> String {
     let m = &exp.metric;
+    let named = |what: String| match &exp.metric_name {
+        Some(n) => format!("`{n}`: {what}"),
+        None => what,
+    };
+    let mut words = named(one_metric_words(m, exp.per_run));
+    if !exp.guardrails.is_empty() {
+        let guardrails: Vec<String> = exp
+            .guardrails
+            .iter()
+            .map(|g| {
+                let limit = g
+                    .max_regression_pct
+                    .map_or("reported only".to_string(), |x| {
+                        format!("at most {x}% worse")
+                    });
+                format!(
+                    "`{}` ({}; {limit})",
+                    g.name,
+                    one_metric_words(&g.spec, true)
+                )
+            })
+            .collect();
+        words.push_str(&format!("; guardrails: {}", guardrails.join(", ")));
+    }
+    words
+}
+
+/// One metric in words: what is read where, and which way is better.
+fn one_metric_words(m: &optgate_experiment::MetricSpec, per_run: bool) -> String {
+    let pattern = m.pattern.as_deref().unwrap_or_default();
+    let quantity = match (per_run, &m.unit) {
+        (true, Some(u)) => format!("one value per run in {u}"),
+        (true, None) => "one value per run".to_string(),
+        (false, Some(u)) => format!("{u} per epoch"),
+        (false, None) => "seconds per epoch".to_string(),
+    };
     let what = match m.source {
-        MetricSource::Stdout => format!(
-            "seconds per epoch from stdout, pattern `{}`",
-            m.pattern.as_deref().unwrap_or_default()
-        ),
+        MetricSource::Stdout => format!("{quantity} from stdout, pattern `{pattern}`"),
         MetricSource::File => format!(
-            "seconds per epoch from `{}`, pattern `{}`",
+            "{quantity} from `{}`, pattern `{pattern}`",
             m.file.as_deref().unwrap_or_default(),
-            m.pattern.as_deref().unwrap_or_default()
         ),
         MetricSource::Dftracer => format!(
             "summed duration per epoch of DFTracer events in `{}`, {} (traced time, not the job's wall time)",
@@ -265,9 +298,10 @@ fn metric_words(exp: &Experiment) -> String {
                 .map_or("all categories".to_string(), |c| format!("category `{c}`"))
         ),
     };
-    match m.better {
-        optgate_experiment::Better::Lower => format!("{what}; lower is better"),
-        optgate_experiment::Better::Higher => {
+    match (m.better, per_run) {
+        (optgate_experiment::Better::Lower, _) => format!("{what}; lower is better"),
+        (optgate_experiment::Better::Higher, true) => format!("{what}; higher is better"),
+        (optgate_experiment::Better::Higher, false) => {
             format!("{what}; higher is better (analysed as reciprocals)")
         }
     }

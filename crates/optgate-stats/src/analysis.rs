@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StatsError;
+use crate::guardrail::{GuardrailResult, compare_guardrail, oriented_change, veto_reason};
 use crate::holm::holm_in_family;
 use crate::htest::{Alternative, PMethod, RankTest, ShiftEstimate};
 use crate::mann_whitney::{hodges_lehmann_shift, mann_whitney_u, min_p_unpaired};
@@ -156,6 +157,9 @@ pub struct VariantAnalysis {
     pub correctness_mismatch: Option<String>,
     pub per_epoch: Vec<EpochRow>,
     pub warnings: Vec<String>,
+    /// The guardrail metrics' changes (`AnalysisConfig::guardrails`, in that order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrails: Vec<GuardrailResult>,
 }
 
 /// How the numbers were computed, written into every analysis so a report documents
@@ -233,6 +237,26 @@ impl Method {
         }
     }
 
+    /// The texts of a figure of merit (one value per run): no epochs, App Impact the
+    /// relative change of the value.
+    fn per_run(mut self) -> Self {
+        self.unit = "the replicate: one value per run v[a,r] (a figure of merit), \
+                     compared on the log scale"
+            .into();
+        self.first_epoch = "one value per run: no first epoch".into();
+        self.app_impact = "one value per run: App Impact = the relative change of the value, \
+                           oriented by `better`, from the Hodges–Lehmann estimate: \
+                           100·(exp(HL) − 1) for higher-is-better (a 20% higher rate is \
+                           +20%), 100·(1 − exp(−HL)) for lower-is-better; its interval from \
+                           the interval's ends"
+            .into();
+        self.breakeven = "one value per run: no break-even".into();
+        self.trend = "one value per run: no per-epoch trend; replicate drift and outliers \
+                      are checked on the values"
+            .into();
+        self
+    }
+
     /// The estimator, interval, test, exact method, approximation and sample-size texts
     /// of `design`'s comparison.
     #[allow(clippy::type_complexity)]
@@ -307,6 +331,12 @@ pub struct Analysis {
     /// Steady window as configured, e.g. "2..".
     pub steady_window: String,
     pub better: Better,
+    /// The primary metric is one value per run (`AnalysisConfig::per_run`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_run: bool,
+    /// The primary metric's unit (`AnalysisConfig::unit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
     pub method: Method,
     pub sequential: Option<SequentialLook>,
     /// Findings about the baseline arm and the experiment as a whole.
@@ -356,8 +386,15 @@ pub fn analyze_in_family(
     validate_config(cfg)?;
     let (base, vars) = prepare_arms(baseline, variants, cfg)?;
     let epochs_measured = last_epoch_measured(&base, &vars);
-    let production_epochs = cfg.production_epochs.unwrap_or(epochs_measured.max(1));
-    let window = cfg.steady_epochs.unwrap_or_default();
+    let (production_epochs, window) = if cfg.per_run {
+        // One value per run, held as epoch 1: that one "epoch" is the whole comparison.
+        (1, EpochWindow::PER_RUN)
+    } else {
+        (
+            cfg.production_epochs.unwrap_or(epochs_measured.max(1)),
+            cfg.steady_epochs.unwrap_or_default(),
+        )
+    };
     let delta = (1.0 + cfg.min_effect_pct / 100.0).ln();
 
     let mut top_warnings = Vec::new();
@@ -411,7 +448,13 @@ pub fn analyze_in_family(
         epochs_measured,
         steady_window: window.to_string(),
         better: cfg.better,
-        method: Method::new(cfg.design),
+        per_run: cfg.per_run,
+        unit: cfg.unit.clone(),
+        method: if cfg.per_run {
+            Method::new(cfg.design).per_run()
+        } else {
+            Method::new(cfg.design)
+        },
         sequential: None,
         warnings: top_warnings,
         variants: variants_out,
@@ -681,9 +724,11 @@ fn arm_warnings(
         out.push(t.message.clone());
     }
     let first_replicate = arm.runs.iter().map(|r| r.replicate).min();
-    let unit = match cfg.better {
-        Better::Lower => "s",
-        Better::Higher => "",
+    let unit = match (cfg.unit.as_deref(), cfg.better) {
+        (Some(u), _) => format!(" {u}"),
+        (None, _) if cfg.per_run => String::new(),
+        (None, Better::Lower) => "s".to_string(),
+        (None, Better::Higher) => String::new(),
     };
     let mut check = |label: &str, values: Vec<(u32, f64, f64)>| {
         let t: Vec<f64> = values.iter().map(|v| v.2).collect();
@@ -708,7 +753,7 @@ fn arm_warnings(
     };
     if !epochs.is_empty() {
         check(
-            "steady mean",
+            if cfg.per_run { "value" } else { "steady mean" },
             arm.runs
                 .iter()
                 .map(|r| {
@@ -718,7 +763,8 @@ fn arm_warnings(
                 .collect(),
         );
     }
-    if arm.runs.iter().all(|r| r.t.contains_key(&1)) {
+    // A figure of merit's one value is epoch 1: checked once, as the value, above.
+    if !cfg.per_run && arm.runs.iter().all(|r| r.t.contains_key(&1)) {
         check(
             "epoch 1",
             arm.runs
@@ -727,11 +773,17 @@ fn arm_warnings(
                 .collect(),
         );
     }
-    replicate_drift(arm, "epoch 1", |r| r.t.get(&1).copied(), cfg, out);
+    if !cfg.per_run {
+        replicate_drift(arm, "epoch 1", |r| r.t.get(&1).copied(), cfg, out);
+    }
     if !epochs.is_empty() {
         replicate_drift(
             arm,
-            "the steady mean",
+            if cfg.per_run {
+                "the value"
+            } else {
+                "the steady mean"
+            },
             |r| Some(steady_value(r, epochs)),
             cfg,
             out,
@@ -818,6 +870,7 @@ struct Partial {
     per_epoch: Vec<EpochRow>,
     warnings: Vec<String>,
     trend_blocks: Vec<String>,
+    guardrails: Vec<GuardrailResult>,
 }
 
 impl Partial {
@@ -1013,15 +1066,21 @@ fn compare_arms(
         partial.min_p = c.min_p;
     }
     partial.steady = runs.steady.clone();
-    if runs.has_first {
-        runs.compare_first_epoch(cfg, &mut partial);
+    if cfg.per_run {
+        // One value per run: no epoch 1 apart from it, no projection over epochs.
+        per_run_impact(&mut partial, cfg.better);
     } else {
-        warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
-    }
-    if !runs.steady.is_empty() {
-        runs.project_production(production_epochs, &mut partial);
+        if runs.has_first {
+            runs.compare_first_epoch(cfg, &mut partial);
+        } else {
+            warnings.push("epoch 1 is missing in some runs: no first-epoch effect".to_string());
+        }
+        if !runs.steady.is_empty() {
+            runs.project_production(production_epochs, &mut partial);
+        }
     }
     compare_system_metric(&runs, cfg, &mut partial, &mut warnings);
+    partial.guardrails = compare_guardrails(&runs, cfg, &mut warnings);
     // Stability: the variant's own findings, and trends of either arm that gate.
     let var_trend = arm_warnings(var, &runs.steady, cfg, &mut warnings);
     // The baseline's finding over its own window is reused when the windows agree.
@@ -1063,9 +1122,14 @@ impl Partial {
             system_impact_pct: None,
             system_impact_ci: (None, None),
             breakeven: None,
-            per_epoch: per_epoch_rows(base, var, cfg.better),
+            per_epoch: if cfg.per_run {
+                Vec::new()
+            } else {
+                per_epoch_rows(base, var, cfg.better)
+            },
             warnings: Vec::new(),
             trend_blocks: Vec::new(),
+            guardrails: Vec::new(),
         }
     }
 }
@@ -1272,6 +1336,49 @@ fn compare_system_metric(
     }
 }
 
+/// A figure of merit's App Impact: the relative change of the value, oriented by `better`,
+/// from the steady (= the value's) estimate; its interval from the interval's ends; rule
+/// 5′'s bound the interval's favourable end.
+fn per_run_impact(partial: &mut Partial, better: Better) {
+    let Some(est) = partial.steady_est else {
+        return;
+    };
+    let (pct, ci) = oriented_change(&est, better);
+    partial.app_impact_pct = Some(pct);
+    partial.app_impact_ci = ci;
+    partial.app_impact_best = ci.1;
+}
+
+/// Each guardrail on the aligned runs (the primary comparison's pairs), at the analysis'
+/// level; a warning for one not measured in every run of both arms.
+fn compare_guardrails(
+    runs: &AlignedRuns,
+    cfg: &AnalysisConfig,
+    warnings: &mut Vec<String>,
+) -> Vec<GuardrailResult> {
+    let per_run = |arm: &Arm, idx: &[usize], name: &str| -> Option<Vec<f64>> {
+        let values = arm.data.guardrails.get(name)?;
+        (values.len() == arm.runs.len() && !idx.is_empty())
+            .then(|| idx.iter().map(|&i| values[i]).collect())
+    };
+    cfg.guardrails
+        .iter()
+        .map(|g| {
+            let base = per_run(runs.base, &runs.base_idx, &g.name);
+            let var = per_run(runs.var, &runs.var_idx, &g.name);
+            let values = base.zip(var);
+            if values.is_none() {
+                warnings.push(format!(
+                    "guardrail {}: not measured for every run of both arms: no estimate",
+                    g.name
+                ));
+            }
+            let values = values.as_ref().map(|(b, v)| (b.as_slice(), v.as_slice()));
+            compare_guardrail(g, cfg.design, values, cfg.alpha)
+        })
+        .collect()
+}
+
 /// First epoch N ≥ 1 with `(N − 1)·saving ≥ extra` that holds for every later N too.
 /// The system metric's values of the aligned runs, when both arms have one per run.
 fn system_samples(base: &Arm, var: &Arm, base_idx: &[usize], var_idx: &[usize]) -> Option<Samples> {
@@ -1378,7 +1485,7 @@ fn finish_variant(
     let app = p.app_impact_pct;
     let weighted_score = app.map(|a| 0.5 * a + 0.5 * p.system_impact_pct.unwrap_or(0.0));
 
-    let (decision, reason) = decide(&DecisionInput {
+    let (mut decision, mut reason) = decide(&DecisionInput {
         p: &p,
         adj_imp,
         adj_nw,
@@ -1390,6 +1497,14 @@ fn finish_variant(
         cfg,
         production_epochs,
     });
+    // The guardrail veto: the one place an acceptance meets the guardrails (every look of
+    // every rule is made by this analysis). It only turns an accept into a reject.
+    if decision == Decision::Accept
+        && let Some(why) = veto_reason(&p.guardrails, 100.0 * (1.0 - 2.0 * cfg.alpha))
+    {
+        decision = Decision::Reject;
+        reason = format!("{why}; the primary metric alone: {reason}");
+    }
     let not_applicable = matches!(decision, Decision::NotApplicable | Decision::Failed);
     let p_method = (!not_applicable)
         .then(|| p.p_imp.map(|t| p_method_text(cfg.design, t.method)))
@@ -1425,6 +1540,7 @@ fn finish_variant(
         correctness_mismatch: p.correctness_mismatch,
         per_epoch: p.per_epoch,
         warnings: p.warnings,
+        guardrails: p.guardrails,
     }
 }
 
@@ -1701,10 +1817,14 @@ fn improvement(
                 input.cfg.min_effect_pct,
                 fmt_p(pi),
                 fmt_p(input.cfg.alpha),
-                app.map(|a| format!(
-                    "; App Impact {} over {production_epochs} epochs",
-                    fmt_signed_pct(a)
-                ))
+                app.map(|a| if input.cfg.per_run {
+                    format!("; App Impact {}", fmt_signed_pct(a))
+                } else {
+                    format!(
+                        "; App Impact {} over {production_epochs} epochs",
+                        fmt_signed_pct(a)
+                    )
+                })
                 .unwrap_or_default()
             ),
         ),

@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod guardrail;
 pub mod holm;
 pub mod htest;
 pub mod mann_whitney;
@@ -25,9 +26,10 @@ pub use analysis::{
     VariantAnalysis, analyze, analyze_in_family, analyze_sequential, fmt_p, fmt_signed_pct,
 };
 pub use error::StatsError;
+pub use guardrail::{GuardrailResult, oriented_change_pct};
 pub use htest::{Alternative, PMethod, RankTest, ShiftEstimate};
 pub use mann_whitney::{hodges_lehmann_shift, mann_whitney_u};
-pub use model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, RunSamples};
+pub use model::{AnalysisConfig, ArmData, Better, Design, EpochWindow, GuardrailSpec, RunSamples};
 pub use sequential::{SequentialPlan, Spending, obf_spending, sequential_alpha};
 pub use signed_rank::{hodges_lehmann_paired, wilcoxon_signed_rank};
 pub use stopping::{StagedLook, StagedPlan, Stop, Verdict, analyze_staged};

@@ -108,6 +108,26 @@ pub struct ArmData {
     /// one value per run of `runs`, in the same order; empty = not measured. Values that
     /// do not cover every run are not compared (the analysis warns).
     pub system_metric: Vec<f64>,
+    /// Each guardrail metric (`AnalysisConfig::guardrails`, by name): one value per run of
+    /// `runs`, in the same order. A guardrail whose values do not cover every run of both
+    /// arms gets no estimate (the analysis warns).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub guardrails: BTreeMap<String, Vec<f64>>,
+}
+
+/// A secondary metric that can only veto: its change is estimated and reported, and a
+/// variant that would be accepted is rejected when the change's whole interval is a
+/// regression beyond `max_regression_pct` (docs/STATISTICS.md, "Guardrails").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct GuardrailSpec {
+    pub name: String,
+    pub better: Better,
+    /// The values' unit, as the report shows it (`GB/s`).
+    pub unit: Option<String>,
+    /// The largest regression, in percent of the baseline, that is tolerated; `None`:
+    /// reported only, never a veto.
+    pub max_regression_pct: Option<f64>,
 }
 
 /// A window of epochs, inclusive at both ends: `2..` (2 to last), `2..5`, `3` (only 3).
@@ -129,6 +149,12 @@ impl Default for EpochWindow {
 }
 
 impl EpochWindow {
+    /// The window of a figure of merit: its one value per run, held as epoch 1.
+    pub const PER_RUN: EpochWindow = EpochWindow {
+        start: 1,
+        end: Some(1),
+    };
+
     /// Whether epoch `e` lies in the window.
     pub fn contains(&self, e: u32) -> bool {
         e >= self.start && self.end.is_none_or(|end| e <= end)
@@ -223,6 +249,18 @@ pub struct AnalysisConfig {
     pub better: Better,
     /// Direction of the per-run system metric (`Lower` for resources used).
     pub system_better: Better,
+    /// The primary metric is one value per run (a figure of merit), held as epoch 1 of
+    /// each run: no epoch-1 effect, break-even or per-epoch table; App Impact is the
+    /// relative change of the value, oriented by `better`.
+    #[serde(default)]
+    pub per_run: bool,
+    /// The primary metric's unit, as the report shows it (`GB/s`); `None`: seconds for
+    /// epoch metrics, nothing for per-run values.
+    #[serde(default)]
+    pub unit: Option<String>,
+    /// Secondary metrics that can veto an acceptance (values in `ArmData::guardrails`).
+    #[serde(default)]
+    pub guardrails: Vec<GuardrailSpec>,
 }
 
 impl Default for AnalysisConfig {
@@ -235,6 +273,9 @@ impl Default for AnalysisConfig {
             production_epochs: None,
             better: Better::Lower,
             system_better: Better::Higher,
+            per_run: false,
+            unit: None,
+            guardrails: Vec::new(),
         }
     }
 }

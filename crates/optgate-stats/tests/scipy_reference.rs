@@ -356,3 +356,97 @@ fn planning_sets_match_reference() {
         }
     }
 }
+
+/// A figure of merit (one value per run, higher is better) is the same exact test on the
+/// per-run values: runs built so that the log ratio of block i is SciPy's `d_i` (baseline
+/// 1, variant `exp(d_i)`) give SciPy's p-value and Hodges–Lehmann interval, App Impact is
+/// `100·(exp(HL) − 1)`, and a guardrail on the same values has the same change and
+/// interval. Continuous cases only (the test's δ is passed as a percentage, whose round
+/// trip could split ties at zero).
+#[test]
+fn a_figure_of_merit_is_the_signed_rank_test_on_its_values() {
+    let mut checked = 0;
+    for c in fixture().signed_rank {
+        if !c.id.contains("continuous") {
+            continue;
+        }
+        let arm = |name: &str, v: &dyn Fn(f64) -> f64| {
+            let mut a = ArmData {
+                name: name.into(),
+                ..ArmData::default()
+            };
+            for (i, d) in c.d.iter().enumerate() {
+                a.runs.push(optgate_stats::RunSamples {
+                    replicate: i as u32 + 1,
+                    block: Some(i as u32 + 1),
+                    epochs: std::collections::BTreeMap::from([(1, v(*d))]),
+                });
+            }
+            let values = a.runs.iter().map(|r| r.epochs[&1]).collect();
+            a.guardrails.insert("g".into(), values);
+            a
+        };
+        let base = arm("baseline", &|_| 1.0);
+        let var = arm("v", &|d| d.exp());
+        let cfg = AnalysisConfig {
+            design: Design::Paired,
+            alpha: c.alpha,
+            min_effect_pct: 100.0 * (c.delta.exp() - 1.0),
+            better: optgate_stats::Better::Higher,
+            per_run: true,
+            guardrails: vec![optgate_stats::GuardrailSpec {
+                name: "g".into(),
+                better: optgate_stats::Better::Higher,
+                ..Default::default()
+            }],
+            ..AnalysisConfig::default()
+        };
+        let a = optgate_stats::analyze(&base, &[var], &cfg).unwrap();
+        let v = &a.variants[0];
+        close_abs(
+            &c.id,
+            "p improvement",
+            v.p_improvement.unwrap(),
+            c.p_greater,
+        );
+        close_abs(
+            &c.id,
+            "p no worthwhile",
+            v.p_no_worthwhile.unwrap(),
+            c.p_less,
+        );
+        let pct = |g: f64| 100.0 * (g.exp() - 1.0);
+        close_rel(
+            &c.id,
+            "speed-up",
+            v.speedup.estimate.unwrap(),
+            c.hl.estimate.exp(),
+        );
+        close_rel(
+            &c.id,
+            "App Impact",
+            v.app_impact_pct.unwrap(),
+            pct(c.hl.estimate),
+        );
+        let g = &v.guardrails[0];
+        close_rel(
+            &c.id,
+            "guardrail",
+            g.impact_pct.unwrap(),
+            pct(c.hl.estimate),
+        );
+        for (got, want) in [
+            (v.app_impact_ci_low, c.hl.ci_low),
+            (v.app_impact_ci_high, c.hl.ci_high),
+            (g.impact_ci_low, c.hl.ci_low),
+            (g.impact_ci_high, c.hl.ci_high),
+        ] {
+            match (got, want) {
+                (Some(g), Some(w)) => close_rel(&c.id, "interval end", g, pct(w)),
+                (g, w) => assert_eq!(g.is_some(), w.is_some(), "{}: interval end", c.id),
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} cases");
+}

@@ -137,7 +137,10 @@ fn serde_messages_are_reworded() {
         shown,
         [
             ("missing required key `app`", Some(1)),
-            ("missing required key `metric`", Some(1))
+            (
+                "missing required key `metric` (or a `metrics:` list of several)",
+                Some(1)
+            )
         ]
     );
     // Other messages pass through.
@@ -362,13 +365,12 @@ fn metric_sources() {
     one_error(
         &with_metric("{ pattern: '(?P<epoch>\\d+) (?P<s>x)' }"),
         "metric.pattern",
-        "needs a named group `(?P<seconds>...)`; it has `epoch`, `s`",
+        "the pattern needs named groups `(?P<epoch>...)` and `(?P<seconds>...)` (one value per epoch) or only `(?P<value>...)` (one value per run); it has `epoch`, `s`",
     );
-    let e = errors(&with_metric("{ pattern: 'x' }"));
-    assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(
-        e[0].message.ends_with("`(?P<epoch>...)`; it has none"),
-        "{e:#?}"
+    one_error(
+        &with_metric("{ pattern: 'x' }"),
+        "metric.pattern",
+        "(one value per run); it has none",
     );
     no_errors(&with_metric(&format!("{{ pattern: {PAT} }}")));
     // A file source needs a run-relative file.
@@ -1453,4 +1455,177 @@ fn every_quoted_value_is_cut_to_its_prefix() {
         assert!(shown.matches("Qxxxxx").count() <= 1, "{shown}");
         assert!(!shown.contains(&"x".repeat(200)), "{shown}");
     }
+}
+
+/// `base("")` with `metric:` replaced by `replacement` (a line or a block of lines).
+fn with_metrics(replacement: &str) -> String {
+    base("").replace(
+        "metric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }\n",
+        replacement,
+    )
+}
+
+const RATE: &str = "'rate (?P<value>[0-9.]+) GB/s'";
+
+/// A figure of merit (a `value` group) is one value per run, with its unit and `better`;
+/// a pattern with neither shape, or with both, is an error at the pattern's line and
+/// column; the epoch settings beside a figure of merit are errors at theirs.
+#[test]
+fn a_figure_of_merit_is_a_pattern_with_a_value_group() {
+    let l = ok(&with_metric(&format!(
+        "{{ pattern: {RATE}, better: higher, unit: GB/s }}"
+    )));
+    let e = l.experiment;
+    assert!(e.per_run && e.guardrails.is_empty() && e.metric_name.is_none());
+    assert_eq!(e.metric.better, Better::Higher);
+    assert_eq!(e.metric.unit.as_deref(), Some("GB/s"));
+    assert!(e.patterns.metric.is_some());
+    assert!(!ok(&base("")).experiment.per_run);
+    // A results file.
+    let e = ok(&with_metric(&format!(
+        "{{ source: file, file: results.txt, pattern: {RATE}, better: higher }}"
+    )))
+    .experiment;
+    assert!(e.per_run && e.metric.file.as_deref() == Some("results.txt"));
+    // Both shapes at once, or a value group beside an epoch group: neither shape.
+    let d = one_error(
+        &with_metric("{ pattern: '(?P<value>\\d) (?P<epoch>\\d) (?P<seconds>\\d)' }"),
+        "metric.pattern",
+        "or only `(?P<value>...)` (one value per run); it has `epoch`, `seconds`, `value`",
+    );
+    assert_eq!((d.line, d.column), (Some(4), Some(20)), "{d:?}");
+    let d = one_error(
+        &with_metric(&format!("{{ pattern: {RATE}, unit: '' }}")),
+        "metric.unit",
+        "unit `` must be 1-32 bytes",
+    );
+    assert_eq!(d.line, Some(4));
+    let d = one_error(
+        &format!(
+            "{}compare: {{ steady_epochs: '2..' }}\n",
+            with_metric(&format!("{{ pattern: {RATE} }}"))
+        ),
+        "compare.steady_epochs",
+        "applies to per-epoch metrics; the primary metric is one value per run",
+    );
+    assert_eq!(d.line, Some(7), "{d:?}");
+}
+
+/// `metrics:`: the primary is the one marked, else the first; the others are guardrails
+/// in order, each with its limit; names, primaries, shapes and limits are checked where
+/// they are written.
+#[test]
+fn a_metrics_list_has_a_primary_and_guardrails() {
+    let list = format!(
+        "metrics:\n\
+         \x20 - {{ name: triad, pattern: {RATE}, better: higher, unit: GB/s, max_regression_pct: 5 }}\n\
+         \x20 - {{ name: time, pattern: {PAT}, primary: true }}\n\
+         \x20 - {{ name: gflops, source: file, file: out.txt, pattern: 'gflops (?P<value>\\S+)', better: higher }}\n"
+    );
+    let e = ok(&with_metrics(&list)).experiment;
+    assert_eq!(e.metric_name.as_deref(), Some("time"));
+    assert!(!e.per_run);
+    let names: Vec<&str> = e.guardrails.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["triad", "gflops"]);
+    assert_eq!(e.guardrails[0].max_regression_pct, Some(5.0));
+    assert_eq!(e.guardrails[1].max_regression_pct, None);
+    assert_eq!(e.guardrails[1].spec.file.as_deref(), Some("out.txt"));
+    assert_eq!(e.patterns.guardrails.len(), 2);
+    assert!(e.patterns.guardrails.iter().all(Option::is_some));
+    // Without a marked primary, the first is, and its `max_regression_pct` is refused
+    // at its place (line 5: the list's first entry).
+    let unmarked: String = list
+        .lines()
+        .filter(|l| !l.contains("name: time"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let d = one_error(
+        &with_metrics(&unmarked),
+        "metrics[0].max_regression_pct",
+        "applies to guardrails",
+    );
+    assert_eq!(d.line, Some(5), "{d:?}");
+    let e = ok(&with_metrics(
+        &unmarked.replace(", max_regression_pct: 5", ""),
+    ))
+    .experiment;
+    assert_eq!(e.metric_name.as_deref(), Some("triad"));
+    assert!(e.per_run);
+    assert_eq!(e.guardrails[0].name, "gflops");
+}
+
+/// Every rule of the list, each error at its own line: both keys, names used twice or
+/// unsafe, two primaries, a guardrail per epoch, a negative limit, too many entries,
+/// neither key.
+#[test]
+fn metrics_list_errors_name_their_place() {
+    let entry =
+        |name: &str, extra: &str| format!("  - {{ name: {name}, pattern: {RATE}{extra} }}\n");
+    let list = |entries: &[String]| format!("metrics:\n{}", entries.concat());
+    let both = base("").replace(
+        "variants:",
+        &format!("{}variants:", list(&[entry("a", "")])),
+    );
+    let d = one_error(
+        &both,
+        "metrics",
+        "`metric` and `metrics` exclude each other",
+    );
+    assert_eq!(d.line, Some(5), "{d:?}");
+    let d = one_error(
+        &with_metrics(&list(&[entry("a", ""), entry("a", "")])),
+        "metrics[1].name",
+        "metric name `a` is used twice (first as metrics[0])",
+    );
+    assert_eq!(d.line, Some(6), "{d:?}");
+    one_error(
+        &with_metrics(&list(&[entry("a b", "")])),
+        "metrics[0].name",
+        "must be 1-64 characters",
+    );
+    let d = one_error(
+        &with_metrics(&list(&[
+            entry("a", ", primary: true"),
+            entry("b", ", primary: true"),
+        ])),
+        "metrics[1].primary",
+        "only one metric can be `primary: true` (metrics[0] is)",
+    );
+    assert_eq!(d.line, Some(6), "{d:?}");
+    let d = one_error(
+        &with_metrics(&format!(
+            "{}  - {{ name: t, pattern: {PAT} }}\n",
+            list(&[entry("a", "")])
+        )),
+        "metrics[1]",
+        "a guardrail is one value per run",
+    );
+    assert_eq!(d.line, Some(6), "{d:?}");
+    one_error(
+        &with_metrics(&list(&[
+            entry("a", ""),
+            entry("b", ", max_regression_pct: -1"),
+        ])),
+        "metrics[1].max_regression_pct",
+        "must be a percentage ≥ 0 (got -1)",
+    );
+    let many: Vec<String> = (0..=MAX_METRICS)
+        .map(|i| entry(&format!("m{i}"), ""))
+        .collect();
+    one_error(
+        &with_metrics(&list(&many)),
+        "metrics",
+        "17 metrics; at most 16",
+    );
+    let d = one_error(
+        &with_metrics(""),
+        "",
+        "missing required key `metric` (or a `metrics:`",
+    );
+    assert_eq!((d.line, d.column), (Some(1), Some(1)));
+    one_error(
+        &with_metrics("metrics: []\n"),
+        "metrics",
+        "needs at least one metric",
+    );
 }
