@@ -401,18 +401,26 @@ fn breakdown_and_provenance(out: &mut String, report: &Report) {
 /// Fields of the report no section above shows (added to the report after this page was
 /// written), each as its JSON value.
 fn other_fields(out: &mut String, report: &Report) {
-    let Ok(Value::Object(map)) = serde_json::to_value(report) else {
+    let Ok(value) = serde_json::to_value(report) else {
         return;
     };
-    let other: serde_json::Map<String, Value> = map
-        .into_iter()
-        .filter(|(k, _)| !SHOWN_KEYS.contains(&k.as_str()))
-        .collect();
+    let other = unshown(value);
     if other.is_empty() {
         return;
     }
     heading(out, 2, "Other report fields");
     out.push_str(&json_html(&Value::Object(other)));
+}
+
+/// The entries of a report's JSON object whose keys are not in [`SHOWN_KEYS`].
+fn unshown(report: Value) -> serde_json::Map<String, Value> {
+    match report {
+        Value::Object(map) => map
+            .into_iter()
+            .filter(|(k, _)| !SHOWN_KEYS.contains(&k.as_str()))
+            .collect(),
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// The method, one term per part.
@@ -495,6 +503,14 @@ mod tests {
              aria-labelledby=\"id-plot-1\"><title id=\"id-plot-1\">a &lt;b&gt; plot</title>\n<rect/>\n</svg>"
         );
         assert_eq!(inline_svg("not an svg", "x", "y"), "");
+    }
+
+    #[test]
+    fn fields_no_section_shows_are_kept_for_the_generic_one() {
+        let v = serde_json::json!({"baseline": "b", "variants": [], "guardrails": {"x": 1}});
+        let other = unshown(v);
+        assert_eq!(other.keys().collect::<Vec<_>>(), ["guardrails"]);
+        assert!(unshown(serde_json::json!([1])).is_empty());
     }
 
     #[test]
