@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use optgate_stats::Decision;
 use serde_json::Value;
 
+use crate::history_html::{HistorySeries, history_section};
 use crate::markup::{escape, id};
 use crate::plots::{Plot, PlotError, draw_plots};
 use crate::render::{
@@ -93,6 +94,16 @@ pub fn render_html(report: &Report) -> Result<String, PlotError> {
 
 /// The report as one HTML page with `plots` inlined (pure).
 pub fn render_html_with(report: &Report, plots: &[Plot]) -> String {
+    render_html_with_history(report, plots, &[])
+}
+
+/// The same page with a history section after the plots (nothing when `history` is
+/// empty): the experiment's executions over time, per series with its change points.
+pub fn render_html_with_history(
+    report: &Report,
+    plots: &[Plot],
+    history: &[HistorySeries],
+) -> String {
     let name = report.experiment.as_ref().map(|e| e.name.as_str());
     let title = match name {
         Some(n) => format!("optgate report: {n}"),
@@ -105,6 +116,7 @@ pub fn render_html_with(report: &Report, plots: &[Plot]) -> String {
     decisions(&mut out, report);
     notes(&mut out, report);
     figures(&mut out, plots);
+    out.push_str(&history_section(history));
     statistics(&mut out, report);
     checklist(&mut out, report);
     breakdown_and_provenance(&mut out, report);

@@ -14,6 +14,7 @@
 //! [`plots::write_plots`]).
 
 pub mod checklist;
+pub mod history_html;
 pub mod html;
 pub mod junit;
 pub mod markup;
@@ -29,7 +30,8 @@ use serde::{Deserialize, Serialize};
 pub use checklist::{
     APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
 };
-pub use html::{render_html, render_html_with};
+pub use history_html::{ChangeMark, HistoryPoint, HistorySeries, history_section};
+pub use html::{render_html, render_html_with, render_html_with_history};
 pub use junit::{render_junit, render_junit_suites};
 pub use plots::{Plot, PlotError, draw_plots, write_plots};
 pub use provenance::{
