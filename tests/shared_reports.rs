@@ -3,7 +3,8 @@
 //! shut — the page renders with its proposal table and plots, logs nothing to the console,
 //! requests nothing, and gives a screenshot — and `--format junit` of the same execution
 //! valid against the JUnit schema (`xmllint`, Debian's `libxml2-utils`) with one test case
-//! per variant. `tests/run-all.sh` installs both; without them these tests fail, saying so.
+//! per variant; the same two formats of a daemon experiment's `optgate report ID`.
+//! `tests/run-all.sh` installs both tools; without them these tests fail, saying so.
 //! Each check is first shown to catch a page that breaks it.
 
 mod support;
@@ -403,4 +404,35 @@ fn junit_output_is_valid_with_a_case_per_variant() {
     }
     assert!(variants.iter().any(|v| v["decision"] == "accept"));
     assert!(variants.iter().any(|v| v["decision"] == "reject"));
+}
+
+#[test]
+fn a_daemon_experiments_report_comes_as_html_and_junit_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), EXPERIMENT);
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    wait_for(
+        "the experiment to be decided",
+        Duration::from_secs(300),
+        || (status(&home, &id)["state"] == "decided").then_some(()),
+    );
+    let o = cli(&home, &["report", &id, "--format", "html"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = stdout(&o);
+    assert!(html.contains("<caption>Variants sorted by Weighted Score"));
+    assert_eq!(
+        html.matches("<svg ").count(),
+        5,
+        "the speed-ups and one plot per arm"
+    );
+    assert_eq!(outside_references(&html), Vec::<String>::new());
+    let o = cli(&home, &["report", &id, "--format", "junit"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let xml = stdout(&o);
+    assert_eq!(xml.matches("<testsuite ").count(), 1);
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
 }
