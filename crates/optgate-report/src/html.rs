@@ -406,7 +406,12 @@ fn breakdown_and_provenance(out: &mut String, report: &Report) {
     }
     if let Some(p) = &report.provenance {
         heading(out, 2, "Provenance");
-        out.push_str(&json_html(p));
+        // Hosts, jobs and environments run long: folded (native HTML, no script).
+        let _ = writeln!(
+            out,
+            "<details>\n<summary>What was recorded about this execution</summary>\n{}</details>",
+            json_html(p)
+        );
     }
 }
 
