@@ -17,6 +17,10 @@ command -v flock >/dev/null || need_apt+=(util-linux)
 command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 # Debian's MPICH: the hybrid MPI+OpenMP example (examples/hybrid-stencil) and its tests.
 command -v mpicc >/dev/null || need_apt+=(mpich libmpich-dev)
+# The HTML report in a real headless browser, the JUnit output against its schema
+# (tests/shared_reports.rs).
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v xmllint >/dev/null || need_apt+=(libxml2-utils)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "==> installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

@@ -33,6 +33,11 @@ pub enum Format {
     Markdown,
     Json,
     Csv,
+    /// One self-contained page (plots inline, nothing loaded from the network).
+    Html,
+    /// JUnit XML for CI: a test case per variant (accept passes, reject fails,
+    /// inconclusive and not applicable are skipped).
+    Junit,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! optgate-report: turns an [`Analysis`] into what people read — the proposal table, the
 //! per-variant statistics, the matched per-epoch table, the 10-dimension checklist,
-//! provenance — as plain text, Markdown, JSON, CSV and SVG plots.
+//! provenance — as plain text, Markdown, JSON, CSV, SVG plots, one self-contained HTML
+//! page ([`html`]) and JUnit XML for CI systems ([`junit`]).
 //!
 //! JSON shape: a [`Report`] serialises as the `Analysis` object with its fields at the top
 //! level (`#[serde(flatten)]`) plus `experiment`, `checklist`, `provenance` and `arms`. So
@@ -9,10 +10,15 @@
 //!
 //! A report is built by one function, `optgate_runner::report::build_report`, for an
 //! execution and for a samples file alike (`optgate analyze`: [`parse_samples`], then that);
-//! this crate defines its shape and renders it ([`render`], [`plots::write_plots`]).
+//! this crate defines its shape and renders it ([`render`], [`html`], [`junit`],
+//! [`plots::write_plots`]).
 
 pub mod checklist;
 pub mod figures;
+pub mod history_html;
+pub mod html;
+pub mod junit;
+pub mod markup;
 pub mod plots;
 pub mod provenance;
 pub mod render;
@@ -25,7 +31,10 @@ use serde::{Deserialize, Serialize};
 pub use checklist::{
     APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
 };
-pub use plots::{PlotError, write_plots};
+pub use history_html::{ChangeMark, HistoryPoint, HistorySeries, history_section};
+pub use html::{render_html, render_html_with, render_html_with_history};
+pub use junit::{render_junit, render_junit_suites};
+pub use plots::{Plot, PlotError, draw_plots, write_plots};
 pub use provenance::{
     DecisionProvenance, JobProvenance, LookProvenance, SamplesProvenance, SequentialProvenance,
 };

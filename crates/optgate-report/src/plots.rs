@@ -38,33 +38,128 @@ fn file_stem(name: &str) -> String {
         .collect()
 }
 
+/// One drawn plot: the file name [`write_plots`] gives it, a sentence saying what it shows
+/// (the alternative text of the HTML report) and the SVG document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plot {
+    pub file_name: String,
+    pub title: String,
+    pub svg: String,
+}
+
+/// Every plot of `report`, drawn into memory: one per arm, then the speed-ups.
+pub fn draw_plots(report: &Report) -> Result<Vec<Plot>, PlotError> {
+    let unit = match report.analysis.better {
+        optgate_stats::Better::Lower => "seconds",
+        optgate_stats::Better::Higher => "value",
+    };
+    let mut plots = Vec::new();
+    for (i, arm) in report.arms.iter().enumerate() {
+        let file_name = format!("epochs-{:02}-{}.svg", i, file_stem(&arm.name));
+        let mut svg = String::new();
+        draw_arm(arm, unit, &mut svg).map_err(|message| PlotError::Draw {
+            path: PathBuf::from(&file_name),
+            message,
+        })?;
+        plots.push(Plot {
+            title: arm_title(arm, unit),
+            file_name,
+            svg,
+        });
+    }
+    let mut svg = String::new();
+    draw_speedups(report, &mut svg).map_err(|message| PlotError::Draw {
+        path: PathBuf::from("speedup.svg"),
+        message,
+    })?;
+    plots.push(Plot {
+        file_name: "speedup.svg".into(),
+        title: speedup_title(report),
+        svg,
+    });
+    Ok(plots)
+}
+
 /// Writes `epochs-<arm>.svg` for every arm and `speedup.svg` into `dir` (created if
 /// needed); returns the paths written.
 pub fn write_plots(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    let plots = draw_plots(report)?;
     std::fs::create_dir_all(dir).map_err(|source| PlotError::CreateDir {
         path: dir.to_path_buf(),
         source,
     })?;
     let mut written = Vec::new();
-    for (i, arm) in report.arms.iter().enumerate() {
-        let path = dir.join(format!("epochs-{:02}-{}.svg", i, file_stem(&arm.name)));
-        let unit = match report.analysis.better {
-            optgate_stats::Better::Lower => "seconds",
-            optgate_stats::Better::Higher => "value",
-        };
-        draw_arm(arm, unit, &path).map_err(|message| PlotError::Draw {
+    for plot in plots {
+        let path = dir.join(&plot.file_name);
+        std::fs::write(&path, plot.svg).map_err(|e| PlotError::Draw {
             path: path.clone(),
-            message,
+            message: e.to_string(),
         })?;
         written.push(path);
     }
-    let path = dir.join("speedup.svg");
-    draw_speedups(report, &path).map_err(|message| PlotError::Draw {
-        path: path.clone(),
-        message,
-    })?;
-    written.push(path);
     Ok(written)
+}
+
+/// What an arm's plot shows, in words: its runs and the median of epoch 1 and of the
+/// steady epochs' medians.
+fn arm_title(arm: &ArmSummary, unit: &str) -> String {
+    let first = arm.epochs.iter().find(|e| e.epoch == 1);
+    let steady: Vec<f64> = arm
+        .epochs
+        .iter()
+        .filter(|e| e.epoch != 1)
+        .map(|e| e.median)
+        .collect();
+    let mut s = format!(
+        "Per-epoch distribution of arm {} over {} runs (box: quartiles, bar: median, \
+         whiskers: min to max)",
+        arm.name, arm.runs
+    );
+    if let Some(f) = first {
+        s.push_str(&format!("; epoch 1 median {:.4} {unit}", f.median));
+    }
+    if let (Some(lo), Some(hi)) = (
+        steady.iter().copied().reduce(f64::min),
+        steady.iter().copied().reduce(f64::max),
+    ) {
+        s.push_str(&format!(
+            "; epochs after the first: medians from {lo:.4} to {hi:.4} {unit}"
+        ));
+    }
+    s.push('.');
+    s
+}
+
+/// What the speed-up plot shows, in words: each variant's estimate, interval and decision.
+fn speedup_title(report: &Report) -> String {
+    let a = &report.analysis;
+    let parts: Vec<String> = a
+        .variants
+        .iter()
+        .map(|v| {
+            let s = &v.speedup;
+            let est = s
+                .estimate
+                .map_or("no estimate".into(), |e| format!("{e:.3}×"));
+            let ci = match (s.ci_low, s.ci_high) {
+                (Some(l), Some(h)) => format!(" [{l:.3}, {h:.3}]"),
+                _ => String::new(),
+            };
+            format!("{} {est}{ci}, {}", v.name, v.decision)
+        })
+        .collect();
+    format!(
+        "Steady-state speed-up of each variant against baseline {} with {:.0}% intervals, \
+         beside no change (1.0) and the minimum worthwhile effect ({}%): {}.",
+        a.baseline,
+        100.0 * (1.0 - 2.0 * a.alpha),
+        a.min_effect_pct,
+        if parts.is_empty() {
+            "no variants".into()
+        } else {
+            parts.join("; ")
+        }
+    )
 }
 
 fn y_range(epochs: &[&EpochSummary]) -> std::ops::Range<f64> {
@@ -120,8 +215,8 @@ fn draw_boxes<DB: DrawingBackend>(
     Ok(())
 }
 
-fn draw_arm(arm: &ArmSummary, unit: &str, path: &Path) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
+fn draw_arm(arm: &ArmSummary, unit: &str, out: &mut String) -> Result<(), String> {
+    let root = SVGBackend::with_string(out, (1000, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let root = root
         .titled(
@@ -201,11 +296,11 @@ type SpeedupChart<'a, DB> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
-fn draw_speedups(report: &Report, path: &Path) -> Result<(), String> {
+fn draw_speedups(report: &Report, out: &mut String) -> Result<(), String> {
     let a = &report.analysis;
     let n = a.variants.len().max(1);
     let height = (120 + 45 * n) as u32;
-    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    let root = SVGBackend::with_string(out, (900, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let worthwhile = 1.0 + a.min_effect_pct / 100.0;
     let (lo, hi) = speedup_range(&a.variants, worthwhile);

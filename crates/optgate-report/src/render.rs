@@ -113,7 +113,7 @@ fn system_cell(v: &VariantAnalysis) -> String {
 
 /// The line under the proposal table that says what System Impact compared, with each
 /// variant's interval.
-fn system_resource_line(report: &Report) -> String {
+pub(crate) fn system_resource_line(report: &Report) -> String {
     let Some(resource) = report.system_resource else {
         return "System Impact: not measured for every run (counted as 0 in the score)."
             .to_string();
@@ -171,7 +171,7 @@ fn first_epoch_cell(v: &VariantAnalysis) -> String {
 }
 
 /// Whether any cell of `rows` carries [`NOISE_MARK`].
-fn any_marked<R: AsRef<[String]>>(rows: &[R]) -> bool {
+pub(crate) fn any_marked<R: AsRef<[String]>>(rows: &[R]) -> bool {
     rows.iter()
         .any(|r| r.as_ref().iter().any(|c| c.ends_with(NOISE_MARK)))
 }
@@ -215,7 +215,7 @@ fn decision_cell(report: &Report, v: &VariantAnalysis) -> String {
 }
 
 /// The utilisation lines under the decisions: one per arm with task records.
-fn utilisation_lines(report: &Report) -> Vec<String> {
+pub(crate) fn utilisation_lines(report: &Report) -> Vec<String> {
     report
         .utilisation
         .iter()
@@ -226,7 +226,7 @@ fn utilisation_lines(report: &Report) -> Vec<String> {
 
 /// Rows of the proposal table (without header): #, Strategy, Description, App Impact,
 /// System Impact, Weighted Score, Decision.
-fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
+pub(crate) fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
     proposal_order(&report.analysis)
         .into_iter()
         .enumerate()
@@ -246,10 +246,10 @@ fn proposal_rows(report: &Report) -> Vec<[String; 7]> {
 }
 
 /// The legend of [`NOISE_MARK`] under the statistics table.
-const STATS_LEGEND: &str =
+pub(crate) const STATS_LEGEND: &str =
     "~ interval includes no change (speed-up 1, epoch-1 change 0): could be noise";
 
-const STATS_HEADER: [&str; 10] = [
+pub(crate) const STATS_HEADER: [&str; 10] = [
     "Variant",
     "Speed-up [CI]",
     "p improvement (adj)",
@@ -262,7 +262,7 @@ const STATS_HEADER: [&str; 10] = [
     "Test",
 ];
 
-fn stats_rows(a: &Analysis) -> Vec<[String; 10]> {
+pub(crate) fn stats_rows(a: &Analysis) -> Vec<[String; 10]> {
     a.variants
         .iter()
         .map(|v| {
@@ -284,7 +284,7 @@ fn stats_rows(a: &Analysis) -> Vec<[String; 10]> {
 
 /// Header and rows of the matched per-epoch table: epoch N of every arm side by side,
 /// each cell "median [Q1–Q3]".
-fn epoch_table(arms: &[ArmSummary]) -> (Vec<String>, Vec<Vec<String>>) {
+pub(crate) fn epoch_table(arms: &[ArmSummary]) -> (Vec<String>, Vec<Vec<String>>) {
     let mut header = vec!["Epoch".to_string()];
     header.extend(arms.iter().map(|a| format!("{} median [IQR]", a.name)));
     let epochs: std::collections::BTreeSet<u32> = arms
@@ -307,7 +307,7 @@ fn epoch_table(arms: &[ArmSummary]) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn title_line(a: &Analysis) -> String {
+pub(crate) fn title_line(a: &Analysis) -> String {
     let epochs = if a.per_run {
         "one value per run".to_string()
     } else {
@@ -510,7 +510,7 @@ fn stacked(header: &[String], rows: &[Vec<String>], width: usize) -> String {
     out
 }
 
-fn strings<const N: usize>(h: [&str; N]) -> Vec<String> {
+pub(crate) fn strings<const N: usize>(h: [&str; N]) -> Vec<String> {
     h.iter().map(|s| s.to_string()).collect()
 }
 
@@ -727,7 +727,7 @@ fn table_breakdown_and_method(out: &mut String, report: &Report, width: usize) {
     }
 }
 
-fn checklist_detail(r: &crate::ChecklistRow) -> String {
+pub(crate) fn checklist_detail(r: &crate::ChecklistRow) -> String {
     let mut parts = Vec::new();
     if !r.variants.is_empty() {
         parts.push(r.variants.join(", "));
@@ -742,7 +742,7 @@ fn checklist_detail(r: &crate::ChecklistRow) -> String {
 }
 
 /// The A/A control's apparent effect next to the smallest effect worth having.
-fn noise_floor_line(report: &Report) -> Option<String> {
+pub(crate) fn noise_floor_line(report: &Report) -> Option<String> {
     let n = report.noise_floor.as_ref()?;
     let est = n
         .speedup
@@ -764,7 +764,7 @@ fn noise_floor_line(report: &Report) -> Option<String> {
 }
 
 /// Rows of the traced-time breakdown: arm, runs, wall, then one column per category.
-fn breakdown_rows(b: &[crate::ArmBreakdown]) -> (Vec<String>, Vec<Vec<String>>) {
+pub(crate) fn breakdown_rows(b: &[crate::ArmBreakdown]) -> (Vec<String>, Vec<Vec<String>>) {
     let mut cats: Vec<&String> = b.iter().flat_map(|a| a.categories.keys()).collect();
     cats.sort();
     cats.dedup();
@@ -793,7 +793,7 @@ fn breakdown_rows(b: &[crate::ArmBreakdown]) -> (Vec<String>, Vec<Vec<String>>) 
 }
 
 /// Top-level warnings, then each variant's, prefixed with the variant.
-fn collect_warnings(report: &Report) -> Vec<String> {
+pub(crate) fn collect_warnings(report: &Report) -> Vec<String> {
     let a = &report.analysis;
     let mut w: Vec<String> = a.warnings.clone();
     for v in &a.variants {
@@ -813,7 +813,7 @@ fn collect_warnings(report: &Report) -> Vec<String> {
 
 /// Provenance as `key: value` lines for a terminal: scalars as they are, lists and objects
 /// summarised (the JSON and Markdown forms carry them in full).
-fn provenance_entries(p: &serde_json::Value) -> Vec<(String, String)> {
+pub(crate) fn provenance_entries(p: &serde_json::Value) -> Vec<(String, String)> {
     match p {
         serde_json::Value::Object(map) => map
             .iter()
@@ -846,7 +846,7 @@ fn provenance_entries(p: &serde_json::Value) -> Vec<(String, String)> {
     }
 }
 
-fn method_entries(a: &Analysis) -> Vec<(&'static str, &str)> {
+pub(crate) fn method_entries(a: &Analysis) -> Vec<(&'static str, &str)> {
     let m = &a.method;
     vec![
         ("unit", &m.unit),

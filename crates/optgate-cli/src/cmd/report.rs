@@ -15,6 +15,10 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
         Format::Table => optgate_report::render_table_width(report, super::term::table_width()),
         Format::Markdown => optgate_report::render_markdown(report),
         Format::Csv => optgate_report::render_csv(report),
+        Format::Html => {
+            optgate_report::render_html(report).context("cannot draw the HTML report's plots")?
+        }
+        Format::Junit => optgate_report::render_junit(report),
     })
 }
 

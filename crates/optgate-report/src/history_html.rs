@@ -1,0 +1,232 @@
+//! The HTML report's history section: one experiment's executions over time, per series
+//! (the baseline's steady-state value, each variant's speed-up) a line plot with its
+//! change points marked and a table of the values. It takes the series as plain data
+//! ([`HistorySeries`]); finding the change points is not its job.
+
+use std::fmt::Write as _;
+
+use plotters::prelude::*;
+
+use crate::html::inline_svg;
+use crate::markup::{escape, id};
+
+/// One series of a history, oldest execution first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySeries {
+    /// What the series is ("baseline steady-state seconds", "omp6 speed-up").
+    pub name: String,
+    pub points: Vec<HistoryPoint>,
+    pub change_points: Vec<ChangeMark>,
+}
+
+/// One execution's value (with its interval where there is one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistoryPoint {
+    pub value: f64,
+    pub ci: Option<(f64, f64)>,
+}
+
+/// A change point: `at` is the 1-based index of the first execution at the new level.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChangeMark {
+    pub at: usize,
+    pub before: f64,
+    pub after: f64,
+    pub p: f64,
+}
+
+const LINE_COLOR: RGBColor = RGBColor(40, 100, 180);
+
+/// The section: an `h2`, then per series an `h3`, its plot (an image labelled by what it
+/// shows) and its table. Empty when there is no series.
+pub fn history_section(series: &[HistorySeries]) -> String {
+    if series.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h2>History</h2>\n");
+    for (i, s) in series.iter().enumerate() {
+        let _ = writeln!(out, "<h3>{}</h3>", escape(&s.name));
+        let _ = writeln!(out, "<p>{}</p>", escape(&describe(s)));
+        let mut svg = String::new();
+        if draw(s, &mut svg).is_ok() {
+            let label = id("history", i + 1);
+            let _ = writeln!(
+                out,
+                "<figure>\n{}\n</figure>",
+                inline_svg(&svg, &label, &describe(s))
+            );
+        }
+        table(&mut out, s);
+    }
+    out
+}
+
+/// The series in one sentence: how many executions, and each change point.
+fn describe(s: &HistorySeries) -> String {
+    let mut text = format!("{} over {} executions: ", s.name, s.points.len());
+    if s.change_points.is_empty() {
+        text.push_str("no change point.");
+        return text;
+    }
+    let marks: Vec<String> = s
+        .change_points
+        .iter()
+        .map(|c| {
+            let pct = if c.before != 0.0 {
+                format!(" ({:+.1}%)", 100.0 * (c.after / c.before - 1.0))
+            } else {
+                String::new()
+            };
+            format!(
+                "from execution {} on, {:.4} → {:.4}{pct}, p = {}",
+                c.at,
+                c.before,
+                c.after,
+                optgate_stats::fmt_p(c.p)
+            )
+        })
+        .collect();
+    text.push_str(&marks.join("; "));
+    text.push('.');
+    text
+}
+
+fn table(out: &mut String, s: &HistorySeries) {
+    let _ = writeln!(
+        out,
+        "<table>\n<caption>{}, one row per execution, oldest first</caption>\n<thead><tr>\
+         <th scope=\"col\">Execution</th><th scope=\"col\">Value</th>\
+         <th scope=\"col\">Interval</th><th scope=\"col\">Change point</th></tr></thead>\n<tbody>",
+        escape(&s.name)
+    );
+    for (i, p) in s.points.iter().enumerate() {
+        let ci =
+            p.ci.map_or("—".into(), |(l, h)| format!("[{l:.4}, {h:.4}]"));
+        let mark = s
+            .change_points
+            .iter()
+            .find(|c| c.at == i + 1)
+            .map_or(String::new(), |c| {
+                format!("new level, p = {}", optgate_stats::fmt_p(c.p))
+            });
+        let _ = writeln!(
+            out,
+            "<tr><th scope=\"row\">{}</th><td>{:.4}</td><td>{}</td><td>{}</td></tr>",
+            i + 1,
+            p.value,
+            escape(&ci),
+            escape(&mark)
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// The series as a line over the execution index, intervals as bars, each change point a
+/// red vertical line before its first execution.
+fn draw(s: &HistorySeries, out: &mut String) -> Result<(), String> {
+    let n = s.points.len().max(1) as f64;
+    let values = s
+        .points
+        .iter()
+        .flat_map(|p| [Some(p.value), p.ci.map(|c| c.0), p.ci.map(|c| c.1)])
+        .flatten();
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+        (l.min(v), h.max(v))
+    });
+    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+    let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.01).max(1e-9);
+    let root = SVGBackend::with_string(out, (900, 320)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&s.name, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.5..n + 0.5, lo - pad..hi + pad)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("execution")
+        .x_labels(s.points.len().clamp(1, 20))
+        .x_label_formatter(&|x| format!("{}", x.round() as i64))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let xy = s
+        .points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((i + 1) as f64, p.value));
+    chart
+        .draw_series(LineSeries::new(xy.clone(), LINE_COLOR.stroke_width(2)))
+        .map_err(|e| e.to_string())?;
+    chart
+        .draw_series(xy.map(|c| Circle::new(c, 4, LINE_COLOR.filled())))
+        .map_err(|e| e.to_string())?;
+    let bars = s.points.iter().enumerate().filter_map(|(i, p)| {
+        let (l, h) = p.ci?;
+        Some(PathElement::new(
+            vec![((i + 1) as f64, l), ((i + 1) as f64, h)],
+            LINE_COLOR,
+        ))
+    });
+    chart.draw_series(bars).map_err(|e| e.to_string())?;
+    let marks = s.change_points.iter().map(|c| {
+        let x = c.at as f64 - 0.5;
+        PathElement::new(vec![(x, lo - pad), (x, hi + pad)], RED.stroke_width(2))
+    });
+    chart.draw_series(marks).map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series() -> HistorySeries {
+        let mut points: Vec<HistoryPoint> = (0..8)
+            .map(|i| HistoryPoint {
+                value: if i < 4 { 10.0 } else { 11.5 },
+                ci: Some((9.9, 10.1)),
+            })
+            .collect();
+        points[0].ci = None;
+        HistorySeries {
+            name: "baseline <steady> seconds".into(),
+            points,
+            change_points: vec![ChangeMark {
+                at: 5,
+                before: 10.0,
+                after: 11.5,
+                p: 0.002,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_section_marks_the_change_point_in_words_plot_and_table() {
+        let html = history_section(&[series()]);
+        assert!(html.starts_with("<h2>History</h2>\n<h3>baseline &lt;steady&gt; seconds</h3>"));
+        assert!(
+            html.contains(
+                "over 8 executions: from execution 5 on, 10.0000 → 11.5000 (+15.0%), p = 0.002"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("role=\"img\" aria-labelledby=\"id-history-1\""));
+        assert_eq!(html.matches("<tr><th scope=\"row\">").count(), 8);
+        assert!(html.contains("<tr><th scope=\"row\">5</th><td>11.5000</td><td>[9.9000, 10.1000]</td><td>new level, p = 0.002</td></tr>"));
+        assert!(
+            html.contains("<tr><th scope=\"row\">1</th><td>10.0000</td><td>—</td><td></td></tr>")
+        );
+        assert!(!html.contains("<steady>"));
+        assert_eq!(history_section(&[]), "");
+    }
+
+    #[test]
+    fn a_stable_series_says_so() {
+        let mut s = series();
+        s.change_points.clear();
+        assert!(history_section(&[s]).contains("over 8 executions: no change point."));
+    }
+}
