@@ -12,6 +12,7 @@ pub mod model;
 pub mod plan;
 pub mod read;
 pub mod resolved;
+pub mod verdict;
 pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
@@ -23,3 +24,4 @@ pub use load::{
 pub use model::*;
 pub use plan::{Plan, PlannedBlock, PlannedRun};
 pub use resolved::*;
+pub use verdict::{Expected, Verdict, VerdictPlace};

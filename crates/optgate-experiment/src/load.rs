@@ -143,6 +143,12 @@ fn reword_serde(message: &str) -> String {
             "a command must be a string (shell code) or a list of strings (argv)",
         );
     }
+    if m.contains("data did not match any variant of untagged enum ExpectSpec") {
+        return m.replace(
+            "data did not match any variant of untagged enum ExpectSpec",
+            "`expect` must be a word, a list of words, or a mapping with `words` or `regex` (and optionally `pattern`, `source`, `file`)",
+        );
+    }
     if m.contains("missing field") {
         return m.replacen("missing field", "missing required key", 1);
     }
@@ -366,6 +372,7 @@ impl Checker {
             metric: file.metric.clone(),
             system_metric: file.system_metric.clone(),
             correctness: file.correctness.clone(),
+            correctness_at: self.locator.key("correctness"),
             min_effect_pct: file.compare.min_effect_pct,
             production_epochs: file.compare.production_epochs,
             allocation: crate::resolved::Allocation::resolve(&file.scheduler, file.design),
@@ -748,6 +755,7 @@ impl Checker {
 
     fn check_correctness(&mut self, f: &ExperimentFile) {
         let Some(c) = &f.correctness else { return };
+        self.check_expect(c);
         for (i, p) in c.files.iter().enumerate() {
             self.check_relative_path(p, &format!("correctness.files[{i}]"));
         }
@@ -1373,6 +1381,8 @@ fn variant_launcher(base: &LauncherSpec, vl: &LauncherSpec) -> LauncherSpec {
     }
     launcher
 }
+
+mod expect;
 
 #[cfg(test)]
 mod tests;

@@ -181,6 +181,53 @@ pub struct CorrectnessSpec {
     pub files: Vec<String>,
     #[serde(default)]
     pub values: Option<CorrectnessValues>,
+    /// The verdict every run of every arm must print (`expect`).
+    #[serde(default)]
+    pub expect: Option<ExpectSpec>,
+}
+
+/// `correctness.expect`: a word, a list of words (any of them), or a mapping with `words`
+/// or `regex` and, optionally, where to look (`pattern`, `source`, `file`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum ExpectSpec {
+    Words(OneOrMore),
+    Full(ExpectMap),
+}
+
+/// One word or a list of them.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMore {
+    One(String),
+    More(Vec<String>),
+}
+
+impl OneOrMore {
+    pub fn as_slice(&self) -> &[String] {
+        match self {
+            OneOrMore::One(w) => std::slice::from_ref(w),
+            OneOrMore::More(ws) => ws,
+        }
+    }
+}
+
+/// The mapping form of `correctness.expect`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectMap {
+    #[serde(default)]
+    pub words: Option<OneOrMore>,
+    /// A regex a verdict must match (unanchored: anchor it with `^…$` for the whole value).
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// Regex with a named group `value`: the verdicts are its captures.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub source: Option<MetricSource>,
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

@@ -69,6 +69,10 @@ pub struct Experiment {
     pub system_metric: Option<SystemMetricSpec>,
     /// What each variant's output must match the baseline's in (`correctness`).
     pub correctness: Option<CorrectnessSpec>,
+    /// Where the file's `correctness` key is, for an error of the experiment that it
+    /// declares (a baseline run that fails its own check).
+    #[serde(skip)]
+    pub correctness_at: Option<crate::yaml::Location>,
     /// The smallest speed-up worth having, in percent (`compare.min_effect_pct`).
     pub min_effect_pct: f64,
     /// The production run's epochs, for the break-even projection
@@ -96,6 +100,8 @@ pub struct Patterns {
     pub system_metric: Option<regex::Regex>,
     /// `correctness.values.pattern`.
     pub correctness_values: Option<regex::Regex>,
+    /// `correctness.expect`, with its own pattern when it has one.
+    pub expect: Option<crate::verdict::Verdict>,
 }
 
 impl Patterns {
@@ -111,6 +117,10 @@ impl Patterns {
                 .as_ref()
                 .and_then(|c| c.values.as_ref())
                 .and_then(|v| re(&v.pattern)),
+            expect: file
+                .correctness
+                .as_ref()
+                .and_then(crate::verdict::Verdict::resolve),
         }
     }
 }

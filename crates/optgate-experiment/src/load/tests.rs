@@ -496,6 +496,123 @@ fn correctness_checks() {
     );
 }
 
+/// The three forms of `correctness.expect` resolve to the words or regex they say, read
+/// where the rule says: `expect.pattern`'s captures, else lines of its own `source`, else
+/// `correctness.values`' captures, else stdout's lines.
+#[test]
+fn expect_forms_resolve_to_what_and_where() {
+    use crate::verdict::{Expected, VerdictPlace};
+    let verdict = |c: &str| {
+        ok(&base(&format!("correctness: {c}\n")))
+            .experiment
+            .patterns
+            .expect
+            .expect("an expect check")
+    };
+    let v = verdict("{ expect: PASSED }");
+    assert!(matches!(&v.expected, Expected::Words { words, .. } if words == &["PASSED"]));
+    assert!(matches!(
+        v.place,
+        VerdictPlace::Lines {
+            source: MetricSource::Stdout,
+            file: None
+        }
+    ));
+    let v = verdict("{ expect: [PASSED, SUCCESSFUL] }");
+    assert!(v.expected.accepts("SUCCESSFUL") && !v.expected.accepts("FAILED"));
+    let v = verdict("{ expect: { regex: '^OK$' }, values: { pattern: 'r (?P<value>\\S+)' } }");
+    assert!(matches!(&v.expected, Expected::Regex(r) if r.as_str() == "^OK$"));
+    assert!(matches!(v.place, VerdictPlace::Values));
+    let v = verdict(
+        "{ expect: { words: OK, pattern: 'v=(?P<value>\\w+)', source: file, file: out.txt } }",
+    );
+    assert!(matches!(
+        &v.place,
+        VerdictPlace::Captures { pattern, source: MetricSource::File, file: Some(f) }
+            if pattern.as_str() == "v=(?P<value>\\w+)" && f == "out.txt"
+    ));
+    let v = verdict(
+        "{ expect: { words: OK, source: file, file: o }, values: { pattern: '(?P<value>x)' } }",
+    );
+    assert!(matches!(
+        v.place,
+        VerdictPlace::Lines {
+            source: MetricSource::File,
+            ..
+        }
+    ));
+    // The place of the `correctness` key, for errors of the experiment.
+    let e = ok(&base("correctness: { expect: PASSED }\n")).experiment;
+    assert_eq!(e.correctness_key_place(), format!("{PATH}:5"));
+    assert!(ok(&base("")).experiment.patterns.expect.is_none());
+}
+
+#[test]
+fn expect_checks_say_where() {
+    let at = |c: &str, path: &str, fragment: &str| {
+        one_error(&base(&format!("correctness: {c}\n")), path, fragment)
+    };
+    let d = at(
+        "{ expect: [PASSED, ' x'] }",
+        "correctness.expect[1]",
+        "without blanks",
+    );
+    assert_eq!((d.line, d.column), (Some(5), Some(33)), "{d:?}");
+    at("{ expect: '' }", "correctness.expect", "non-empty");
+    at("{ expect: [] }", "correctness.expect", "at least one word");
+    at(
+        "{ expect: { words: [A, \"B C\\n\"] } }",
+        "correctness.expect.words[1]",
+        "one line",
+    );
+    at("{ expect: { regex: '(' } }", "correctness.expect.regex", "");
+    at(
+        "{ expect: { words: A, regex: B } }",
+        "correctness.expect",
+        "not both",
+    );
+    at(
+        "{ expect: { pattern: '(?P<value>x)' } }",
+        "correctness.expect",
+        "needs `words`",
+    );
+    at(
+        "{ expect: { words: A, pattern: 'x' } }",
+        "correctness.expect.pattern",
+        "`(?P<value>...)`",
+    );
+    at(
+        "{ expect: { words: A, source: file } }",
+        "correctness.expect",
+        "needs `file:`",
+    );
+    at(
+        "{ expect: { words: A, source: file, file: /o } }",
+        "correctness.expect.file",
+        "relative",
+    );
+    at(
+        "{ expect: { words: A, file: o } }",
+        "correctness.expect.file",
+        "only with `source: file`",
+    );
+    at(
+        "{ expect: { words: A, source: dftracer } }",
+        "correctness.expect.source",
+        "stdout or a file",
+    );
+    let d = at(
+        "{ expect: { wrds: A } }",
+        "",
+        "`expect` must be a word, a list of words",
+    );
+    assert_eq!(d.line, Some(5), "{d:?}");
+    at("{ expect: { A: B } }", "", "`expect` must be a word");
+    no_errors(&base(
+        "correctness: { expect: { words: [A, B], source: file, file: o/x } }\n",
+    ));
+}
+
 fn slurm(scheduler: &str, variant_extra: &str) -> String {
     yaml_with(
         &format!("scheduler: {{ kind: slurm, {scheduler} }}\n"),
