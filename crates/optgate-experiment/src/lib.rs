@@ -6,16 +6,17 @@
 
 pub mod checklist;
 pub mod diagnostic;
+pub mod expect;
 pub mod limits;
 pub mod load;
 pub mod model;
 pub mod plan;
 pub mod read;
 pub mod resolved;
-pub mod verdict;
 pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use expect::{ExpectCheck, ExpectPlace, Expected};
 pub use limits::{MAX_REPLICATES, MAX_RUNS, MAX_TIME_LIMIT, MAX_VARIANTS};
 pub use load::{
     DurationError, LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration,
@@ -24,4 +25,3 @@ pub use load::{
 pub use model::*;
 pub use plan::{Plan, PlannedBlock, PlannedRun};
 pub use resolved::*;
-pub use verdict::{Expected, Verdict, VerdictPlace};

@@ -101,7 +101,7 @@ pub struct Patterns {
     /// `correctness.values.pattern`.
     pub correctness_values: Option<regex::Regex>,
     /// `correctness.expect`, with its own pattern when it has one.
-    pub expect: Option<crate::verdict::Verdict>,
+    pub expect: Option<crate::expect::ExpectCheck>,
 }
 
 impl Patterns {
@@ -120,7 +120,7 @@ impl Patterns {
             expect: file
                 .correctness
                 .as_ref()
-                .and_then(crate::verdict::Verdict::resolve),
+                .and_then(crate::expect::ExpectCheck::resolve),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod collect;
+pub mod correctness;
 pub mod failfast;
 pub mod jobs;
 pub mod layout;

@@ -501,7 +501,7 @@ fn correctness_checks() {
 /// `correctness.values`' captures, else stdout's lines.
 #[test]
 fn expect_forms_resolve_to_what_and_where() {
-    use crate::verdict::{Expected, VerdictPlace};
+    use crate::expect::{ExpectPlace, Expected};
     let verdict = |c: &str| {
         ok(&base(&format!("correctness: {c}\n")))
             .experiment
@@ -513,7 +513,7 @@ fn expect_forms_resolve_to_what_and_where() {
     assert!(matches!(&v.expected, Expected::Words { words, .. } if words == &["PASSED"]));
     assert!(matches!(
         v.place,
-        VerdictPlace::Lines {
+        ExpectPlace::Lines {
             source: MetricSource::Stdout,
             file: None
         }
@@ -522,13 +522,13 @@ fn expect_forms_resolve_to_what_and_where() {
     assert!(v.expected.accepts("SUCCESSFUL") && !v.expected.accepts("FAILED"));
     let v = verdict("{ expect: { regex: '^OK$' }, values: { pattern: 'r (?P<value>\\S+)' } }");
     assert!(matches!(&v.expected, Expected::Regex(r) if r.as_str() == "^OK$"));
-    assert!(matches!(v.place, VerdictPlace::Values));
+    assert!(matches!(v.place, ExpectPlace::Values));
     let v = verdict(
         "{ expect: { words: OK, pattern: 'v=(?P<value>\\w+)', source: file, file: out.txt } }",
     );
     assert!(matches!(
         &v.place,
-        VerdictPlace::Captures { pattern, source: MetricSource::File, file: Some(f) }
+        ExpectPlace::Captures { pattern, source: MetricSource::File, file: Some(f) }
             if pattern.as_str() == "v=(?P<value>\\w+)" && f == "out.txt"
     ));
     let v = verdict(
@@ -536,7 +536,7 @@ fn expect_forms_resolve_to_what_and_where() {
     );
     assert!(matches!(
         v.place,
-        VerdictPlace::Lines {
+        ExpectPlace::Lines {
             source: MetricSource::File,
             ..
         }

@@ -59,7 +59,7 @@ impl Expected {
 
 /// Where a run's verdicts are read.
 #[derive(Debug, Clone)]
-pub enum VerdictPlace {
+pub enum ExpectPlace {
     /// Every value `correctness.values.pattern` captures must be expected.
     Values,
     /// Every capture of `expect.pattern`'s `value` group in the source must be expected
@@ -78,15 +78,15 @@ pub enum VerdictPlace {
 
 /// `correctness.expect`, resolved.
 #[derive(Debug, Clone)]
-pub struct Verdict {
+pub struct ExpectCheck {
     pub expected: Expected,
-    pub place: VerdictPlace,
+    pub place: ExpectPlace,
 }
 
-impl Verdict {
+impl ExpectCheck {
     /// The verdict check `spec` declares; None without `expect` (or when a part of it does
     /// not compile: validation refused it, with its place in the file).
-    pub fn resolve(spec: &CorrectnessSpec) -> Option<Verdict> {
+    pub fn resolve(spec: &CorrectnessSpec) -> Option<ExpectCheck> {
         let (expected, place) = match spec.expect.as_ref()? {
             ExpectSpec::Words(w) => (Expected::words(w.as_slice())?, None),
             ExpectSpec::Full(m) => {
@@ -97,12 +97,12 @@ impl Verdict {
                 };
                 let source = m.source.unwrap_or_default();
                 let place = match &m.pattern {
-                    Some(p) => Some(VerdictPlace::Captures {
+                    Some(p) => Some(ExpectPlace::Captures {
                         pattern: Regex::new(p).ok()?,
                         source,
                         file: m.file.clone(),
                     }),
-                    None if m.source.is_some() || m.file.is_some() => Some(VerdictPlace::Lines {
+                    None if m.source.is_some() || m.file.is_some() => Some(ExpectPlace::Lines {
                         source,
                         file: m.file.clone(),
                     }),
@@ -112,13 +112,13 @@ impl Verdict {
             }
         };
         let place = place.unwrap_or(match spec.values {
-            Some(_) => VerdictPlace::Values,
-            None => VerdictPlace::Lines {
+            Some(_) => ExpectPlace::Values,
+            None => ExpectPlace::Lines {
                 source: MetricSource::Stdout,
                 file: None,
             },
         });
-        Some(Verdict { expected, place })
+        Some(ExpectCheck { expected, place })
     }
 }
 
