@@ -143,12 +143,6 @@ fn reword_serde(message: &str) -> String {
             "a command must be a string (shell code) or a list of strings (argv)",
         );
     }
-    if m.contains("data did not match any variant of untagged enum ExpectSpec") {
-        return m.replace(
-            "data did not match any variant of untagged enum ExpectSpec",
-            "`expect` must be a word, a list of words, or a mapping with `words` or `regex` (and optionally `pattern`, `source`, `file`)",
-        );
-    }
     if m.contains("missing field") {
         return m.replacen("missing field", "missing required key", 1);
     }

@@ -601,13 +601,24 @@ fn expect_checks_say_where() {
         "correctness.expect.source",
         "stdout or a file",
     );
+    // Its shape read as such: a problem inside it is reported where it is.
     let d = at(
         "{ expect: { wrds: A } }",
         "",
-        "`expect` must be a word, a list of words",
+        "correctness.expect: unknown key `wrds`",
     );
-    assert_eq!(d.line, Some(5), "{d:?}");
-    at("{ expect: { A: B } }", "", "`expect` must be a word");
+    assert_eq!((d.line, d.column), (Some(5), Some(26)), "{d:?}");
+    let d = at(
+        "{ expect: 1 }",
+        "",
+        "expected a word, a list of words, or a mapping",
+    );
+    assert_eq!((d.line, d.column), (Some(5), Some(24)), "{d:?}");
+    at(
+        "{ expect: { words: { a: b } } }",
+        "",
+        "correctness.expect.words: invalid type: map, expected a word or a list",
+    );
     no_errors(&base(
         "correctness: { expect: { words: [A, B], source: file, file: o/x } }\n",
     ));
