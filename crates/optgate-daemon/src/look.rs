@@ -292,7 +292,7 @@ fn next_after(
 ) -> (Next, Option<Vec<String>>) {
     // A baseline run that fails its own correctness checks is an error of the experiment:
     // fail fast stops it after that block, and a look that finds one ends it too.
-    if let Some(why) = optgate_runner::correctness::baseline_error(&work.exp, &collected.runs) {
+    if let Some(why) = optgate_runner::collect::baseline_error(&work.exp, &collected.runs) {
         return (Next::Failed(why), None);
     }
     let counts: Vec<(String, usize)> = work

@@ -122,17 +122,6 @@ impl ExpectCheck {
     }
 }
 
-impl crate::Experiment {
-    /// `FILE:LINE` of the experiment file's `correctness` key (the file alone when it has
-    /// none), for an error of the experiment that names what it declares.
-    pub fn correctness_key_place(&self) -> String {
-        match self.correctness_at {
-            Some(at) => format!("{}:{}", self.source.display(), at.line),
-            None => self.source.display().to_string(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -161,6 +161,15 @@ impl Experiment {
     pub fn arm_names(&self) -> Vec<String> {
         self.arms.iter().map(|a| a.name.clone()).collect()
     }
+
+    /// `FILE:LINE` of the experiment file's `correctness` key (the file alone when it has
+    /// none), for an error of the experiment that names what it declares.
+    pub fn correctness_key_place(&self) -> String {
+        match self.correctness_at {
+            Some(at) => format!("{}:{}", self.source.display(), at.line),
+            None => self.source.display().to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

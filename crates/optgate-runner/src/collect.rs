@@ -10,7 +10,6 @@ use serde::Serialize;
 use optgate_experiment::{Experiment, MetricSource, Plan, PlannedRun};
 use optgate_metrics::{EpochSeconds, extract_epochs, extract_values};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
-use optgate_wrapper::run::STDOUT_FILE;
 
 use crate::layout::Layout;
 
@@ -100,8 +99,29 @@ pub fn collect(
         .collect();
     check_epoch_counts(&mut runs);
     let correctness = crate::correctness::declared(exp)
-        .then(|| crate::correctness::compare_with_baseline(exp, &runs));
+        .then(|| crate::correctness::compare_with_baseline(exp, &run_evidence(&runs)));
     Collected { runs, correctness }
+}
+
+/// The correctness evidence of the complete runs among `runs`.
+pub fn run_evidence(runs: &[RunResult]) -> Vec<crate::correctness::RunEvidence<'_>> {
+    runs.iter()
+        .filter(|r| r.status == RunStatus::Complete)
+        .filter_map(|r| {
+            Some(crate::correctness::RunEvidence {
+                id: &r.id,
+                arm: &r.arm,
+                block: r.block,
+                evidence: r.evidence.as_ref()?,
+            })
+        })
+        .collect()
+}
+
+/// The error of the experiment when a completed baseline run among `runs` fails its own
+/// correctness checks ([`crate::correctness::baseline_error`]).
+pub fn baseline_error(exp: &Experiment, runs: &[RunResult]) -> Option<String> {
+    crate::correctness::baseline_error(exp, &run_evidence(runs))
 }
 
 /// The runs the engine recorded as completed (`recorded_completed`) that no longer collect
@@ -197,29 +217,13 @@ pub enum RunMetricError {
     },
 }
 
-/// The file, relative to the run directory, that a value of `source` is read from: `file`
-/// for `source: file`, else the run's stdout (a `file:` beside another source is not read).
-pub(crate) fn source_file(source: MetricSource, file: Option<&str>) -> &str {
-    match source {
-        MetricSource::File => file.unwrap_or(STDOUT_FILE),
-        _ => STDOUT_FILE,
-    }
-}
-
-pub(crate) fn read_source(
+fn read_source(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
 ) -> Result<(String, String), RunMetricError> {
-    let path = run_dir.join(source_file(source, file));
-    let text = std::fs::read(&path).map_err(|source| RunMetricError::Read {
-        path: path.clone(),
-        source,
-    })?;
-    Ok((
-        String::from_utf8_lossy(&text).into_owned(),
-        path.display().to_string(),
-    ))
+    crate::source::read_text(run_dir, source, file)
+        .map_err(|(path, source)| RunMetricError::Read { path, source })
 }
 
 /// Reads one run. Public so a backend can check a run as soon as it ends.

@@ -13,7 +13,27 @@ use sha2::{Digest, Sha256};
 use optgate_experiment::{BASELINE, ExpectPlace, Expected, Experiment};
 use optgate_metrics::{Captured, extract_captures, same_value};
 
-use crate::collect::{RunResult, RunStatus, read_source};
+use crate::source::read_text;
+
+/// One complete run's evidence, as the comparisons read it (`collect::run_evidence`
+/// makes these from the collected runs).
+#[derive(Debug, Clone, Copy)]
+pub struct RunEvidence<'a> {
+    pub id: &'a str,
+    pub arm: &'a str,
+    pub block: u32,
+    pub evidence: &'a Evidence,
+}
+
+/// The run's `source` as text and its name for messages; the error as a reason.
+fn read_source(
+    run_dir: &Path,
+    source: optgate_experiment::MetricSource,
+    file: Option<&str>,
+) -> Result<(String, String), String> {
+    read_text(run_dir, source, file)
+        .map_err(|(path, e)| format!("cannot read {}: {e}", path.display()))
+}
 
 /// Characters of an output line quoted in a correctness reason (a verdict line is short; a
 /// run printing one huge line must not make the reason huge).
@@ -85,7 +105,6 @@ pub fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
             } => captures(run_dir, pattern, *source, file.as_deref())
                 .and_then(|v| check_captures(e, &v)),
             ExpectPlace::Lines { source, file } => read_source(run_dir, *source, file.as_deref())
-                .map_err(|err| err.to_string())
                 .and_then(|(text, name)| check_lines(e, &text, &name)),
         });
     }
@@ -100,7 +119,7 @@ fn captures(
     source: optgate_experiment::MetricSource,
     file: Option<&str>,
 ) -> Result<Values, String> {
-    let (text, name) = read_source(run_dir, source, file).map_err(|e| e.to_string())?;
+    let (text, name) = read_source(run_dir, source, file)?;
     let captured = extract_captures(re, &text);
     if captured.is_empty() {
         return Err(format!(
@@ -181,14 +200,11 @@ fn baseline_problem(ev: &Evidence) -> Option<String> {
 /// experiment file's `correctness` key. None when every baseline run passes. Fail fast
 /// and every look apply it, so `optgate run` and the daemon end the experiment `failed`
 /// with it; no variant is judged against such a baseline.
-pub fn baseline_error(exp: &Experiment, runs: &[RunResult]) -> Option<String> {
-    let mut base: Vec<&RunResult> = runs
-        .iter()
-        .filter(|r| r.arm == BASELINE && r.status == RunStatus::Complete)
-        .collect();
+pub fn baseline_error(exp: &Experiment, runs: &[RunEvidence]) -> Option<String> {
+    let mut base: Vec<&RunEvidence> = runs.iter().filter(|r| r.arm == BASELINE).collect();
     base.sort_by_key(|r| r.block);
     base.iter().find_map(|r| {
-        let problem = baseline_problem(r.evidence.as_ref()?)?;
+        let problem = baseline_problem(r.evidence)?;
         Some(format!(
             "baseline run {} {problem} — the checks of `correctness` ({}) must hold for the \
              baseline itself: an error of the experiment, not a verdict on any variant",
@@ -203,7 +219,7 @@ pub fn baseline_error(exp: &Experiment, runs: &[RunResult]) -> Option<String> {
 /// own checks is not compared: that is [`baseline_error`]'s).
 pub fn compare_with_baseline(
     exp: &Experiment,
-    runs: &[RunResult],
+    runs: &[RunEvidence],
 ) -> BTreeMap<String, ArmCorrectness> {
     let spec = exp.correctness.as_ref().expect("caller checked");
     let (rel_tol, abs_tol) = spec
@@ -213,9 +229,8 @@ pub fn compare_with_baseline(
         .unwrap_or((None, None));
     let baselines: BTreeMap<u32, &Evidence> = runs
         .iter()
-        .filter(|r| r.arm == BASELINE && r.status == RunStatus::Complete)
-        .filter_map(|r| Some((r.block, r.evidence.as_ref()?)))
-        .filter(|(_, ev)| baseline_problem(ev).is_none())
+        .filter(|r| r.arm == BASELINE && baseline_problem(r.evidence).is_none())
+        .map(|r| (r.block, r.evidence))
         .collect();
     let mut out: BTreeMap<String, ArmCorrectness> = BTreeMap::new();
     for arm in exp.arms.iter().filter(|a| a.name != BASELINE) {
@@ -223,13 +238,10 @@ pub fn compare_with_baseline(
             blocks_compared: 0,
             mismatch: None,
         };
-        let mut arm_runs: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| r.arm == arm.name && r.status == RunStatus::Complete)
-            .collect();
+        let mut arm_runs: Vec<&RunEvidence> = runs.iter().filter(|r| r.arm == arm.name).collect();
         arm_runs.sort_by_key(|r| r.block);
         for run in arm_runs {
-            let Some(ve) = &run.evidence else { continue };
+            let ve = run.evidence;
             if verdict.mismatch.is_none()
                 && let Some(Err(why)) = &ve.verdict
             {
@@ -346,31 +358,37 @@ mod tests {
             .experiment
     }
 
-    /// The completed run of `arm` in `block` whose stdout was `stdout`, its evidence read
-    /// from a run directory under `dir`.
-    fn run(exp: &Experiment, dir: &Path, block: u32, arm: &str, stdout: &str) -> RunResult {
-        let planned = optgate_experiment::PlannedRun {
-            id: format!("b{block:03}-{arm}"),
-            block,
-            replicate: block,
-            arm: arm.into(),
-            position: 0,
-        };
-        let run_dir = dir.join(&planned.id);
+    /// The evidence of the run of `arm` in `block` whose stdout was `stdout`, read from
+    /// its run directory `dir/bNNN-ARM`.
+    fn run_evidence(exp: &Experiment, dir: &Path, block: u32, arm: &str, stdout: &str) -> Evidence {
+        let run_dir = dir.join(format!("b{block:03}-{arm}"));
         std::fs::create_dir_all(&run_dir).unwrap();
         std::fs::write(run_dir.join(STDOUT_FILE), stdout).unwrap();
-        let mut r = RunResult::empty(&planned, RunStatus::Complete);
-        r.evidence = evidence(exp, &run_dir);
-        r
+        evidence(exp, &run_dir).expect("checks declared")
     }
 
     /// The variant's mismatch and the experiment's error over `outputs` (block, arm,
     /// stdout).
     fn judged(exp: &Experiment, outputs: &[(u32, &str, &str)]) -> (Option<String>, Option<String>) {
         let dir = tempfile::tempdir().unwrap();
-        let runs: Vec<RunResult> = outputs
+        let found: Vec<(String, Evidence)> = outputs
             .iter()
-            .map(|(b, a, o)| run(exp, dir.path(), *b, a, o))
+            .map(|(b, a, o)| {
+                (
+                    format!("b{b:03}-{a}"),
+                    run_evidence(exp, dir.path(), *b, a, o),
+                )
+            })
+            .collect();
+        let runs: Vec<RunEvidence> = outputs
+            .iter()
+            .zip(&found)
+            .map(|((block, arm, _), (id, evidence))| RunEvidence {
+                id,
+                arm,
+                block: *block,
+                evidence,
+            })
             .collect();
         let c = compare_with_baseline(exp, &runs);
         let err =

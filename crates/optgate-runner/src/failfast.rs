@@ -6,8 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::collect::{RunResult, RunStatus, source_file};
+use crate::collect::{RunResult, RunStatus};
 use crate::layout::Layout;
+use crate::source::source_file;
 use optgate_experiment::{BASELINE, Experiment};
 
 /// Lines and bytes of a run's stdout quoted when the metric matched nothing.
@@ -26,7 +27,7 @@ pub struct FailFast {
 /// Judges the finished runs `done` (every run so far, not-applicable arms left out) after
 /// block `block` completed. The metric rule: no run has yielded the metric, and a run's
 /// output did not match the pattern at all. The baseline rule: a completed baseline run
-/// fails its own correctness checks ([`crate::correctness::baseline_error`]). The arm
+/// fails its own correctness checks ([`crate::collect::baseline_error`]). The arm
 /// rule: no run of the arm completed and all of its finished runs failed; the baseline
 /// stopped stops the experiment.
 pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) -> FailFast {
@@ -56,7 +57,7 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
         ));
         return out;
     }
-    if let Some(why) = crate::correctness::baseline_error(exp, done) {
+    if let Some(why) = crate::collect::baseline_error(exp, done) {
         out.stop_experiment = Some(format!("stopped after block {block}: {why}"));
         return out;
     }

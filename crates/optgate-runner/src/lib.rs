@@ -13,6 +13,7 @@ pub mod preflight;
 pub mod provenance;
 pub mod report;
 pub mod root;
+mod source;
 
 pub use collect::{Collected, RunResult, RunStatus, collect};
 pub use layout::Layout;
