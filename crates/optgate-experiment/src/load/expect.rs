@@ -21,6 +21,12 @@ impl Checker {
         if words.as_slice().is_empty() {
             self.error(path, "`expect` needs at least one word");
         }
+        if crate::expect::Expected::words(words.as_slice()).is_none() {
+            self.error(
+                path,
+                "the expected words are too many or too long to search for (the regex they make is past its size limit)",
+            );
+        }
         for (i, w) in words.as_slice().iter().enumerate() {
             let at = match words {
                 OneOrMore::One(_) => path.to_string(),

@@ -601,6 +601,15 @@ fn expect_checks_say_where() {
         "correctness.expect.source",
         "stdout or a file",
     );
+    // Words past the regex size limit would leave the check out silently: refused.
+    let many: Vec<String> = (0..4_000)
+        .map(|i| format!("W{i}x{}", "y".repeat(40)))
+        .collect();
+    at(
+        &format!("{{ expect: [{}] }}", many.join(", ")),
+        "correctness.expect",
+        "too many or too long",
+    );
     // Its shape read as such: a problem inside it is reported where it is.
     let d = at(
         "{ expect: { wrds: A } }",
