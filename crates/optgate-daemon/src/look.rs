@@ -290,6 +290,11 @@ fn next_after(
     staged_look: &Option<optgate_stats::StagedLook>,
     n_blocks: u32,
 ) -> (Next, Option<Vec<String>>) {
+    // A baseline run that fails its own correctness checks is an error of the experiment:
+    // fail fast stops it after that block, and a look that finds one ends it too.
+    if let Some(why) = optgate_runner::collect::baseline_error(&work.exp, &collected.runs) {
+        return (Next::Failed(why), None);
+    }
     let counts: Vec<(String, usize)> = work
         .exp
         .arms

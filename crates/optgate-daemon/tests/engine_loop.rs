@@ -74,14 +74,24 @@ impl FakeScheduler {
     }
 }
 
+/// The block whose baseline run prints `check FAILED` (every other run `check PASSED`):
+/// only an experiment that declares `correctness.expect` reads that line.
+const BASELINE_FAILS_ITS_CHECK_IN_BLOCK: u32 = 5;
+
 /// What `exec-run` leaves in a run directory for a completed run: the app's output (the
-/// variant twice as fast) and the manifest.
+/// variant twice as fast, then a verdict line) and the manifest.
 fn run_the_job(spec: &JobSpec, id: &str) {
     for run in &spec.runs {
         let secs = if run.arm == "baseline" { 1.0 } else { 0.5 };
-        let stdout: String = (1..=3)
+        let mut stdout: String = (1..=3)
             .map(|e| format!("epoch {e} took {} s\n", secs + 0.01 * f64::from(run.block)))
             .collect();
+        let fails = run.arm == "baseline" && run.block == BASELINE_FAILS_ITS_CHECK_IN_BLOCK;
+        stdout += if fails {
+            "check FAILED\n"
+        } else {
+            "check PASSED\n"
+        };
         std::fs::create_dir_all(&run.run_dir).unwrap();
         std::fs::write(run.run_dir.join("stdout"), stdout).unwrap();
         RunManifest {
@@ -266,13 +276,17 @@ async fn run_to_the_end(dir: &Path, fake: Arc<FakeScheduler>) -> optgate_store::
 }
 
 async fn submit(dir: &Path, ctx: &Daemon) -> String {
+    submit_text(dir, ctx, EXPERIMENT).await
+}
+
+async fn submit_text(dir: &Path, ctx: &Daemon, text: &str) -> String {
     let source_path: PathBuf = dir.join("exp.yaml");
-    std::fs::write(&source_path, EXPERIMENT).unwrap();
+    std::fs::write(&source_path, text).unwrap();
     let reply = handlers::dispatch(
         ctx,
         Request::Submit(SubmitRequest {
             source_path,
-            source_text: EXPERIMENT.into(),
+            source_text: text.into(),
         }),
     )
     .await;
@@ -456,6 +470,46 @@ async fn each_crash_window_is_repaired_by_the_next_engine() {
         let looks = ctx.db.call(move |s| s.looks(&i)).await.unwrap();
         assert_eq!(looks.len(), 1, "{point}:{at}: {looks:?}");
     }
+}
+
+/// A baseline run that fails its own `correctness.expect` is an error of the experiment
+/// at the look too, not only in fail fast: here the engine dies right after recording the
+/// last block's job end (before fail fast judged it), and the next engine's look ends the
+/// experiment `failed` naming the baseline's output line. Catches a look that decides
+/// anyway (the variant accepted against the other four baselines).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_that_finds_a_baseline_failing_its_check_fails_the_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeScheduler::new(Script::Normal);
+    let ctx = daemon(&dir.path().join("state"), fake.clone());
+    ctx.failpoints.arm("after-job-end", 5);
+    let text = format!(
+        "{EXPERIMENT}correctness:\n  values: {{ pattern: 'check (?P<value>\\w+)' }}\n  expect: PASSED\n"
+    );
+    let id = submit_text(dir.path(), &ctx, &text).await;
+    let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
+    let start = std::time::Instant::now();
+    while !ctx.failpoints.fired() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never reached");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    first.abort();
+    let _ = first.await;
+    let row = run_engine_until_ended(&ctx, &id).await;
+    assert_eq!(row.state, ExperimentState::Failed, "{row:?}");
+    let reason = row.state_reason.unwrap_or_default();
+    let b = BASELINE_FAILS_ITS_CHECK_IN_BLOCK;
+    assert!(
+        reason.starts_with(&format!(
+            "baseline run b{b:03}-baseline does not print the expected verdict: "
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("/stdout:4: `FAILED` where `PASSED` is expected"),
+        "{reason}"
+    );
+    assert!(reason.contains("exp.yaml:12)"), "{reason}");
 }
 
 /// A run the store recorded completed whose manifest no longer says so when the look reads

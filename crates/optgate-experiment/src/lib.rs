@@ -6,6 +6,7 @@
 
 pub mod checklist;
 pub mod diagnostic;
+pub mod expect;
 pub mod limits;
 pub mod load;
 pub mod model;
@@ -15,6 +16,7 @@ pub mod resolved;
 pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use expect::{ExpectCheck, ExpectPlace, Expected};
 pub use limits::{MAX_REPLICATES, MAX_RUNS, MAX_TIME_LIMIT, MAX_VARIANTS};
 pub use load::{
     DurationError, LoadError, Loaded, is_env_name, is_safe_name, load, load_str, parse_duration,

@@ -374,6 +374,7 @@ impl Checker {
             app_command: file.app.command.clone(),
             system_metric: file.system_metric.clone(),
             correctness: file.correctness.clone(),
+            correctness_at: self.locator.key("correctness"),
             min_effect_pct: file.compare.min_effect_pct,
             production_epochs: file.compare.production_epochs,
             allocation: crate::resolved::Allocation::resolve(&file.scheduler, file.design),
@@ -709,6 +710,7 @@ impl Checker {
 
     fn check_correctness(&mut self, f: &ExperimentFile) {
         let Some(c) = &f.correctness else { return };
+        self.check_expect(c);
         for (i, p) in c.files.iter().enumerate() {
             self.check_relative_path(p, &format!("correctness.files[{i}]"));
         }
@@ -1335,6 +1337,8 @@ fn variant_launcher(base: &LauncherSpec, vl: &LauncherSpec) -> LauncherSpec {
     launcher
 }
 
+mod expect;
 mod metrics;
+
 #[cfg(test)]
 mod tests;

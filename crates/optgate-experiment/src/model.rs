@@ -254,6 +254,108 @@ pub struct CorrectnessSpec {
     pub files: Vec<String>,
     #[serde(default)]
     pub values: Option<CorrectnessValues>,
+    /// The verdict every run of every arm must print (`expect`).
+    #[serde(default)]
+    pub expect: Option<ExpectSpec>,
+}
+
+/// `correctness.expect`: a word, a list of words (any of them), or a mapping with `words`
+/// or `regex` and, optionally, where to look (`pattern`, `source`, `file`).
+/// Read by its YAML shape (a string, a list, a mapping), so that a problem inside it is
+/// reported at its own place, not as "no variant matched" at `correctness`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum ExpectSpec {
+    Words(OneOrMore),
+    Full(ExpectMap),
+}
+
+/// One word or a list of them.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMore {
+    One(String),
+    More(Vec<String>),
+}
+
+/// Deserialises `T` by the shape of the YAML value: a string or a list become words
+/// (`words`), a mapping goes to `map` (None: a mapping is not allowed here).
+struct ByShape<T> {
+    expecting: &'static str,
+    words: fn(OneOrMore) -> T,
+    map: Option<fn(ExpectMap) -> T>,
+}
+
+impl<'de, T> serde::de::Visitor<'de> for ByShape<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+        Ok((self.words)(OneOrMore::One(s.to_string())))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        let words = Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+        Ok((self.words)(OneOrMore::More(words)))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        let Some(to) = self.map else {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Map,
+                &self,
+            ));
+        };
+        Ok(to(ExpectMap::deserialize(
+            serde::de::value::MapAccessDeserializer::new(map),
+        )?))
+    }
+}
+
+impl<'de> Deserialize<'de> for ExpectSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ByShape {
+            expecting: "a word, a list of words, or a mapping with `words` or `regex`",
+            words: ExpectSpec::Words,
+            map: Some(ExpectSpec::Full),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for OneOrMore {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ByShape {
+            expecting: "a word or a list of words",
+            words: |w| w,
+            map: None,
+        })
+    }
+}
+
+impl OneOrMore {
+    pub fn as_slice(&self) -> &[String] {
+        match self {
+            OneOrMore::One(w) => std::slice::from_ref(w),
+            OneOrMore::More(ws) => ws,
+        }
+    }
+}
+
+/// The mapping form of `correctness.expect`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectMap {
+    #[serde(default)]
+    pub words: Option<OneOrMore>,
+    /// A regex a verdict must match (unanchored: anchor it with `^…$` for the whole value).
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// Regex with a named group `value`: the verdicts are its captures.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub source: Option<MetricSource>,
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

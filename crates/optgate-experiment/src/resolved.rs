@@ -78,6 +78,10 @@ pub struct Experiment {
     pub system_metric: Option<SystemMetricSpec>,
     /// What each variant's output must match the baseline's in (`correctness`).
     pub correctness: Option<CorrectnessSpec>,
+    /// Where the file's `correctness` key is, for an error of the experiment that it
+    /// declares (a baseline run that fails its own check).
+    #[serde(skip)]
+    pub correctness_at: Option<crate::yaml::Location>,
     /// The smallest speed-up worth having, in percent (`compare.min_effect_pct`).
     pub min_effect_pct: f64,
     /// The production run's epochs, for the break-even projection
@@ -142,6 +146,8 @@ pub struct Patterns {
     pub system_metric: Option<regex::Regex>,
     /// `correctness.values.pattern`.
     pub correctness_values: Option<regex::Regex>,
+    /// `correctness.expect`, with its own pattern when it has one.
+    pub expect: Option<crate::expect::ExpectCheck>,
 }
 
 impl Patterns {
@@ -162,6 +168,10 @@ impl Patterns {
                 .as_ref()
                 .and_then(|c| c.values.as_ref())
                 .and_then(|v| re(&v.pattern)),
+            expect: file
+                .correctness
+                .as_ref()
+                .and_then(crate::expect::ExpectCheck::resolve),
         }
     }
 }
@@ -201,6 +211,15 @@ impl Experiment {
 
     pub fn arm_names(&self) -> Vec<String> {
         self.arms.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// `FILE:LINE` of the experiment file's `correctness` key (the file alone when it has
+    /// none), for an error of the experiment that names what it declares.
+    pub fn correctness_key_place(&self) -> String {
+        match self.correctness_at {
+            Some(at) => format!("{}:{}", self.source.display(), at.line),
+            None => self.source.display().to_string(),
+        }
     }
 }
 

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 
+mod checked;
+pub use checked::{Captured, as_number, extract_captures, line_text, same_value};
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MetricError {
     #[error("{source_name}: the pattern `{pattern}` never matched (expected one line per epoch)")]
@@ -61,7 +64,7 @@ pub enum MetricError {
 pub type EpochSeconds = BTreeMap<u32, f64>;
 
 /// Line number (1-based) of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
+pub(crate) fn line_of(text: &str, at: usize) -> usize {
     text[..at].bytes().filter(|&b| b == b'\n').count() + 1
 }
 

@@ -6,14 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use optgate_experiment::{BASELINE, Experiment, MetricSource, Plan, PlannedRun};
-use optgate_metrics::{
-    EpochSeconds, extract_epochs, extract_value, extract_values, within_tolerance,
-};
+use optgate_experiment::{Experiment, MetricSource, Plan, PlannedRun};
+use optgate_metrics::{EpochSeconds, extract_epochs, extract_value, extract_values};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
-use optgate_wrapper::run::STDOUT_FILE;
 
 use crate::layout::Layout;
 
@@ -68,22 +64,7 @@ pub struct RunResult {
     pub evidence: Option<Evidence>,
 }
 
-/// What a run's outputs were, for the correctness comparison with the baseline.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Evidence {
-    /// Declared file → SHA-256, or None when the run did not write it.
-    pub files: BTreeMap<String, Option<String>>,
-    pub values: Option<Result<Vec<f64>, String>>,
-}
-
-/// The correctness verdict of one arm over all its blocks.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ArmCorrectness {
-    /// Blocks in which the arm's outputs were compared with the baseline's.
-    pub blocks_compared: u32,
-    /// The first difference found, naming the block and the file or value.
-    pub mismatch: Option<String>,
-}
+pub use crate::correctness::{ArmCorrectness, Evidence};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Collected {
@@ -122,12 +103,30 @@ pub fn collect(
         })
         .collect();
     check_epoch_counts(&mut runs);
-    let correctness = exp
-        .correctness
-        .as_ref()
-        .filter(|c| !c.files.is_empty() || c.values.is_some())
-        .map(|_| compare_with_baseline(exp, &runs));
+    let correctness = crate::correctness::declared(exp)
+        .then(|| crate::correctness::compare_with_baseline(exp, &run_evidence(&runs)));
     Collected { runs, correctness }
+}
+
+/// The correctness evidence of the complete runs among `runs`.
+pub fn run_evidence(runs: &[RunResult]) -> Vec<crate::correctness::RunEvidence<'_>> {
+    runs.iter()
+        .filter(|r| r.status == RunStatus::Complete)
+        .filter_map(|r| {
+            Some(crate::correctness::RunEvidence {
+                id: &r.id,
+                arm: &r.arm,
+                block: r.block,
+                evidence: r.evidence.as_ref()?,
+            })
+        })
+        .collect()
+}
+
+/// The error of the experiment when a completed baseline run among `runs` fails its own
+/// correctness checks ([`crate::correctness::baseline_error`]).
+pub fn baseline_error(exp: &Experiment, runs: &[RunResult]) -> Option<String> {
+    crate::correctness::baseline_error(exp, &run_evidence(runs))
 }
 
 /// The runs the engine recorded as completed (`recorded_completed`) that no longer collect
@@ -224,29 +223,13 @@ pub enum RunMetricError {
     },
 }
 
-/// The file, relative to the run directory, that a value of `source` is read from: `file`
-/// for `source: file`, else the run's stdout (a `file:` beside another source is not read).
-pub(crate) fn source_file(source: MetricSource, file: Option<&str>) -> &str {
-    match source {
-        MetricSource::File => file.unwrap_or(STDOUT_FILE),
-        _ => STDOUT_FILE,
-    }
-}
-
 fn read_source(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
 ) -> Result<(String, String), RunMetricError> {
-    let path = run_dir.join(source_file(source, file));
-    let text = std::fs::read(&path).map_err(|source| RunMetricError::Read {
-        path: path.clone(),
-        source,
-    })?;
-    Ok((
-        String::from_utf8_lossy(&text).into_owned(),
-        path.display().to_string(),
-    ))
+    crate::source::read_text(run_dir, source, file)
+        .map_err(|(path, source)| RunMetricError::Read { path, source })
 }
 
 /// Reads one run. Public so a backend can check a run as soon as it ends.
@@ -306,7 +289,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
             return result;
         }
     }
-    result.evidence = evidence(exp, run_dir);
+    result.evidence = crate::correctness::evidence(exp, run_dir);
     result
 }
 
@@ -351,30 +334,6 @@ fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetr
     let re = exp.patterns.system_metric.as_ref().expect("validated");
     let (text, name) = read_source(run_dir, sm.source, sm.file.as_deref())?;
     Ok(extract_values(re, &text, &name)?.last().copied())
-}
-
-/// The run's correctness evidence; None when the experiment declares no checks.
-fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
-    let c = exp.correctness.as_ref()?;
-    let mut ev = Evidence::default();
-    for f in &c.files {
-        let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
-            Sha256::digest(&b)
-                .iter()
-                .map(|x| format!("{x:02x}"))
-                .collect::<String>()
-        });
-        ev.files.insert(f.clone(), hash);
-    }
-    if let Some(v) = &c.values {
-        let re = exp.patterns.correctness_values.as_ref().expect("validated");
-        ev.values = Some(
-            read_source(run_dir, v.source, v.file.as_deref())
-                .and_then(|(text, name)| Ok(extract_values(re, &text, &name)?))
-                .map_err(|e| e.to_string()),
-        );
-    }
-    Some(ev)
 }
 
 /// What the metric source yields for one run.
@@ -471,94 +430,6 @@ fn check_epoch_counts(runs: &mut [RunResult]) {
     }
 }
 
-fn compare_with_baseline(exp: &Experiment, runs: &[RunResult]) -> BTreeMap<String, ArmCorrectness> {
-    let spec = exp.correctness.as_ref().expect("caller checked");
-    let (rel_tol, abs_tol) = spec
-        .values
-        .as_ref()
-        .map(|v| (v.rel_tol, v.abs_tol))
-        .unwrap_or((None, None));
-    let baselines: BTreeMap<u32, &RunResult> = runs
-        .iter()
-        .filter(|r| r.arm == BASELINE && r.status == RunStatus::Complete)
-        .map(|r| (r.block, r))
-        .collect();
-    let mut out: BTreeMap<String, ArmCorrectness> = BTreeMap::new();
-    for arm in exp.arms.iter().filter(|a| a.name != BASELINE) {
-        let mut verdict = ArmCorrectness {
-            blocks_compared: 0,
-            mismatch: None,
-        };
-        let mut arm_runs: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| r.arm == arm.name && r.status == RunStatus::Complete)
-            .collect();
-        arm_runs.sort_by_key(|r| r.block);
-        for run in arm_runs {
-            let Some(base) = baselines.get(&run.block) else {
-                continue;
-            };
-            let (Some(be), Some(ve)) = (&base.evidence, &run.evidence) else {
-                continue;
-            };
-            verdict.blocks_compared += 1;
-            if verdict.mismatch.is_none() {
-                verdict.mismatch = first_difference(be, ve, rel_tol, abs_tol)
-                    .map(|d| format!("block {}: {d}", run.block));
-            }
-        }
-        out.insert(arm.name.clone(), verdict);
-    }
-    out
-}
-
-fn first_difference(
-    base: &Evidence,
-    var: &Evidence,
-    rel_tol: Option<f64>,
-    abs_tol: Option<f64>,
-) -> Option<String> {
-    for (file, bh) in &base.files {
-        let vh = var.files.get(file).cloned().flatten();
-        match (bh, vh) {
-            (None, None) => return Some(format!("`{file}` was written by neither run")),
-            (Some(_), None) => return Some(format!("`{file}` is missing from the variant's run")),
-            (None, Some(_)) => return Some(format!("`{file}` is missing from the baseline's run")),
-            (Some(a), Some(b)) if *a != b => {
-                return Some(format!(
-                    "`{file}` differs from the baseline's (sha256 {}… vs {}…)",
-                    &a[..12],
-                    &b[..12]
-                ));
-            }
-            _ => {}
-        }
-    }
-    match (&base.values, &var.values) {
-        (Some(Ok(bv)), Some(Ok(vv))) => {
-            if bv.len() != vv.len() {
-                return Some(format!(
-                    "the baseline printed {} checked values, the variant {}",
-                    bv.len(),
-                    vv.len()
-                ));
-            }
-            for (i, (b, v)) in bv.iter().zip(vv).enumerate() {
-                if !within_tolerance(*b, *v, rel_tol, abs_tol) {
-                    return Some(format!(
-                        "checked value #{} is {v} where the baseline has {b} (relative difference {:.3e})",
-                        i + 1,
-                        ((v - b) / b.abs().max(f64::MIN_POSITIVE)).abs()
-                    ));
-                }
-            }
-            None
-        }
-        (Some(Err(e)), _) => Some(format!("baseline's checked value: {e}")),
-        (_, Some(Err(e))) => Some(format!("variant's checked value: {e}")),
-        _ => None,
-    }
-}
 pub use crate::node_checks::LOAD_FLAG_RATIO;
 /// Steal above this share of CPU time means a VM's CPUs were elsewhere part of the run.
 pub const STEAL_FLAG_PCT: f64 = 5.0;

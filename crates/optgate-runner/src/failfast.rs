@@ -1,12 +1,14 @@
 //! Fail fast (issue 12): after each completed block, whether what the runs so far left on
 //! disk already says that more runs cannot help — the metric pattern matched nothing in
-//! any run, or every run of an arm failed — so that `optgate run` and the daemon stop the
-//! experiment (or that arm) with the reason instead of executing every run first.
+//! any run, a baseline run failed its own correctness checks, or every run of an arm
+//! failed — so that `optgate run` and the daemon stop the experiment (or that arm) with
+//! the reason instead of executing every run first.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::collect::{RunResult, RunStatus, source_file};
+use crate::collect::{RunResult, RunStatus};
 use crate::layout::Layout;
+use crate::source::source_file;
 use optgate_experiment::{BASELINE, Experiment};
 
 /// Lines and bytes of a run's stdout quoted when the metric matched nothing.
@@ -24,8 +26,10 @@ pub struct FailFast {
 
 /// Judges the finished runs `done` (every run so far, not-applicable arms left out) after
 /// block `block` completed. The metric rule: no run has yielded the metric, and a run's
-/// output did not match the pattern at all. The arm rule: no run of the arm completed and
-/// all of its finished runs failed; the baseline stopped stops the experiment.
+/// output did not match the pattern at all. The baseline rule: a completed baseline run
+/// fails its own correctness checks ([`crate::collect::baseline_error`]). The arm
+/// rule: no run of the arm completed and all of its finished runs failed; the baseline
+/// stopped stops the experiment.
 pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) -> FailFast {
     let mut out = FailFast::default();
     let complete: BTreeSet<&str> = done
@@ -51,6 +55,10 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
             },
             excerpt(layout, r, source_file(m.source, m.file.as_deref()))
         ));
+        return out;
+    }
+    if let Some(why) = crate::collect::baseline_error(exp, done) {
+        out.stop_experiment = Some(format!("stopped after block {block}: {why}"));
         return out;
     }
     let mut arms: BTreeMap<&str, Vec<&RunResult>> = BTreeMap::new();
@@ -284,6 +292,53 @@ mod tests {
         ];
         assert_eq!(judge(&exp, &layout, 1, &done), FailFast::default());
         assert_eq!(judge(&exp, &layout, 1, &[]), FailFast::default());
+    }
+
+    /// A completed baseline run that does not print the expected verdict stops the
+    /// experiment after the block, naming its output line; the same output from a variant
+    /// stops nothing (the look rejects it). Catches the baseline rule left out of `judge`
+    /// (the experiment would run every block and reject the variants instead).
+    #[test]
+    fn a_baseline_run_that_fails_its_own_check_stops_the_experiment() {
+        let yaml = format!(
+            "name: t\napp: {{ command: [app] }}\nmetric: {{ pattern: '{PATTERN}' }}\n\
+             correctness: {{ values: {{ pattern: 'check (?P<value>\\w+)' }}, expect: PASSED }}\n\
+             replicates: 6\nvariants:\n  - {{ name: v, dimension: l2_threading_model, env: {{ X: '1' }} }}\n"
+        );
+        let exp = optgate_experiment::load_str(&yaml, Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment;
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let with = |block: u32, arm: &str, stdout: &str| {
+            let mut r = ok(block, arm);
+            let run_dir = layout.run_dir(&r.id);
+            std::fs::create_dir_all(&run_dir).unwrap();
+            std::fs::write(run_dir.join(STDOUT_FILE), stdout).unwrap();
+            r.evidence = crate::correctness::evidence(&exp, &run_dir);
+            r
+        };
+        let fine = [
+            with(1, "baseline", "check PASSED\n"),
+            with(1, "v", "check FAILED\n"),
+        ];
+        assert_eq!(judge(&exp, &layout, 1, &fine), FailFast::default());
+        let broken = [
+            with(1, "baseline", "start\ncheck FAILED\n"),
+            with(1, "v", "check PASSED\n"),
+        ];
+        let why = judge(&exp, &layout, 1, &broken)
+            .stop_experiment
+            .expect("the experiment stops");
+        assert!(
+            why.starts_with("stopped after block 1: baseline run b001-baseline does not print the expected verdict: "),
+            "{why}"
+        );
+        assert!(
+            why.contains("b001-baseline/stdout:2: `FAILED` where `PASSED` is expected"),
+            "{why}"
+        );
+        assert!(why.contains("(/tmp/t.yaml:4)"), "{why}");
     }
 
     /// Why the metric rule stopped `exp`, judging one unmatched baseline run whose run

@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod collect;
+pub mod correctness;
 pub mod failfast;
 pub mod jobs;
 pub mod layout;
@@ -12,6 +13,7 @@ pub mod preflight;
 pub mod provenance;
 pub mod report;
 pub mod root;
+mod source;
 
 pub use collect::{Collected, RunResult, RunStatus, collect};
 pub use layout::Layout;

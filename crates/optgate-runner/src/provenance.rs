@@ -126,7 +126,7 @@ pub fn execution_provenance<'a>(
         arms: arms(exp, not_applicable),
         correctness: match &collected.correctness {
             None => Correctness::NotChecked(
-                "not checked: the experiment declares no correctness files or values",
+                "not checked: the experiment declares no correctness files, values or expected verdict",
             ),
             Some(c) => Correctness::Checked(c),
         },

@@ -498,6 +498,143 @@ fn correctness_checks() {
     );
 }
 
+/// The three forms of `correctness.expect` resolve to the words or regex they say, read
+/// where the rule says: `expect.pattern`'s captures, else lines of its own `source`, else
+/// `correctness.values`' captures, else stdout's lines.
+#[test]
+fn expect_forms_resolve_to_what_and_where() {
+    use crate::expect::{ExpectPlace, Expected};
+    let verdict = |c: &str| {
+        ok(&base(&format!("correctness: {c}\n")))
+            .experiment
+            .patterns
+            .expect
+            .expect("an expect check")
+    };
+    let v = verdict("{ expect: PASSED }");
+    assert!(matches!(&v.expected, Expected::Words { words, .. } if words == &["PASSED"]));
+    assert!(matches!(
+        v.place,
+        ExpectPlace::Lines {
+            source: MetricSource::Stdout,
+            file: None
+        }
+    ));
+    let v = verdict("{ expect: [PASSED, SUCCESSFUL] }");
+    assert!(v.expected.accepts("SUCCESSFUL") && !v.expected.accepts("FAILED"));
+    let v = verdict("{ expect: { regex: '^OK$' }, values: { pattern: 'r (?P<value>\\S+)' } }");
+    assert!(matches!(&v.expected, Expected::Regex(r) if r.as_str() == "^OK$"));
+    assert!(matches!(v.place, ExpectPlace::Values));
+    let v = verdict(
+        "{ expect: { words: OK, pattern: 'v=(?P<value>\\w+)', source: file, file: out.txt } }",
+    );
+    assert!(matches!(
+        &v.place,
+        ExpectPlace::Captures { pattern, source: MetricSource::File, file: Some(f) }
+            if pattern.as_str() == "v=(?P<value>\\w+)" && f == "out.txt"
+    ));
+    let v = verdict(
+        "{ expect: { words: OK, source: file, file: o }, values: { pattern: '(?P<value>x)' } }",
+    );
+    assert!(matches!(
+        v.place,
+        ExpectPlace::Lines {
+            source: MetricSource::File,
+            ..
+        }
+    ));
+    // The place of the `correctness` key, for errors of the experiment.
+    let e = ok(&base("correctness: { expect: PASSED }\n")).experiment;
+    assert_eq!(e.correctness_key_place(), format!("{PATH}:5"));
+    assert!(ok(&base("")).experiment.patterns.expect.is_none());
+}
+
+#[test]
+fn expect_checks_say_where() {
+    let at = |c: &str, path: &str, fragment: &str| {
+        one_error(&base(&format!("correctness: {c}\n")), path, fragment)
+    };
+    let d = at(
+        "{ expect: [PASSED, ' x'] }",
+        "correctness.expect[1]",
+        "without blanks",
+    );
+    assert_eq!((d.line, d.column), (Some(5), Some(33)), "{d:?}");
+    at("{ expect: '' }", "correctness.expect", "non-empty");
+    at("{ expect: [] }", "correctness.expect", "at least one word");
+    at(
+        "{ expect: { words: [A, \"B C\\n\"] } }",
+        "correctness.expect.words[1]",
+        "one line",
+    );
+    at("{ expect: { regex: '(' } }", "correctness.expect.regex", "");
+    at(
+        "{ expect: { words: A, regex: B } }",
+        "correctness.expect",
+        "not both",
+    );
+    at(
+        "{ expect: { pattern: '(?P<value>x)' } }",
+        "correctness.expect",
+        "needs `words`",
+    );
+    at(
+        "{ expect: { words: A, pattern: 'x' } }",
+        "correctness.expect.pattern",
+        "`(?P<value>...)`",
+    );
+    at(
+        "{ expect: { words: A, source: file } }",
+        "correctness.expect",
+        "needs `file:`",
+    );
+    at(
+        "{ expect: { words: A, source: file, file: /o } }",
+        "correctness.expect.file",
+        "relative",
+    );
+    at(
+        "{ expect: { words: A, file: o } }",
+        "correctness.expect.file",
+        "only with `source: file`",
+    );
+    at(
+        "{ expect: { words: A, source: dftracer } }",
+        "correctness.expect.source",
+        "stdout or a file",
+    );
+    // Words past the regex size limit would leave the check out silently: refused.
+    let many: Vec<String> = (0..4_000)
+        .map(|i| format!("W{i}x{}", "y".repeat(40)))
+        .collect();
+    at(
+        &format!("{{ expect: [{}] }}", many.join(", ")),
+        "correctness.expect",
+        "too many or too long",
+    );
+    // Its shape read as such: a problem inside it is reported where it is.
+    let d = at(
+        "{ expect: { wrds: A } }",
+        "",
+        "correctness.expect: unknown key `wrds`",
+    );
+    assert_eq!((d.line, d.column), (Some(5), Some(26)), "{d:?}");
+    let d = at(
+        "{ expect: 1 }",
+        "",
+        "expected a word, a list of words, or a mapping",
+    );
+    assert_eq!((d.line, d.column), (Some(5), Some(24)), "{d:?}");
+    at(
+        "{ expect: { words: { a: b } } }",
+        "",
+        "correctness.expect.words: invalid type: map, expected a word or a list",
+    );
+    no_errors(&base(
+        "correctness: { expect: { words: [A, B], source: file, file: o/x } }\n",
+    ));
+}
+
 fn slurm(scheduler: &str, variant_extra: &str) -> String {
     yaml_with(
         &format!("scheduler: {{ kind: slurm, {scheduler} }}\n"),
