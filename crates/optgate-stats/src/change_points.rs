@@ -108,7 +108,13 @@ pub fn best_split(xs: &[f64], min_segment: usize) -> Option<(usize, f64)> {
         }
         let (m, k) = (tau as f64, (n - tau) as f64);
         let between = total - within_left - within_right;
-        let mean_pair = |s: f64, c: f64| if c < 2.0 { 0.0 } else { s / (c * (c - 1.0) / 2.0) };
+        let mean_pair = |s: f64, c: f64| {
+            if c < 2.0 {
+                0.0
+            } else {
+                s / (c * (c - 1.0) / 2.0)
+            }
+        };
         let e = 2.0 * between / (m * k) - mean_pair(within_left, m) - mean_pair(within_right, k);
         let q = m * k / (m + k) * e;
         if best.is_none_or(|(_, b)| q > b) {

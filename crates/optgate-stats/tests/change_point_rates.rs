@@ -59,5 +59,8 @@ fn stable_series_of_eight_and_thirty_rarely_alarm() {
 fn a_fifteen_percent_step_at_the_fifth_of_eight_is_found_there() {
     let (any, at_step) = counts(15, 8, Some((4, 1.15)));
     eprintln!("15 % step at 5 of 8: found in {any}/{SERIES}, at the fifth in {at_step}/{SERIES}");
-    assert!(at_step >= 950, "found at the step in only {at_step} of {SERIES}");
+    assert!(
+        at_step >= 950,
+        "found at the step in only {at_step} of {SERIES}"
+    );
 }
