@@ -196,6 +196,9 @@ pub fn change_points(series: &[f64], cfg: &ChangePointConfig) -> Vec<ChangePoint
         open.push((a, a + tau));
         open.push((a + tau, b));
     }
+    if found.is_empty() {
+        return Vec::new();
+    }
     found.sort_by_key(|&(at, _)| at);
     levels(xs, &found)
         .into_iter()
@@ -250,5 +253,6 @@ mod tests {
     fn too_short_a_series_has_no_split() {
         assert_eq!(best_split(&[1.0, 2.0, 3.0], 2), None);
         assert!(change_points(&[1.0, 2.0, 3.0], &ChangePointConfig::default()).is_empty());
+        assert!(change_points(&[], &ChangePointConfig::default()).is_empty());
     }
 }
