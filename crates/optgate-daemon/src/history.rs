@@ -295,6 +295,126 @@ pub fn value_of(e: &Execution, series: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use optgate_store::{ExperimentState, SchedulerKind};
+
+    /// An execution row with the baseline at `base` and omp6's speed-up `speedup`.
+    fn execution(i: usize, base: Option<f64>, speedup: f64) -> Execution {
+        Execution {
+            id: format!("e{i}"),
+            name: "demo".into(),
+            kind: ExecutionKind::Daemon,
+            scheduler: SchedulerKind::Local,
+            state: ExperimentState::Decided,
+            state_reason: None,
+            source_path: "/w/exp.yaml".into(),
+            source_sha256: String::new(),
+            root: String::new(),
+            build: BuildIdentity::default(),
+            nodes: Vec::new(),
+            started_at: format!("2026-01-0{i}"),
+            ended_at: String::new(),
+            runs_completed: 6,
+            runs_total: 6,
+            looks: 1,
+            baseline: Some("baseline".into()),
+            baseline_median_s: base,
+            variants: vec![VariantOutcome {
+                variant: "omp6".into(),
+                decision: optgate_stats::Decision::Accept,
+                reason: String::new(),
+                speedup: Some(speedup),
+                speedup_ci_low: None,
+                speedup_ci_high: None,
+                system_impact_pct: None,
+                system_impact_ci_low: None,
+                system_impact_ci_high: None,
+            }],
+        }
+    }
+
+    const NOISE: [f64; 8] = [0.0, 0.02, -0.01, 0.01, -0.02, 0.015, -0.005, 0.005];
+
+    /// Eight executions (rows as the store holds them), the baseline 15 % slower from the
+    /// fifth on: one change, in the baseline, at 5 (1-based); omp6's speed-up unchanged.
+    #[test]
+    fn a_baseline_step_at_the_fifth_of_eight_is_found_at_five() {
+        let rows = (0..8)
+            .map(|i| {
+                let level = if i >= 4 { 1.15 } else { 1.0 };
+                execution(
+                    i,
+                    Some(level * (1.0 + NOISE[i])),
+                    1.3 * (1.0 + NOISE[7 - i]),
+                )
+            })
+            .collect();
+        let h = history_of(rows);
+        assert_eq!(h.series, ["baseline", "omp6"]);
+        assert_eq!(h.change_points.len(), 1, "{:?}", h.change_points);
+        let c = &h.change_points[0];
+        assert_eq!((c.series.as_str(), c.at), ("baseline", 5));
+        assert!((c.after / c.before - 1.15).abs() < 0.03, "{c:?}");
+    }
+
+    /// Eight stable executions: no change in any series.
+    #[test]
+    fn eight_stable_executions_have_no_change_point() {
+        let rows = (0..8)
+            .map(|i| execution(i, Some(1.0 + NOISE[i]), 1.3 * (1.0 + NOISE[7 - i])))
+            .collect();
+        assert!(history_of(rows).change_points.is_empty());
+    }
+
+    /// An execution without a baseline value (a failed one) is left out of that series,
+    /// and a change's `at` still names the execution by its place in the whole list.
+    #[test]
+    fn a_gap_in_a_series_keeps_at_pointing_at_the_execution() {
+        let rows = (0..9)
+            .map(|i| {
+                let level = if i >= 5 { 1.15 } else { 1.0 };
+                let base = (i != 2).then(|| level * (1.0 + NOISE[i % 8]));
+                execution(i, base, 1.3)
+            })
+            .collect();
+        let h = history_of(rows);
+        let at: Vec<(String, usize)> = h
+            .change_points
+            .iter()
+            .map(|c| (c.series.clone(), c.at))
+            .collect();
+        assert_eq!(at, [("baseline".to_string(), 6)]);
+    }
+
+    /// A real checkout: its commit, clean, then dirty after a tracked file changes; a
+    /// directory that is no checkout has no identity (and no error).
+    #[test]
+    fn a_workdirs_git_identity_is_its_commit_and_dirty_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(build_identity(dir.path()), BuildIdentity::default());
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        };
+        std::fs::write(dir.path().join("app.c"), "int main(){}\n").unwrap();
+        if !(git(&["init", "-q"]) && git(&["add", "app.c"]) && git(&["commit", "-qm", "x"])) {
+            eprintln!("no git here: only the no-checkout case is checked");
+            return;
+        }
+        let clean = build_identity(dir.path());
+        assert_eq!(
+            clean.git_commit.as_ref().map(String::len),
+            Some(40),
+            "{clean:?}"
+        );
+        assert_eq!(clean.git_dirty, Some(false));
+        std::fs::write(dir.path().join("app.c"), "int main(){return 1;}\n").unwrap();
+        assert_eq!(build_identity(dir.path()).git_dirty, Some(true));
+    }
 
     #[test]
     fn a_git_identity_needs_a_hash() {
