@@ -16,4 +16,4 @@ pub use error::StoreError;
 pub use executions::{BuildIdentity, Execution, ExecutionKind, VariantOutcome};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use model::*;
-pub use store::Store;
+pub use store::{BUSY_TIMEOUT, Store};

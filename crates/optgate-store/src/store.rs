@@ -15,8 +15,10 @@ use crate::model::*;
 
 /// How long a write waits for another connection's lock: the daemon and any number of
 /// `optgate run` processes recording their executions write the same file; each write is
-/// one short transaction.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// one short transaction, but with `synchronous = FULL` each commit is an fsync, and on a
+/// loaded disk nine writers at once kept one waiting past 5 s
+/// (`tests/executions.rs::concurrent_writers_lose_no_execution`).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub struct Store {

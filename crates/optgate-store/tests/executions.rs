@@ -3,6 +3,7 @@
 //! writers at once — threads with their own connections, as the daemon and several
 //! `optgate run` processes are — none of whose rows is lost.
 
+use optgate_store::migrations::MIGRATIONS;
 use optgate_store::*;
 
 fn execution(id: &str, name: &str, kind: ExecutionKind, started: &str) -> Execution {
@@ -184,4 +185,28 @@ fn an_older_database_gains_the_history() {
     assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
     assert!(s.executions_due().unwrap().is_empty());
     assert!(s.executions_by_name("demo").unwrap().is_empty());
+}
+
+/// A database whose experiments ended before the history existed: opening it queues
+/// them (the daemon then writes their rows), and only the ended ones.
+#[test]
+fn experiments_ended_before_the_history_are_queued_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("old.db");
+    {
+        let mut c = rusqlite::Connection::open(&db).unwrap();
+        let before = (MIGRATIONS.len() - 1) as u32;
+        optgate_store::migrations::migrate_to(&mut c, before).unwrap();
+        for (id, state) in [("old-done", "decided"), ("old-live", "running")] {
+            c.execute(
+                "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, \
+                 root, scheduler, state, replicates, max_replicates, created_at, updated_at) \
+                 VALUES (?1, 'demo', '/w/e.yaml', '', '', '/w', 'local', ?2, 5, 5, 't', 't')",
+                [id, state],
+            )
+            .unwrap();
+        }
+    }
+    let s = Store::open(&db).unwrap();
+    assert_eq!(s.executions_due().unwrap(), ["old-done"]);
 }
