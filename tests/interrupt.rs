@@ -240,6 +240,7 @@ fn the_engine_of_run_is_started_again_after_it_panics() {
         settings: Default::default(),
         failpoints: failpoints.clone(),
         no_space_give_up: optgate_daemon::space::NO_SPACE_GIVE_UP,
+        history: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -254,7 +255,10 @@ fn the_engine_of_run_is_started_again_after_it_panics() {
         .expect("the execution never ended: its engine died and nothing started it again")
         .unwrap();
     assert!(failpoints.fired(), "the engine never reached the point");
-    let End::Finished { row, failed_runs } = end else {
+    let End::Finished {
+        row, failed_runs, ..
+    } = end
+    else {
         panic!("{end:?}")
     };
     assert!(

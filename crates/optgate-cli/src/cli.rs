@@ -165,6 +165,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Every execution of experiment NAME (`optgate run` and the daemon), oldest first,
+    /// with the changes found over them: the baseline's steady-state value and each
+    /// variant's speed-up.
+    History {
+        name: String,
+        /// `{executions: [...], change_points: [{series, at, before, after, p}]}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// The report of a daemon experiment (its latest look).
     Report {
         id: String,

@@ -246,6 +246,21 @@ fn read_offline(
     answer(&store, info)
 }
 
+/// The history of experiment `name` from the state directory's database, read-only
+/// (the daemon running or not: WAL readers never block it), with its change points;
+/// empty when there is no database yet.
+pub fn read_history(
+    paths: &StatePaths,
+    name: &str,
+) -> Result<crate::history::History, crate::error::DaemonError> {
+    if !paths.db().exists() {
+        return Ok(crate::history::history_of(Vec::new()));
+    }
+    paths.check_for_reading()?;
+    let store = optgate_store::Store::open_read_only(&paths.db())?;
+    Ok(crate::history::history_of(store.executions_by_name(name)?))
+}
+
 /// Starts `optgate daemon --foreground` detached (own session, output appended to the
 /// daemon's log) and waits until it answers. `optgate` is the binary to run.
 pub fn start_background(paths: &StatePaths, optgate: &Path) -> Result<Welcome, ClientError> {

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use optgate_experiment::{Experiment, SchedulerKind};
 use optgate_sched::local_backend::LocalBackend;
 use optgate_sched::{JobId, Scheduler};
-use optgate_store::{ExperimentRow, ExperimentState, RunRow, RunState, Store};
+use optgate_store::{ExecutionKind, ExperimentRow, ExperimentState, RunRow, RunState, Store};
 use optgate_wrapper::manifest::RunManifest;
 
 use crate::context::{Backends, Daemon, Db, UNREACHABLE_GIVE_UP};
@@ -77,6 +77,9 @@ pub enum End {
     Finished {
         row: Box<ExperimentRow>,
         failed_runs: Vec<(String, String)>,
+        /// Why the execution could not be added to the user's history (it ran all the
+        /// same; its own database under the root keeps it).
+        history_error: Option<String>,
     },
     /// Ctrl-C: the running job was stopped; `kept` runs had finished and count on resume.
     Interrupted { kept: usize },
@@ -98,6 +101,9 @@ pub struct Options {
     /// How long the execution waits for a full file system to have space again before it
     /// gives up ([`crate::space::NO_SPACE_GIVE_UP`]).
     pub no_space_give_up: Duration,
+    /// The user's state directory, whose database's history the ended execution joins
+    /// (`crate::history::record_in_user_history`); none: it joins no history.
+    pub history: Option<StatePaths>,
 }
 
 /// The reason an interrupted execution's experiment is cancelled with (Ctrl-C, or a
@@ -157,13 +163,48 @@ pub async fn run(
     ctx.shutdown.cancel();
     engine.await.map_err(crate::error::join_error)??;
     match stop {
-        Stop::Ended(finished) => Ok(finished),
+        Stop::Ended(finished) => Ok(join_history(&ctx, &id, opts.history.as_ref(), finished).await),
         Stop::Cancelled(jobs) => {
             wait_for_stopped_jobs(&ctx, &id, jobs).await?;
             Ok(End::Interrupted {
                 kept: kept_runs(&ctx, &id).await?,
             })
         }
+    }
+}
+
+/// Adds the ended execution to the user's history (its own database's record of it, as a
+/// `run` row); a failure is noted on the end, never the execution's failure.
+async fn join_history(ctx: &Daemon, id: &str, user: Option<&StatePaths>, end: End) -> End {
+    let (
+        Some(user),
+        End::Finished {
+            row, failed_runs, ..
+        },
+    ) = (user, &end)
+    else {
+        return end;
+    };
+    let i = id.to_string();
+    let read = ctx
+        .db
+        .call(move |s| crate::history::read_execution(s, &i, ExecutionKind::Run))
+        .await;
+    let user = user.clone();
+    let recorded = match read {
+        Ok(Some(e)) => {
+            tokio::task::spawn_blocking(move || crate::history::record_in_user_history(&user, &e))
+                .await
+                .map_err(crate::error::join_error)
+                .and_then(|r| r)
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    End::Finished {
+        row: row.clone(),
+        failed_runs: failed_runs.clone(),
+        history_error: recorded.err().map(|e| e.to_string()),
     }
 }
 
@@ -269,6 +310,7 @@ fn finished(row: ExperimentRow, runs: &[RunRow], not_applicable: &BTreeMap<Strin
     End::Finished {
         row: Box::new(row),
         failed_runs,
+        history_error: None,
     }
 }
 

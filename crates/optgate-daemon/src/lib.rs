@@ -6,7 +6,7 @@
 //! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
 //! machine and polling), [`reconcile`] (what crash repair does, decided purely), [`look`] (a look: data in,
 //! decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), the decision policy is `optgate-policy`, [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
-//! `optgate run`'s own process), [`lifecycle`] (lock,
+//! `optgate run`'s own process), [`history`] (each ended execution recorded, change points), [`lifecycle`] (lock,
 //! socket, signals), [`client`] (the CLI's side).
 //!
 //! Invariants: backends never touch the database; the database is written only through
@@ -20,6 +20,7 @@ pub mod error;
 pub mod failpoint;
 pub mod foreground;
 pub mod handlers;
+pub mod history;
 pub mod jobplan;
 pub mod lifecycle;
 pub mod look;

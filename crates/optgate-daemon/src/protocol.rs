@@ -136,6 +136,10 @@ pub struct StatusReply {
     /// listed apart so that one damaged row does not hide the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<DamagedExperiment>,
+    /// `optgate run` executions (kind `run`), oldest first: they ran in their own process
+    /// and joined the history when they ended (`optgate history NAME`).
+    #[serde(default)]
+    pub run_executions: Vec<optgate_store::Execution>,
 }
 
 /// An experiment whose stored row is damaged: its id, its name and what is wrong.

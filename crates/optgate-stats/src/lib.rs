@@ -6,6 +6,7 @@
 //! alpha-spending rule, the staged stopping rule of [`stopping`]) are public so that they can be tested against SciPy directly.
 
 pub mod analysis;
+pub mod change_points;
 pub mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
@@ -25,6 +26,7 @@ pub use analysis::{
     Analysis, Decision, EpochRow, FirstEpoch, MIN_REPLICATES, Method, SequentialLook, SpeedUp,
     VariantAnalysis, analyze, analyze_in_family, analyze_sequential, fmt_p, fmt_signed_pct,
 };
+pub use change_points::{ChangePoint, ChangePointConfig, change_points, energy_statistic};
 pub use error::StatsError;
 pub use guardrail::{GuardrailResult, oriented_change_pct};
 pub use htest::{Alternative, PMethod, RankTest, ShiftEstimate};

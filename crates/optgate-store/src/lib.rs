@@ -1,5 +1,5 @@
 //! optgate-store: the daemon's state in SQLite — experiments, their blocks and runs, the
-//! scheduler jobs submitted for them, and the looks taken — in WAL mode, versioned with
+//! scheduler jobs submitted for them, the looks taken, and the history of executions — in WAL mode, versioned with
 //! `PRAGMA user_version` and append-only migrations.
 //!
 //! Invariants: every write is one transaction (a crash or a full disk never leaves half a
@@ -7,11 +7,13 @@
 //! async and spawns nothing — the daemon calls it from blocking tasks.
 
 pub mod error;
+mod executions;
 pub mod migrations;
 pub mod model;
 mod store;
 
 pub use error::StoreError;
+pub use executions::{BuildIdentity, Execution, ExecutionKind, VariantOutcome};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use model::*;
-pub use store::Store;
+pub use store::{BUSY_TIMEOUT, Store};

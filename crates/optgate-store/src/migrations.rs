@@ -118,6 +118,52 @@ pub const MIGRATIONS: &[&str] = &[
     DROP TABLE experiments;
     ALTER TABLE experiments_v4 RENAME TO experiments;
     "#,
+    // One history: every execution — `optgate run`'s (kind `run`, written by that process)
+    // and the daemon's (kind `daemon`) — one row when it ends, found by experiment name
+    // (`executions_by_name`) and, for `optgate status`, by kind. The build's identity is
+    // recorded on the experiment when it starts (`git_commit`, `git_dirty`). An experiment
+    // entering a final state is queued in `executions_due` by a trigger, in the same
+    // transaction as that state, whichever write ended it; the engine turns each queued id
+    // into its execution row (and unqueues it) in one transaction. Experiments that had
+    // already ended are queued too, so their history is written at the next daemon start.
+    // A later rebuild of `experiments` (as migration 4) drops this trigger: recreate it.
+    r#"
+    ALTER TABLE experiments ADD COLUMN git_commit TEXT;
+    ALTER TABLE experiments ADD COLUMN git_dirty INTEGER;
+    CREATE TABLE executions (
+        id                TEXT PRIMARY KEY,
+        name              TEXT NOT NULL,
+        kind              TEXT NOT NULL CHECK (kind IN ('run', 'daemon')),
+        scheduler         TEXT NOT NULL,
+        state             TEXT NOT NULL,
+        state_reason      TEXT,
+        source_path       TEXT NOT NULL,
+        source_sha256     TEXT NOT NULL,
+        root              TEXT NOT NULL,
+        git_commit        TEXT,
+        git_dirty         INTEGER,
+        nodes             TEXT NOT NULL,
+        started_at        TEXT NOT NULL,
+        ended_at          TEXT NOT NULL,
+        runs_completed    INTEGER NOT NULL,
+        runs_total        INTEGER NOT NULL,
+        looks             INTEGER NOT NULL,
+        baseline          TEXT,
+        baseline_median_s REAL,
+        variants          TEXT NOT NULL
+    );
+    CREATE INDEX executions_by_name ON executions (name, started_at, id);
+    CREATE INDEX executions_by_kind ON executions (kind, started_at, id);
+    CREATE TABLE executions_due (experiment_id TEXT PRIMARY KEY);
+    CREATE TRIGGER experiments_ended_are_due AFTER UPDATE OF state ON experiments
+    WHEN NEW.state IN ('decided', 'budget_exhausted', 'failed', 'cancelled')
+        AND OLD.state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled')
+    BEGIN
+        INSERT OR IGNORE INTO executions_due (experiment_id) VALUES (NEW.id);
+    END;
+    INSERT INTO executions_due (experiment_id) SELECT id FROM experiments
+        WHERE state IN ('decided', 'budget_exhausted', 'failed', 'cancelled');
+    "#,
 ];
 
 /// The schema version this build writes and understands.
@@ -142,15 +188,19 @@ pub fn migrate_to(conn: &mut Connection, target: u32) -> rusqlite::Result<u32> {
     reached
 }
 
+/// Each step takes the write lock first and reads the version under it: another process
+/// (`optgate run` recording its execution while the daemon starts) migrating the same file
+/// at the same moment is waited for, and its migration is not applied twice.
 fn apply_migrations(conn: &mut Connection, target: u32) -> rusqlite::Result<u32> {
-    let mut version = user_version(conn)?;
-    while version < target.min(LATEST) {
-        let tx = conn.transaction()?;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version = user_version(&tx)?;
+        if version >= target.min(LATEST) {
+            return Ok(version);
+        }
         tx.execute_batch(MIGRATIONS[version as usize])?;
         // PRAGMA takes no bound parameters; the value is our own integer.
         tx.execute_batch(&format!("PRAGMA user_version = {}", version + 1))?;
         tx.commit()?;
-        version += 1;
     }
-    Ok(version)
 }

@@ -33,6 +33,8 @@ macro_rules! stored_enum {
     };
 }
 
+pub(crate) use stored_enum;
+
 stored_enum! {
     /// Where an experiment stands. planned → building → running → analysing → one of the
     /// four ends; analysing may go back to running when blocks are added.

@@ -13,17 +13,20 @@ use crate::error::StoreError;
 use crate::migrations::{self, LATEST};
 use crate::model::*;
 
-/// How long a write waits for another connection's lock (the CLI never writes; this only
-/// matters for tools such as `sqlite3` reading the file).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a write waits for another connection's lock: the daemon and any number of
+/// `optgate run` processes recording their executions write the same file; each write is
+/// one short transaction, but with `synchronous = FULL` each commit is an fsync, and on a
+/// loaded disk nine writers at once kept one waiting past 5 s
+/// (`tests/executions.rs::concurrent_writers_lose_no_execution`).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
@@ -38,6 +41,17 @@ impl Store {
     /// date. A database from a newer optgate is refused before anything is written to it;
     /// a file that is not a database, or is damaged, gives [`StoreError::Corrupt`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_checked(path, true)
+    }
+
+    /// [`Store::open`] without the integrity check, whose cost grows with the file: what
+    /// `optgate run` opens the user's database with to add its execution to the history
+    /// (the daemon checks the file when it starts).
+    pub fn open_for_history(path: &Path) -> Result<Store, StoreError> {
+        Store::open_checked(path, false)
+    }
+
+    fn open_checked(path: &Path, integrity_check: bool) -> Result<Store, StoreError> {
         let path = path.to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
@@ -76,9 +90,12 @@ impl Store {
         // changes), so the fsync costs nothing that matters.
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(err("configure"))?;
-        let check: String = conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(err("check the integrity of"))?;
+        let check: String = match integrity_check {
+            true => conn
+                .query_row("PRAGMA quick_check", [], |r| r.get(0))
+                .map_err(err("check the integrity of"))?,
+            false => "ok".to_string(),
+        };
         if check != "ok" {
             return Err(StoreError::Corrupt {
                 path,
@@ -140,12 +157,15 @@ impl Store {
             .map_err(self.err("set the page limit"))
     }
 
-    fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + use<> {
+    pub(crate) fn err(
+        &self,
+        op: &'static str,
+    ) -> impl FnOnce(rusqlite::Error) -> StoreError + use<> {
         let path = self.path.clone();
         move |e| StoreError::from_sqlite(op, path, e)
     }
 
-    fn bad(&self, what: &'static str, value: &str) -> StoreError {
+    pub(crate) fn bad(&self, what: &'static str, value: &str) -> StoreError {
         StoreError::BadValue {
             path: self.path.clone(),
             what,

@@ -5,6 +5,7 @@ mod cancel;
 mod daemon;
 mod exec_run;
 mod gate;
+mod history;
 mod plan;
 pub mod probe;
 mod progress;
@@ -91,6 +92,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             no_start,
         } => submit::submit(&experiment, no_start),
         Command::Status { id, watch, json } => status::status(id.as_deref(), watch, json),
+        Command::History { name, json } => history::history(&name, json),
         Command::Report {
             id,
             format,

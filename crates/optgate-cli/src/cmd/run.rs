@@ -69,6 +69,7 @@ pub fn run(
     // Local runs must not compete for the cores with the daemon's local jobs: each job of
     // this execution takes the same machine-wide lock; say so now if it is taken.
     let machine_lock = wait_for_local_runs()?;
+    let history = optgate_daemon::paths::StatePaths::from_env()?;
     let no_space_give_up = optgate_daemon::space::no_space_give_up(std::env::var_os(
         optgate_daemon::space::NO_SPACE_GIVE_UP_VAR,
     ))
@@ -94,6 +95,7 @@ pub fn run(
             settings: EngineSettings::default(),
             failpoints: Default::default(),
             no_space_give_up,
+            history: Some(history),
         };
         let on_event = |ev: foreground::Event| match (&mut progress, ev) {
             (p, foreground::Event::Total { runs, done }) => match p {
@@ -127,7 +129,16 @@ pub fn run(
             );
             return Ok(exit::INTERRUPTED);
         }
-        foreground::End::Finished { row, failed_runs } => (*row, failed_runs),
+        foreground::End::Finished {
+            row,
+            failed_runs,
+            history_error,
+        } => {
+            if let Some(e) = history_error {
+                eprintln!("optgate: this execution is not in the history (`optgate history`): {e}");
+            }
+            (*row, failed_runs)
+        }
     };
     show_finished(&exp, &layout, finished, format, plot)
 }

@@ -113,7 +113,7 @@ fn decisions_text(e: &ExperimentStatus) -> String {
 
 /// The table `optgate status` prints (and the details of one experiment).
 pub fn render(reply: &StatusReply, detailed: bool) -> String {
-    if reply.experiments.is_empty() && reply.damaged.is_empty() {
+    if reply.experiments.is_empty() && reply.damaged.is_empty() && reply.run_executions.is_empty() {
         return "no experiments; submit one with `optgate submit EXP.yaml`\n".to_string();
     }
     let dash = || "-".to_string();
@@ -131,6 +131,8 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
             ]
         })
         // A row the database cannot read is shown as damaged; why follows the table.
+        // `optgate run` executions, marked as such in their state.
+        .chain(reply.run_executions.iter().map(run_row))
         .chain(reply.damaged.iter().map(|d| {
             [
                 d.id.clone(),
@@ -171,6 +173,27 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
         out.push_str(&details(reply));
     }
     out
+}
+
+/// A row of the table for an `optgate run` execution: its state says `(optgate run)`.
+fn run_row(e: &optgate_store::Execution) -> [String; 6] {
+    let decisions = if e.variants.is_empty() {
+        "-".to_string()
+    } else {
+        e.variants
+            .iter()
+            .map(|v| format!("{}: {}", v.variant, v.decision))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    [
+        e.id.clone(),
+        e.name.clone(),
+        format!("{} (optgate run)", e.state),
+        format!("{}/{}", e.runs_completed, e.runs_total),
+        e.looks.to_string(),
+        decisions,
+    ]
 }
 
 /// What `optgate status ID` shows below the table: the reason, the files, the blocks, the

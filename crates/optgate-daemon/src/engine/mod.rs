@@ -329,6 +329,11 @@ impl Engine {
                 Err(e) => changed |= self.step_failed(&row.id, e).await?,
             }
         }
+        // The history rows of the experiments that ended (in this pass or while no engine
+        // ran: the queue is in the database); a failure is retried next pass.
+        if let Err(e) = self.ctx.db.call(crate::history::record_due).await {
+            tracing::warn!("cannot record ended experiments in the history: {e}");
+        }
         let activity = if throttled || self.unreachable {
             Activity::Throttled
         } else if changed {

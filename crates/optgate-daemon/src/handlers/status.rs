@@ -40,9 +40,16 @@ pub fn answer(
         None => None,
     };
     let (mut counts, mut looks) = (s.run_counts()?, s.latest_looks()?);
+    // `optgate run` executions (one indexed range of the history), or the one `id` names.
+    let run_executions: Vec<_> = s
+        .executions_of_kind(optgate_store::ExecutionKind::Run)?
+        .into_iter()
+        .filter(|e| one.as_ref().is_none_or(|id| &e.id == id))
+        .collect();
     if let Some(id) = &req.id
         && rows.is_empty()
         && damaged.is_empty()
+        && run_executions.is_empty()
     {
         return Ok(unknown(id));
     }
@@ -97,6 +104,7 @@ pub fn answer(
         daemon,
         experiments,
         damaged,
+        run_executions,
     }))
 }
 

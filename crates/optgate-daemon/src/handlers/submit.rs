@@ -151,6 +151,15 @@ pub async fn record_new(
     };
     ctx.db
         .call(move |s| s.insert_experiment(&new, &blocks, &runs))
+        .await?;
+    // The build's identity, for the history: asked of git with a bound, never an error.
+    let workdir = exp.workdir.clone();
+    let build = tokio::task::spawn_blocking(move || crate::history::build_identity(&workdir))
+        .await
+        .map_err(crate::error::join_error)?;
+    let id = id.to_string();
+    ctx.db
+        .call(move |s| s.set_build_identity(&id, &build))
         .await
 }
 

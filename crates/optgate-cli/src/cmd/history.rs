@@ -1,0 +1,138 @@
+//! `optgate history NAME [--json]`: every execution of one experiment, oldest first, and
+//! the changes found over them (`optgate_daemon::history`): a table, then one line per
+//! series saying what changed from which execution on, or that it did not.
+
+use anyhow::Result;
+
+use optgate_daemon::history::{BASELINE_SERIES, ChangePointJson, History, value_of};
+use optgate_store::Execution;
+
+use super::daemon::state_paths;
+use crate::exit;
+
+pub fn history(name: &str, json: bool) -> Result<i32> {
+    let paths = state_paths()?;
+    let history = optgate_daemon::client::read_history(&paths, name)
+        .map_err(|e| exit::with_code(exit::FAILED, e))?;
+    let text = if json {
+        serde_json::to_string_pretty(&history)? + "\n"
+    } else {
+        render(name, &history)
+    };
+    print!("{text}");
+    Ok(exit::OK)
+}
+
+/// The table and the changes (pure).
+pub fn render(name: &str, h: &History) -> String {
+    if h.executions.is_empty() {
+        return format!("no executions of `{name}` yet; `optgate run` or `optgate submit` one\n");
+    }
+    let variants: Vec<&String> = h.series.iter().filter(|s| *s != BASELINE_SERIES).collect();
+    let mut header: Vec<String> = ["#", "ID", "KIND", "STATE", "COMMIT", "BASELINE"]
+        .map(String::from)
+        .to_vec();
+    header.extend(variants.iter().map(|v| v.to_string()));
+    let rows: Vec<Vec<String>> = h
+        .executions
+        .iter()
+        .enumerate()
+        .map(|(i, e)| row(i + 1, e, &variants))
+        .collect();
+    let mut out = format!(
+        "experiment `{name}`: {} execution(s), oldest first\n",
+        h.executions.len()
+    );
+    out.push_str(&table(&header, &rows));
+    out.push('\n');
+    for series in &h.series {
+        out.push_str(&change_line(series, &h.change_points));
+    }
+    out
+}
+
+fn row(index: usize, e: &Execution, variants: &[&String]) -> Vec<String> {
+    let commit = match (&e.build.git_commit, e.build.git_dirty) {
+        (Some(c), dirty) => format!(
+            "{}{}",
+            &c[..c.len().min(10)],
+            if dirty == Some(true) { "+dirty" } else { "" }
+        ),
+        (None, _) => "-".into(),
+    };
+    let mut cells = vec![
+        index.to_string(),
+        e.id.clone(),
+        e.kind.to_string(),
+        e.state.to_string(),
+        commit,
+        value_of(e, BASELINE_SERIES).map_or("-".into(), |v| format!("{v:.4} s")),
+    ];
+    cells.extend(variants.iter().map(|v| variant_cell(e, v)));
+    cells
+}
+
+/// `1.30× [1.20, 1.40] accept`, or `-` when the execution has no such variant.
+fn variant_cell(e: &Execution, variant: &str) -> String {
+    let Some(v) = e.variants.iter().find(|v| v.variant == variant) else {
+        return "-".into();
+    };
+    let interval = match (v.speedup_ci_low, v.speedup_ci_high) {
+        (Some(l), Some(h)) => format!(" [{l:.2}, {h:.2}]"),
+        _ => String::new(),
+    };
+    match v.speedup {
+        Some(s) => format!("{s:.2}×{interval} {}", v.decision),
+        None => v.decision.to_string(),
+    }
+}
+
+fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    std::iter::once(line(header))
+        .chain(rows.iter().map(|r| line(r)))
+        .collect()
+}
+
+/// "baseline 15 % slower from execution 5 on, p = 0.004" or "omp6's speed-up unchanged".
+fn change_line(series: &str, changes: &[ChangePointJson]) -> String {
+    let mine: Vec<&ChangePointJson> = changes.iter().filter(|c| c.series == series).collect();
+    let subject = if series == BASELINE_SERIES {
+        "baseline".to_string()
+    } else {
+        format!("{series}'s speed-up")
+    };
+    if mine.is_empty() {
+        return format!("{subject} unchanged\n");
+    }
+    let said: Vec<String> = mine
+        .iter()
+        .map(|c| {
+            let pct = (c.after / c.before - 1.0) * 100.0;
+            let how = match (series == BASELINE_SERIES, pct >= 0.0) {
+                (true, true) => format!("{:.0} % slower", pct.abs()),
+                (true, false) => format!("{:.0} % faster", pct.abs()),
+                (false, _) => format!("{:.2}× → {:.2}×", c.before, c.after),
+            };
+            format!(
+                "{how} from execution {} on, p = {}",
+                c.at,
+                optgate_stats::fmt_p(c.p)
+            )
+        })
+        .collect();
+    format!("{subject} {}\n", said.join("; then "))
+}
