@@ -273,6 +273,7 @@ async fn submit(dir: &Path, ctx: &Daemon) -> String {
         Request::Submit(SubmitRequest {
             source_path,
             source_text: EXPERIMENT.into(),
+            every: None,
         }),
     )
     .await;
