@@ -181,23 +181,50 @@ fn recurrences(reply: &StatusReply) -> String {
     if reply.recurrences.is_empty() {
         return String::new();
     }
-    let mut out =
-        String::from("\nRECURRENCE  NAME  EVERY  STATE  NEXT DUE  EXECUTIONS  LAST NOTIFY\n");
-    for r in &reply.recurrences {
-        let next = match r.state {
-            RecurrenceState::Active => r.next_due_at.clone(),
-            RecurrenceState::Cancelled => "-".to_string(),
-        };
-        out.push_str(&format!(
-            "{}  {}  {}  {}  {}  {}  {}\n",
-            r.id,
-            r.name,
-            r.every,
-            r.state,
-            next,
-            r.executions,
-            r.last_notify.as_ref().map_or("-".to_string(), notify_text)
-        ));
+    let header = [
+        "RECURRENCE",
+        "NAME",
+        "EVERY",
+        "STATE",
+        "NEXT DUE",
+        "EXECUTIONS",
+        "LAST NOTIFY",
+    ];
+    let rows: Vec<[String; 7]> = reply
+        .recurrences
+        .iter()
+        .map(|r| {
+            [
+                r.id.clone(),
+                r.name.clone(),
+                r.every.clone(),
+                r.state.to_string(),
+                match r.state {
+                    RecurrenceState::Active => r.next_due_at.clone(),
+                    RecurrenceState::Cancelled => "-".to_string(),
+                },
+                r.executions.to_string(),
+                r.last_notify.as_ref().map_or("-".to_string(), notify_text),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let cols: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        cols.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = String::from("\n") + &line(&header.map(String::from));
+    for (r, cells) in reply.recurrences.iter().zip(&rows) {
+        out.push_str(&line(cells));
         if let Some(d) = &r.detail {
             out.push_str(&format!("  {}: {d}\n", r.id));
         }
