@@ -133,7 +133,7 @@ pub struct SubmitReply {
     pub root: PathBuf,
     /// When it recurs: its recurrence (`R<n>`) and next due time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recurrence: Option<RecurrenceStatus>,
+    pub recurrence: Option<Box<RecurrenceStatus>>,
 }
 
 /// `optgate status --json`: stable; fields are only ever added.

@@ -43,7 +43,9 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
             record_new(ctx, &exp, &id, &root, kind).await?;
             None
         }
-        Some(every) => Some(record_recurring(ctx, &exp, &id, &root, every).await?),
+        Some(every) => Some(Box::new(
+            record_recurring(ctx, &exp, &id, &root, every).await?,
+        )),
     };
     tracing::info!(
         "experiment {id} (`{}`) submitted; runs under {}",
