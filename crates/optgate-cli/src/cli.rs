@@ -147,12 +147,18 @@ pub enum Command {
     /// Hand an experiment to the daemon (started if none is running) and print its id.
     ///
     /// The file is validated here first, with the same messages and pre-flight checks as
-    /// `optgate validate`. Only the experiment id is printed on stdout.
+    /// `optgate validate`. Only the experiment id is printed on stdout. With --every (or
+    /// `recheck:` in the file) the daemon submits it again at that interval, each time a
+    /// new experiment of the same name; `optgate cancel R<n>` stops that.
     Submit {
         experiment: PathBuf,
         /// Fail with exit code 4 instead of starting the daemon when none is running.
         #[arg(long)]
         no_start: bool,
+        /// Re-check at this interval: a whole number and one unit, s, m, h or d (`7d`).
+        /// Overrides the file's `recheck.every`.
+        #[arg(long, value_name = "INTERVAL")]
+        every: Option<String>,
     },
     /// Where every experiment of the daemon stands: state, runs done/total, looks,
     /// decisions so far. With an ID: that experiment, with its jobs.
@@ -194,7 +200,9 @@ pub enum Command {
         #[arg(long)]
         variant: Option<String>,
     },
-    /// Cancel a daemon experiment: no new work, its live jobs are cancelled.
+    /// Cancel a daemon experiment: no new work, its live jobs are cancelled. `R<n>` (from
+    /// `optgate status`) cancels a recurrence: it submits no more executions; the one
+    /// running goes on.
     Cancel { id: String },
     /// Execute one rendered run and write its manifest (used inside job scripts).
     #[command(hide = true)]

@@ -4,7 +4,7 @@
 //!
 //! Code map: [`paths`] (state directory), [`protocol`] (the socket's messages), [`server`]
 //! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
-//! machine and polling), [`reconcile`] (what crash repair does, decided purely), [`look`] (a look: data in,
+//! machine and polling), [`reconcile`] (what crash repair does, decided purely), [`recheck`] (recurring re-checks: due times, flips, the notify summary, decided purely), [`notify`] (the notify command, run bounded), [`look`] (a look: data in,
 //! decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), the decision policy is `optgate-policy`, [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
 //! `optgate run`'s own process), [`history`] (each ended execution recorded, change points), [`lifecycle`] (lock,
 //! socket, signals), [`client`] (the CLI's side).
@@ -25,9 +25,11 @@ pub mod jobplan;
 pub mod lifecycle;
 pub mod look;
 pub mod no_space;
+pub mod notify;
 pub mod orphans;
 pub mod paths;
 pub mod protocol;
+pub mod recheck;
 pub mod reconcile;
 pub mod server;
 pub mod space;

@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWr
 pub use optgate_experiment::SchedulerKind;
 pub use optgate_stats::Decision;
 use optgate_store::RunCounts;
-pub use optgate_store::{ExperimentState, JobRecordState};
+pub use optgate_store::{ExperimentState, JobRecordState, RecurrenceState};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest request line the daemon reads (an experiment file travels inside `submit`).
@@ -87,6 +87,10 @@ pub struct SubmitRequest {
     pub source_path: PathBuf,
     /// The file's text as the client read and validated it.
     pub source_text: String,
+    /// `--every`: submit it again at this interval (`7d`, `12h`; overrides the file's
+    /// `recheck.every`). Absent: the file's `recheck:` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -116,6 +120,8 @@ pub enum Response {
     Status(StatusReply),
     Report(ReportReply),
     Cancelled(CancelReply),
+    /// `cancel R<n>`: the recurrence stops re-submitting.
+    RecurrenceCancelled(RecurrenceCancelReply),
     ShuttingDown,
     Error(ErrorReply),
 }
@@ -125,6 +131,9 @@ pub struct SubmitReply {
     pub id: String,
     /// The experiment's run-directory root.
     pub root: PathBuf,
+    /// When it recurs: its recurrence (`R<n>`) and next due time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence: Option<Box<RecurrenceStatus>>,
 }
 
 /// `optgate status --json`: stable; fields are only ever added.
@@ -140,6 +149,45 @@ pub struct StatusReply {
     /// and joined the history when they ended (`optgate history NAME`).
     #[serde(default)]
     pub run_executions: Vec<optgate_store::Execution>,
+    /// Recurring re-checks (`optgate submit --every`), oldest first; only in the list of
+    /// every experiment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recurrences: Vec<RecurrenceStatus>,
+}
+
+/// A recurrence as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecurrenceStatus {
+    /// `R<n>`: what `optgate cancel` takes.
+    pub id: String,
+    pub name: String,
+    /// The interval, `7d`, and in seconds.
+    pub every: String,
+    pub interval_secs: u64,
+    /// active or cancelled.
+    pub state: RecurrenceState,
+    /// Due times are `anchor + k × interval` (seconds since 1970).
+    pub anchor_unix: i64,
+    /// The next due time (RFC 3339, UTC) and in seconds since 1970. Past while the latest
+    /// execution still runs: the next one is submitted when it ends.
+    pub next_due_at: String,
+    pub next_due_unix: i64,
+    pub executions: u32,
+    pub last_experiment_id: Option<String>,
+    pub notify: Vec<String>,
+    /// The latest notify (or flip without a `notify:` command), with how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_notify: Option<crate::notify::NotifyOutcome>,
+    /// Why it did not submit (its stored file no longer loads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecurrenceCancelReply {
+    pub id: String,
+    pub previous_state: RecurrenceState,
+    pub state: RecurrenceState,
 }
 
 /// An experiment whose stored row is damaged: its id, its name and what is wrong.

@@ -287,6 +287,7 @@ async fn submit_text(dir: &Path, ctx: &Daemon, text: &str) -> String {
         Request::Submit(SubmitRequest {
             source_path,
             source_text: text.into(),
+            every: None,
         }),
     )
     .await;

@@ -12,6 +12,7 @@ pub mod load;
 pub mod model;
 pub mod plan;
 pub mod read;
+pub mod recheck;
 pub mod resolved;
 pub mod yaml;
 
@@ -24,4 +25,5 @@ pub use load::{
 };
 pub use model::*;
 pub use plan::{Plan, PlannedBlock, PlannedRun};
+pub use recheck::{IntervalError, Recheck, format_interval, parse_interval};
 pub use resolved::*;

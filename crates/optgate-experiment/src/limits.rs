@@ -11,6 +11,23 @@ use std::time::Duration;
 /// for a block's runs, a run's deadline from now) far from overflowing a `Duration`.
 pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// The shortest re-check interval (`recheck.every`, `optgate submit --every`): 1 second.
+/// A recurrence never overlaps itself (the next execution is submitted only once the
+/// latest has ended), so a short interval costs back-to-back executions, never a pile-up;
+/// a second is the resolution of the daemon's due times. Tests use a few seconds.
+pub const MIN_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest re-check interval: 366 days. Longer is a re-check nobody waits for; the
+/// bound keeps every due time (seconds since 1970 plus multiples of it) far from overflow.
+pub const MAX_RECHECK_INTERVAL: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The most words of `recheck.notify`: 64, each at most [`MAX_NOTIFY_ARG_BYTES`]. The
+/// command is an argument vector passed as it is; more is a script's job.
+pub const MAX_NOTIFY_ARGS: usize = 64;
+
+/// The longest word of `recheck.notify`: 4096 bytes (Linux's `PATH_MAX`).
+pub const MAX_NOTIFY_ARG_BYTES: usize = 4096;
+
 /// The most `replicates` and `max_replicates`: 1000 runs per arm. Exact rank tests decide
 /// with a few dozen; beyond this a number is a typo, and it sizes the plan, the daemon's
 /// look schedule and the number of jobs submitted.

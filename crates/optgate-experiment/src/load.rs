@@ -16,6 +16,8 @@ use crate::model::*;
 use crate::resolved::*;
 use crate::yaml::{self, Location, Locator};
 
+mod recheck;
+
 /// Why an experiment could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -333,6 +335,7 @@ impl Checker {
         let allocation_time_limit =
             self.duration(file.scheduler.time_limit.as_deref(), "scheduler.time_limit");
         let steady_epochs = self.steady_epochs(&file);
+        let recheck = self.recheck(file.recheck.as_ref());
         let base_dir = path.parent().unwrap_or(Path::new("."));
         let workdir = match &file.workdir {
             Some(w) => base_dir.join(w),
@@ -380,6 +383,7 @@ impl Checker {
             allocation: crate::resolved::Allocation::resolve(&file.scheduler, file.design),
             max_resubmits: file.scheduler.max_resubmits,
             checklist: file.checklist.clone(),
+            recheck,
             file,
             workdir,
             arms,

@@ -75,6 +75,24 @@ pub struct ExperimentFile {
     /// A verdict for every checklist dimension not covered by a variant.
     #[serde(default)]
     pub checklist: BTreeMap<String, ChecklistEntry>,
+    /// Re-check the experiment at an interval through the daemon (`optgate submit`), and
+    /// run a command when a decision flips.
+    #[serde(default)]
+    pub recheck: Option<RecheckSpec>,
+}
+
+/// `recheck:`: the daemon submits the experiment again every `every` (`optgate submit`
+/// only; `--every` on the command line overrides it), each execution a new experiment of
+/// the same name, and runs `notify` when a decision flips.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RecheckSpec {
+    /// The interval: a whole number and one unit, `s`, `m`, `h` or `d` (`7d`, `12h`).
+    pub every: String,
+    /// An argument vector (no shell), run when an execution ends whose decision flipped
+    /// against the previous execution, given the summary as JSON on stdin.
+    #[serde(default)]
+    pub notify: Option<Vec<String>>,
 }
 
 pub const MIN_REPLICATES: u32 = 5;

@@ -94,6 +94,9 @@ pub struct Experiment {
     /// The verdicts the file declares for checklist dimensions it does not measure
     /// (`checklist`).
     pub checklist: BTreeMap<String, ChecklistEntry>,
+    /// How often the daemon submits it again, and what runs when a decision flips
+    /// (`recheck`).
+    pub recheck: Option<crate::recheck::Recheck>,
     /// The file's regular expressions, compiled once (a look reads every run with them).
     #[serde(skip)]
     pub patterns: Patterns,

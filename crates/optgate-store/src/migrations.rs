@@ -118,7 +118,7 @@ pub const MIGRATIONS: &[&str] = &[
     DROP TABLE experiments;
     ALTER TABLE experiments_v4 RENAME TO experiments;
     "#,
-    // One history: every execution — `optgate run`'s (kind `run`, written by that process)
+    // 5: one history: every execution — `optgate run`'s (kind `run`, written by that process)
     // and the daemon's (kind `daemon`) — one row when it ends, found by experiment name
     // (`executions_by_name`) and, for `optgate status`, by kind. The build's identity is
     // recorded on the experiment when it starts (`git_commit`, `git_dirty`). An experiment
@@ -163,6 +163,39 @@ pub const MIGRATIONS: &[&str] = &[
     END;
     INSERT INTO executions_due (experiment_id) SELECT id FROM experiments
         WHERE state IN ('decided', 'budget_exhausted', 'failed', 'cancelled');
+    "#,
+    // 6: recurring re-checks (`optgate submit --every`, `recheck:`). A recurrence keeps the
+    // file's text, its interval, the anchor its due times are multiples of (anchor + k ×
+    // interval, seconds since 1970), the next due time, the notify argv (JSON), its state
+    // and the latest execution; each execution is a row of `recurrence_executions` (in
+    // order), with whether its end was judged for a notify and the notify's outcome (JSON).
+    // A re-submission, its execution row and the new due time are one transaction.
+    r#"
+    CREATE TABLE recurrences (
+        id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+        name               TEXT NOT NULL,
+        source_path        TEXT NOT NULL,
+        source_text        TEXT NOT NULL,
+        interval_secs      INTEGER NOT NULL CHECK (interval_secs > 0),
+        anchor_at          INTEGER NOT NULL,
+        next_due_at        INTEGER NOT NULL,
+        notify             TEXT NOT NULL,
+        state              TEXT NOT NULL CHECK (state IN ('active', 'cancelled')),
+        detail             TEXT,
+        last_experiment_id TEXT,
+        created_at         TEXT NOT NULL,
+        updated_at         TEXT NOT NULL
+    );
+    CREATE INDEX recurrences_by_state ON recurrences (state);
+    CREATE TABLE recurrence_executions (
+        recurrence_id   INTEGER NOT NULL REFERENCES recurrences(id) ON DELETE CASCADE,
+        seq             INTEGER NOT NULL,
+        experiment_id   TEXT NOT NULL UNIQUE REFERENCES experiments(id) ON DELETE CASCADE,
+        judged          INTEGER NOT NULL DEFAULT 0,
+        notify_outcome  TEXT,
+        PRIMARY KEY (recurrence_id, seq)
+    );
+    CREATE INDEX recurrence_executions_unjudged ON recurrence_executions (judged);
     "#,
 ];
 

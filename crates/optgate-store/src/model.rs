@@ -273,3 +273,60 @@ pub enum AfterLook {
         reason: Option<String>,
     },
 }
+
+stored_enum! {
+    /// Whether a recurrence still submits its experiment again.
+    RecurrenceState {
+        /// Re-submitted at each due time.
+        Active => "active",
+        /// Stopped by `optgate cancel R<n>`; its executions stay as they are.
+        Cancelled => "cancelled",
+    }
+}
+
+/// A recurrence to record with its first execution ([`crate::Store::start_recurrence`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRecurrence {
+    pub name: String,
+    pub source_path: String,
+    pub source_text: String,
+    pub interval_secs: u64,
+    /// Due times are `anchor_at + k × interval_secs` (seconds since 1970).
+    pub anchor_at: i64,
+    pub next_due_at: i64,
+    /// The notify argument vector (empty: none).
+    pub notify: Vec<String>,
+}
+
+/// A recurrence as stored, with its latest execution's state (its text apart:
+/// [`crate::Store::recurrence_text`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecurrenceRow {
+    pub id: i64,
+    pub name: String,
+    pub source_path: String,
+    pub interval_secs: u64,
+    pub anchor_at: i64,
+    pub next_due_at: i64,
+    pub notify: Vec<String>,
+    pub state: RecurrenceState,
+    pub detail: Option<String>,
+    pub last_experiment_id: Option<String>,
+    /// The latest execution's state (`None`: its row is gone).
+    pub last_state: Option<ExperimentState>,
+    /// Executions so far.
+    pub executions: u32,
+    /// The latest notify's outcome (JSON as the daemon wrote it).
+    pub last_notify: Option<String>,
+    pub created_at: String,
+}
+
+/// An execution of a recurrence that ended and whose end was not yet judged for a notify.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnjudgedExecution {
+    pub recurrence_id: i64,
+    pub seq: u32,
+    pub experiment_id: String,
+    /// The execution before it in the recurrence (`None` for the first).
+    pub previous_experiment_id: Option<String>,
+}

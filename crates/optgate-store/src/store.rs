@@ -13,6 +13,8 @@ use crate::error::StoreError;
 use crate::migrations::{self, LATEST};
 use crate::model::*;
 
+mod recurrences;
+
 /// How long a write waits for another connection's lock: the daemon and any number of
 /// `optgate run` processes recording their executions write the same file; each write is
 /// one short transaction, but with `synchronous = FULL` each commit is an fsync, and on a
@@ -186,27 +188,7 @@ impl Store {
         let path = self.path.clone();
         let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
         let tx = self.conn.transaction().map_err(err.clone())?;
-        let t = now();
-        tx.execute(
-            "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, root, \
-             scheduler, state, replicates, max_replicates, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
-            params![
-                e.id,
-                e.name,
-                e.source_path,
-                e.source_text,
-                e.source_sha256,
-                e.root,
-                e.scheduler.as_str(),
-                ExperimentState::Planned.as_str(),
-                e.replicates,
-                e.max_replicates,
-                t
-            ],
-        )
-        .map_err(err.clone())?;
-        insert_blocks(&tx, &e.id, blocks, runs).map_err(err.clone())?;
+        insert_experiment_rows(&tx, e, blocks, runs).map_err(err.clone())?;
         tx.commit().map_err(err)
     }
 
@@ -974,6 +956,36 @@ fn known_kinds_sql() -> String {
         .map(|k| format!("'{}'", k.as_str()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The rows of a new experiment (state `planned`), its blocks and its runs, inside the
+/// caller's transaction.
+pub(crate) fn insert_experiment_rows(
+    tx: &rusqlite::Transaction<'_>,
+    e: &NewExperiment,
+    blocks: &[BlockRow],
+    runs: &[NewRun],
+) -> rusqlite::Result<()> {
+    let t = now();
+    tx.execute(
+        "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, root, \
+             scheduler, state, replicates, max_replicates, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+        params![
+            e.id,
+            e.name,
+            e.source_path,
+            e.source_text,
+            e.source_sha256,
+            e.root,
+            e.scheduler.as_str(),
+            ExperimentState::Planned.as_str(),
+            e.replicates,
+            e.max_replicates,
+            t
+        ],
+    )?;
+    insert_blocks(tx, &e.id, blocks, runs)
 }
 
 fn insert_blocks(

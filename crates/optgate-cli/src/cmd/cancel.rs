@@ -1,4 +1,5 @@
-//! `optgate cancel ID`: no new work for the experiment, its live jobs cancelled.
+//! `optgate cancel ID`: no new work for the experiment, its live jobs cancelled; `optgate
+//! cancel R<n>`: the recurrence submits no more executions.
 
 use anyhow::Result;
 
@@ -16,6 +17,18 @@ pub fn cancel(id: &str) -> Result<i32> {
             eprintln!(
                 "optgate: experiment {} already ended ({}); nothing to cancel",
                 r.id, r.state
+            );
+            Ok(exit::OK)
+        }
+        Response::RecurrenceCancelled(r) if r.previous_state == r.state => {
+            eprintln!("optgate: recurrence {} was already cancelled", r.id);
+            Ok(exit::OK)
+        }
+        Response::RecurrenceCancelled(r) => {
+            eprintln!(
+                "optgate: recurrence {} cancelled: no more re-submissions (an execution still \
+                 running goes on; cancel it by its id to stop it)",
+                r.id
             );
             Ok(exit::OK)
         }

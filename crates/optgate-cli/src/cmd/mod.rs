@@ -90,7 +90,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Submit {
             experiment,
             no_start,
-        } => submit::submit(&experiment, no_start),
+            every,
+        } => submit::submit(&experiment, no_start, every.as_deref()),
         Command::Status { id, watch, json } => status::status(id.as_deref(), watch, json),
         Command::History { name, json } => history::history(&name, json),
         Command::Report {

@@ -31,6 +31,12 @@ pub fn run(
 ) -> Result<i32> {
     let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
+    if exp.recheck.is_some() {
+        eprintln!(
+            "optgate: `recheck:` is for `optgate submit` (the daemon re-checks on schedule); \
+             `optgate run` executes the experiment once"
+        );
+    }
     let kind = exp.kind;
     if kind != optgate_experiment::SchedulerKind::Local && !here {
         return Err(exit::with_code(

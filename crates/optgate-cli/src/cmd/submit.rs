@@ -1,7 +1,7 @@
 //! `optgate submit EXP.yaml`: validate here (the same messages and pre-flight checks as
 //! `validate`, so nothing invalid reaches the daemon), start the daemon if none is running
 //! (unless `--no-start`), hand the experiment over, print its id — and only its id — on
-//! stdout.
+//! stdout. `--every` (or the file's `recheck:`) makes it a recurrence, named on stderr.
 
 use std::path::Path;
 
@@ -15,7 +15,15 @@ use optgate_runner::preflight::Level;
 use super::daemon::{client_error, start, state_paths};
 use crate::exit;
 
-pub fn submit(path: &Path, no_start: bool) -> Result<i32> {
+pub fn submit(path: &Path, no_start: bool, every: Option<&str>) -> Result<i32> {
+    if let Some(e) = every
+        && let Err(why) = optgate_experiment::parse_interval(e)
+    {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!("--every: {why}"),
+        ));
+    }
     let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
     super::validate::refuse_unknown_directives(path, &exp)?;
@@ -45,10 +53,17 @@ pub fn submit(path: &Path, no_start: bool) -> Result<i32> {
     let request = Request::Submit(SubmitRequest {
         source_path: exp.source.clone(),
         source_text: exp.source_text.clone(),
+        every: every.map(str::to_string),
     });
     match client::call(&paths, &request).map_err(client_error)? {
         Response::Submitted(reply) => {
             println!("{}", reply.id);
+            if let Some(r) = &reply.recurrence {
+                eprintln!(
+                    "optgate: re-checked every {} as recurrence {} (next due {}); `optgate cancel {}` stops it",
+                    r.every, r.id, r.next_due_at, r.id
+                );
+            }
             Ok(exit::OK)
         }
         other => Err(anyhow::anyhow!(

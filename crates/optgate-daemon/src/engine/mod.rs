@@ -14,6 +14,7 @@
 mod build;
 mod clocks;
 mod looking;
+mod recurring;
 mod repair;
 mod running;
 
@@ -75,6 +76,9 @@ pub struct Engine {
     /// A write of the current pass that failed for lack of space (the experiment it was
     /// for waits, never fails; `space.rs`).
     pub(crate) lack_of_space: Option<(String, crate::space::NoSpace)>,
+    /// The earliest due time (seconds since 1970) of a recurrence not yet due, as the last
+    /// pass saw it: the engine sleeps no longer than until then.
+    recurrence_due: Option<i64>,
 }
 
 /// How many times one job's submission may fail transiently (a timed-out `sbatch`, a busy
@@ -193,6 +197,8 @@ pub async fn run_with(ctx: Arc<Daemon>, shutdown: CancellationToken, settings: E
         let wait = engine
             .give_up_due_in()
             .map_or(wait, |due| wait.min(due.max(Duration::from_secs(1))));
+        // A recurrence is submitted at its due time, not at the next (longest) interval.
+        let wait = engine.recurrence_due_in().map_or(wait, |due| wait.min(due));
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(wait) => {}
@@ -218,6 +224,7 @@ impl Engine {
             clocks: PollClocks::default(),
             polled: BTreeSet::new(),
             lack_of_space: None,
+            recurrence_due: None,
         }
     }
 
@@ -333,6 +340,9 @@ impl Engine {
         // ran: the queue is in the database); a failure is retried next pass.
         if let Err(e) = self.ctx.db.call(crate::history::record_due).await {
             tracing::warn!("cannot record ended experiments in the history: {e}");
+        }
+        if !shutdown.is_cancelled() {
+            changed |= self.recur().await?;
         }
         let activity = if throttled || self.unreachable {
             Activity::Throttled

@@ -1,18 +1,24 @@
 //! `cancel`: mark an experiment cancelled (committed at once, so `status` shows it and no
 //! new work starts) and wake the engine, which cancels its live jobs and builds. The same
-//! [`cancel_experiment`] is what Ctrl-C in `optgate run` does (`foreground.rs`).
+//! [`cancel_experiment`] is what Ctrl-C in `optgate run` does (`foreground.rs`). `R<n>`
+//! names a recurrence: cancelling it stops its re-submissions.
 
-use optgate_store::ExperimentState;
+use optgate_store::{ExperimentState, RecurrenceState};
 
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
 use crate::error::DaemonError;
-use crate::protocol::{CancelReply, CancelRequest, Response};
+use crate::protocol::{
+    CancelReply, CancelRequest, ErrorKind, ErrorReply, RecurrenceCancelReply, Response,
+};
 
 /// The reason a user's `optgate cancel` records.
 pub const BY_THE_USER: &str = "cancelled by the user";
 
 pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
+    if let Some(n) = crate::recheck::parse_recurrence_name(&req.id) {
+        return cancel_recurrence(ctx, &req.id, n).await;
+    }
     let Some(before) = cancel_experiment(ctx, &req.id, BY_THE_USER).await? else {
         return Ok(unknown(&req.id));
     };
@@ -46,4 +52,21 @@ pub async fn cancel_experiment(
     }
     ctx.wake.notify_one();
     Ok(before)
+}
+
+/// `cancel R<n>`: the recurrence submits no more executions (committed at once); the one
+/// running goes on (cancel it by its id to stop it too).
+async fn cancel_recurrence(ctx: &Daemon, name: &str, n: i64) -> HandlerResult {
+    let Some(before) = ctx.db.call(move |s| s.cancel_recurrence(n)).await? else {
+        return Ok(Response::Error(ErrorReply::new(
+            ErrorKind::UnknownExperiment,
+            format!("no recurrence `{name}`; `optgate status` lists them"),
+        )));
+    };
+    tracing::info!("recurrence {name} cancelled (was {before})");
+    Ok(Response::RecurrenceCancelled(RecurrenceCancelReply {
+        id: crate::recheck::recurrence_name(n),
+        previous_state: before,
+        state: RecurrenceState::Cancelled,
+    }))
 }

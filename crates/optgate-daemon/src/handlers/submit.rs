@@ -8,12 +8,16 @@ use std::path::{Path, PathBuf};
 
 use optgate_experiment::{Experiment, Loaded, Plan, SchedulerKind};
 use optgate_runner::Layout;
-use optgate_store::NewExperiment;
+use std::time::Duration;
+
+use optgate_store::{BlockRow, NewExperiment, NewRecurrence, NewRun};
 
 use super::HandlerResult;
 use crate::context::Daemon;
 use crate::error::DaemonError;
-use crate::protocol::{ErrorKind, ErrorReply, Response, SubmitReply, SubmitRequest};
+use crate::protocol::{
+    ErrorKind, ErrorReply, RecurrenceStatus, Response, SubmitReply, SubmitRequest,
+};
 
 pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
     if ctx.shutdown.is_cancelled() {
@@ -28,22 +32,81 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         Err(why) => return Ok(Response::Error(why)),
     };
     let exp = loaded.experiment;
-    let (id, root) = loop {
-        let id = new_id();
-        let root = exp.workdir.join("optgate-runs").join(exp.name()).join(&id);
-        if !root.exists() {
-            break (id, root);
-        }
+    let every = match recurs(req.every.as_deref(), &exp) {
+        Ok(every) => every,
+        Err(why) => return Ok(Response::Error(why)),
     };
+    let (id, root) = new_root(&exp);
     let kind = exp.kind;
-    record_new(ctx, &exp, &id, &root, kind).await?;
+    let recurrence = match every {
+        None => {
+            record_new(ctx, &exp, &id, &root, kind).await?;
+            None
+        }
+        Some(every) => Some(Box::new(
+            record_recurring(ctx, &exp, &id, &root, every).await?,
+        )),
+    };
     tracing::info!(
         "experiment {id} (`{}`) submitted; runs under {}",
         exp.name(),
         root.display()
     );
     ctx.wake.notify_one();
-    Ok(Response::Submitted(SubmitReply { id, root }))
+    Ok(Response::Submitted(SubmitReply {
+        id,
+        root,
+        recurrence,
+    }))
+}
+
+/// The interval a submission recurs at: `--every` (parsed as the file's key is), else
+/// the file's `recheck.every`, else none.
+fn recurs(flag: Option<&str>, exp: &Experiment) -> Result<Option<Duration>, ErrorReply> {
+    match flag {
+        Some(f) => optgate_experiment::parse_interval(f)
+            .map(Some)
+            .map_err(|e| ErrorReply::new(ErrorKind::InvalidExperiment, format!("--every: {e}"))),
+        None => Ok(exp.recheck.as_ref().map(|r| r.every)),
+    }
+}
+
+/// Records a new experiment as the first execution of a recurrence submitting it again
+/// every `every` (due times anchored at now), in one transaction; its status.
+async fn record_recurring(
+    ctx: &Daemon,
+    exp: &Experiment,
+    id: &str,
+    root: &Path,
+    every: Duration,
+) -> Result<RecurrenceStatus, DaemonError> {
+    let (new, blocks, runs) = prepare_new(exp, id, root, exp.kind).await?;
+    let anchor = chrono::Utc::now().timestamp();
+    let interval_secs = every.as_secs();
+    let recurrence = NewRecurrence {
+        name: exp.name().to_string(),
+        source_path: exp.source.display().to_string(),
+        source_text: exp.source_text.clone(),
+        interval_secs,
+        anchor_at: anchor,
+        next_due_at: crate::recheck::next_multiple_after(anchor, interval_secs, anchor),
+        notify: exp
+            .recheck
+            .as_ref()
+            .map(|r| r.notify.clone())
+            .unwrap_or_default(),
+    };
+    ctx.db
+        .call(move |s| {
+            let rid = s.start_recurrence(&new, &blocks, &runs, &recurrence)?;
+            let row = s.recurrences(false)?.into_iter().find(|r| r.id == rid);
+            Ok(row.map(|r| super::status::recurrence_status(&r)))
+        })
+        .await?
+        .ok_or_else(|| DaemonError::Experiment {
+            id: id.to_string(),
+            message: "the recurrence just recorded cannot be read back".into(),
+        })
 }
 
 /// Submissions parsed at once. A parse that outlives [`PARSE_TIMEOUT`] keeps its slot until
@@ -125,6 +188,22 @@ pub async fn record_new(
     root: &Path,
     kind: SchedulerKind,
 ) -> Result<(), DaemonError> {
+    let (new, blocks, runs) = prepare_new(exp, id, root, kind).await?;
+    ctx.db
+        .call(move |s| s.insert_experiment(&new, &blocks, &runs))
+        .await?;
+    record_build_identity(ctx, exp, id).await
+}
+
+/// The rows of a new experiment `id` with its runs under `root`, run by `kind`'s backend,
+/// after writing the experiment copy and the first plan into `root` (created 0700). What
+/// [`record_new`] records, and a recurrence's re-submission (`engine/recurring.rs`).
+pub async fn prepare_new(
+    exp: &Experiment,
+    id: &str,
+    root: &Path,
+    kind: SchedulerKind,
+) -> Result<(NewExperiment, Vec<BlockRow>, Vec<NewRun>), DaemonError> {
     let plan = first_plan(exp);
     let layout = Layout::new(root);
     {
@@ -149,10 +228,16 @@ pub async fn record_new(
         replicates: exp.replicates,
         max_replicates: exp.max_replicates,
     };
-    ctx.db
-        .call(move |s| s.insert_experiment(&new, &blocks, &runs))
-        .await?;
-    // The build's identity, for the history: asked of git with a bound, never an error.
+    Ok((new, blocks, runs))
+}
+
+/// Records the build's identity of experiment `id` (the workdir's git commit and dirty
+/// flag), for the history: asked of git with a bound, never an error.
+pub async fn record_build_identity(
+    ctx: &Daemon,
+    exp: &Experiment,
+    id: &str,
+) -> Result<(), DaemonError> {
     let workdir = exp.workdir.clone();
     let build = tokio::task::spawn_blocking(move || crate::history::build_identity(&workdir))
         .await
@@ -161,6 +246,18 @@ pub async fn record_new(
     ctx.db
         .call(move |s| s.set_build_identity(&id, &build))
         .await
+}
+
+/// A new id for an execution of `exp`, and its root
+/// (`<workdir>/optgate-runs/<name>/<id>`, not yet there).
+pub fn new_root(exp: &Experiment) -> (String, PathBuf) {
+    loop {
+        let id = new_id();
+        let root = exp.workdir.join("optgate-runs").join(exp.name()).join(&id);
+        if !root.exists() {
+            return (id, root);
+        }
+    }
 }
 
 /// `YYYYMMDD-HHMMSS-xxxx`: sortable by submission time, unique with the random suffix,

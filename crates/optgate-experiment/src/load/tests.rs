@@ -1766,3 +1766,83 @@ fn metrics_list_errors_name_their_place() {
         "needs at least one metric",
     );
 }
+
+/// `recheck:` resolves to its interval and argument vector, passed as written.
+#[test]
+fn a_recheck_resolves_to_its_interval_and_argv() {
+    let l = ok(&base(
+        "recheck:\n  every: 7d\n  notify: [/usr/bin/mail, -s, 'optgate: $x flipped', me]\n",
+    ));
+    let r = l.experiment.recheck.unwrap();
+    assert_eq!(r.every, std::time::Duration::from_secs(7 * 86_400));
+    assert_eq!(r.notify[2], "optgate: $x flipped");
+    let l = ok(&base("recheck: { every: 12h }\n"));
+    assert!(l.experiment.recheck.unwrap().notify.is_empty());
+    assert!(ok(&base("")).experiment.recheck.is_none());
+}
+
+/// Every problem of `recheck:` at once, each at its own line and column.
+#[test]
+fn recheck_problems_are_located_and_reported_together() {
+    let long = "x".repeat(crate::limits::MAX_NOTIFY_ARG_BYTES + 1);
+    let text = base(&format!(
+        "recheck:\n  every: 7 days\n  notify: ['', {long}]\n"
+    ));
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert_eq!(
+        (e[0].path.as_str(), e[0].line, e[0].column),
+        ("recheck.every", Some(6), Some(10))
+    );
+    assert!(e[0].message.contains("not an interval"), "{}", e[0].message);
+    assert_eq!(e[1].path, "recheck.notify[0]");
+    assert_eq!((e[1].line, e[1].column), (Some(7), Some(12)));
+    assert!(e[1].message.contains("cannot be empty"));
+    assert_eq!(e[2].path, "recheck.notify[1]");
+    assert!(
+        e[2].message.contains("4097 bytes; at most 4096"),
+        "{}",
+        e[2].message
+    );
+    one_error(
+        &base("recheck: { every: 0s }\n"),
+        "recheck.every",
+        "shorter than 1s",
+    );
+    one_error(
+        &base("recheck: { every: 367d }\n"),
+        "recheck.every",
+        "longer than 366d",
+    );
+    one_error(
+        &base("recheck: { every: 1d, notify: [] }\n"),
+        "recheck.notify",
+        "must name a program",
+    );
+    let many = format!(
+        "recheck: {{ every: 1d, notify: [{}] }}\n",
+        vec!["x"; crate::limits::MAX_NOTIFY_ARGS + 1].join(", ")
+    );
+    one_error(&base(&many), "recheck.notify", "at most 64");
+    let just = format!(
+        "recheck: {{ every: 1d, notify: [{}] }}\n",
+        vec!["x"; crate::limits::MAX_NOTIFY_ARGS].join(", ")
+    );
+    no_errors(&base(&just));
+    // serde's own errors name the key in the message, at its place.
+    for (text, fragment) in [
+        (
+            "recheck: { notify: [x] }\n",
+            "recheck: missing required key `every`",
+        ),
+        (
+            "recheck: { every: 1d, notfy: [x] }\n",
+            "unknown key `notfy`",
+        ),
+    ] {
+        let e = errors(&base(text));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].message.contains(fragment), "{}", e[0].message);
+        assert_eq!(e[0].line, Some(5), "{e:#?}");
+    }
+}
