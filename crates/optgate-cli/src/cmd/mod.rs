@@ -10,7 +10,7 @@ pub mod probe;
 mod progress;
 mod report;
 mod run;
-mod status;
+pub(crate) mod status;
 mod submit;
 mod term;
 mod trace;
@@ -90,7 +90,13 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             experiment,
             no_start,
         } => submit::submit(&experiment, no_start),
-        Command::Status { id, watch, json } => status::status(id.as_deref(), watch, json),
+        Command::Status {
+            id,
+            limit,
+            all,
+            watch,
+            json,
+        } => status::status(id.as_deref(), (!all).then_some(limit), watch, json),
         Command::Report {
             id,
             format,
