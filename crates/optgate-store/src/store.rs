@@ -58,6 +58,19 @@ fn active_sql() -> String {
     format!("SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE {ACTIVE} ORDER BY created_at, id")
 }
 
+/// The experiments not yet closed whose kind is unknown: the candidates are the active ones
+/// (their partial index) and those with live jobs (`jobs_by_state`), never the whole table
+/// — the engine asks at every pass.
+fn unreadable_sql() -> String {
+    format!(
+        "SELECT id, scheduler FROM experiments WHERE id IN \
+         (SELECT id FROM experiments WHERE {ACTIVE} UNION SELECT experiment_id FROM jobs \
+         WHERE state IN ('submitting', 'submitted')) AND scheduler NOT IN ({known}) \
+         ORDER BY created_at, id",
+        known = known_kinds_sql()
+    )
+}
+
 fn jobs_of_sql() -> String {
     format!("SELECT {JOB_COLUMNS} FROM jobs WHERE experiment_id = ?1 ORDER BY id")
 }
@@ -351,15 +364,11 @@ impl Store {
     /// and that are not yet closed — not terminal, or with live jobs — as `(id, value)`.
     /// Every other read of such a row fails with [`StoreError::UnknownSchedulerKind`].
     pub fn unreadable_scheduler_kinds(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let sql = format!(
-            "SELECT id, scheduler FROM experiments e WHERE scheduler NOT IN ({known}) \
-             AND (state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled') \
-             OR EXISTS (SELECT 1 FROM jobs j WHERE j.experiment_id = e.id \
-             AND j.state IN ('submitting', 'submitted'))) ORDER BY created_at, id",
-            known = known_kinds_sql()
-        );
         let op = "list experiments with an unreadable scheduler kind";
-        let mut stmt = self.conn.prepare(&sql).map_err(self.err(op))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&unreadable_sql())
+            .map_err(self.err(op))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|rows| rows.collect())
             .map_err(self.err(op))

@@ -100,6 +100,24 @@ fn every_status_read_walks_an_index_and_sorts_nothing() {
     }
 }
 
+/// The engine's question at every pass (damaged scheduler kinds among the experiments
+/// not closed) reads the active ones' partial index and the live jobs' index, then looks
+/// each candidate up by id: the only scan is of the active experiments.
+#[test]
+fn the_engine_asks_for_damaged_kinds_among_the_active_experiments_only() {
+    let (_dir, s) = store();
+    let steps = plan(&s, &unreadable_sql());
+    for expected in [
+        "SEARCH experiments USING INDEX sqlite_autoindex_experiments_1 (id=?)",
+        "SEARCH jobs USING INDEX jobs_by_state",
+    ] {
+        assert!(steps.iter().any(|p| p.starts_with(expected)), "{steps:?}: {expected}");
+    }
+    for p in steps.iter().filter(|p| p.starts_with("SCAN")) {
+        assert!(p.ends_with("INDEX experiments_active"), "{steps:?}");
+    }
+}
+
 /// The same reads, run: SQLite's count of full-scan steps is at most the rows each
 /// returns (a page read down its index stops at the page), whatever the table holds.
 #[test]
