@@ -25,20 +25,35 @@ echo "building release binaries ..." >&2
 bin="$target/release/optgate"
 populate="$target/release/examples/populate"
 
-# Wall milliseconds of REPEAT calls of "$@": median / p95.
-timeit() {
-  local i t0 t1
-  local -a ms=()
-  "$@" >/dev/null # warm the page cache
+# Median / p95 wall milliseconds of a list of microsecond times on stdin.
+stats() {
+  sort -n | awk '{ v[NR] = $1 } END { printf "%.1f / %.1f", v[int((NR + 1) / 2)] / 1000, v[int(NR * 0.95 + 0.5)] / 1000 }'
+}
+
+# REPEAT rounds of the three commands, interleaved (a round runs each once), so a change
+# in the machine's load weighs on all three alike: "list | one | version" cells.
+timeall() {
+  local one=$1 i c t0 dt
+  local -a list=() single=() version=()
+  "$bin" status >/dev/null && "$bin" status "$one" >/dev/null # warm the page cache
   for ((i = 0; i < REPEAT; i++)); do
-    t0=$(date +%s%N)
-    "$@" >/dev/null
-    t1=$(date +%s%N)
-    ms+=($(((t1 - t0) / 1000)))
+    for c in list single version; do
+      t0=$(date +%s%N)
+      case $c in
+      list) "$bin" status >/dev/null ;;
+      single) "$bin" status "$one" >/dev/null ;;
+      version) "$bin" --version >/dev/null ;;
+      esac
+      dt=$((($(date +%s%N) - t0) / 1000))
+      case $c in
+      list) list+=("$dt") ;;
+      single) single+=("$dt") ;;
+      version) version+=("$dt") ;;
+      esac
+    done
   done
-  printf '%s\n' "${ms[@]}" | sort -n | awk -v n="$REPEAT" '
-    { v[NR] = $1 }
-    END { printf "%.1f / %.1f", v[int((n + 1) / 2)] / 1000, v[int(n * 0.95 + 0.5)] / 1000 }'
+  printf '%s | %s | %s' "$(printf '%s\n' "${list[@]}" | stats)" \
+    "$(printf '%s\n' "${single[@]}" | stats)" "$(printf '%s\n' "${version[@]}" | stats)"
 }
 
 kb() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$2/status"; }
@@ -60,13 +75,10 @@ measure() {
   pid=$(cat "$home/daemon.pid")
   idle=$(kb VmRSS "$pid")
   one="20260101-000000-0000" # the oldest, deepest in the list
-  local list single version
-  list=$(timeit "$bin" status)
-  single=$(timeit "$bin" status "$one")
-  version=$(timeit "$bin" --version)
-  printf '| %s | %s | %s MB, %.1f s | %s | %s | %s | %s / %s / %s |\n' \
-    "$runs" "$experiments" "$db_mb" "$(echo "$fill / 1000" | bc -l)" \
-    "$list" "$single" "$version" \
+  local times
+  times=$(timeall "$one")
+  printf '| %s | %s | %s MB, %.1f s | %s | %s / %s / %s |\n' \
+    "$runs" "$experiments" "$db_mb" "$(echo "$fill / 1000" | bc -l)" "$times" \
     "$((idle / 1024))" "$(($(kb VmRSS "$pid") / 1024))" "$(($(kb VmHWM "$pid") / 1024))"
   "$bin" daemon stop >/dev/null 2>&1 || true
   rm -rf "$home"
@@ -82,7 +94,7 @@ cat <<MD
 ### $(date -u +%Y-%m-%d) — ${cpu:-unknown CPU}, $(nproc) cores, Linux $(uname -r)
 
 Each experiment: $BLOCKS blocks × 2 arms, $BLOCKS finished jobs, a look, a ~20 KB report.
-Times: median / p95 ms of $REPEAT calls, end to end. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg).
+Times: median / p95 ms of $REPEAT calls each, end to end, the three commands interleaved. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg).
 
 | runs | experiments | database, filled in | \`optgate status\` (first page) | \`optgate status ID\` ($BLOCKS jobs) | \`optgate --version\` | daemon RSS MB: idle / after / peak |
 | --- | --- | --- | --- | --- | --- | --- |

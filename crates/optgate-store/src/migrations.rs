@@ -119,10 +119,11 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE experiments_v4 RENAME TO experiments;
     "#,
     // 5: `optgate status` costs what it shows, not what the database holds. Run counts per
-    // experiment and state, and block counts per experiment, are stored and kept by
-    // triggers — in the same transaction as every write to `runs` and `blocks`, whichever
+    // experiment and state, block counts per experiment and the number of experiments are
+    // stored and kept by triggers — in the same transaction as every write to `runs` and `blocks`, whichever
     // statement makes it (so no writer can forget them, and a crash leaves counts and rows
-    // together). Filled from the rows already there. Indexes: jobs by experiment (`status
+    // together; a later migration that rebuilds one of these tables must recreate its
+    // triggers). Filled from the rows already there. Indexes: jobs by experiment (`status
     // ID`), experiments newest first (the paged list) and the active ones (the engine's
     // scan; a partial index, used by a query whose WHERE is the index's, word for word).
     r#"
@@ -183,6 +184,17 @@ pub const MIGRATIONS: &[&str] = &[
             SELECT new.experiment_id, 0 WHERE NOT EXISTS (SELECT 1 FROM block_counts
             WHERE experiment_id = new.experiment_id);
         UPDATE block_counts SET n = n + 1 WHERE experiment_id = new.experiment_id;
+    END;
+    CREATE TABLE experiment_count (
+        one             INTEGER PRIMARY KEY CHECK (one = 1),
+        n               INTEGER NOT NULL
+    );
+    INSERT INTO experiment_count (one, n) SELECT 1, COUNT(*) FROM experiments;
+    CREATE TRIGGER experiment_counted AFTER INSERT ON experiments BEGIN
+        UPDATE experiment_count SET n = n + 1;
+    END;
+    CREATE TRIGGER experiment_uncounted AFTER DELETE ON experiments BEGIN
+        UPDATE experiment_count SET n = n - 1;
     END;
     CREATE INDEX jobs_by_experiment ON jobs (experiment_id, id);
     CREATE INDEX experiments_by_created ON experiments (created_at, id);

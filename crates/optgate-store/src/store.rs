@@ -256,13 +256,13 @@ impl Store {
     /// A page of the experiment list, newest first: at most `limit` rows (all with
     /// `None`), each read on its own as in [`Store::experiments_each`], and how many
     /// experiments there are in all (of which the page shows the newest). The rows are
-    /// read down the `experiments_by_created` index: the cost is the page's, plus one
-    /// count of the experiments (never of their runs).
+    /// read down the `experiments_by_created` index and the total is stored: the cost is
+    /// the page's, whatever the database holds.
     pub fn experiments_page(&self, limit: Option<u32>) -> Result<ExperimentPage, StoreError> {
         let op = "list experiments";
         let total: u64 = self
             .conn
-            .prepare_cached("SELECT COUNT(*) FROM experiments")
+            .prepare_cached("SELECT n FROM experiment_count")
             .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .map_err(self.err(op))?;
         // SQLite reads a negative LIMIT as none.

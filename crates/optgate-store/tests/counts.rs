@@ -190,6 +190,10 @@ fn the_stored_counts_equal_the_rows_after_every_kind_of_write() {
     )
     .unwrap();
     agree(&s, &db, "deletes and an update by hand");
+    let left: u64 = c
+        .query_row("SELECT COUNT(*) FROM experiments", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(s.experiments_page(Some(1)).unwrap().total, left);
     assert_eq!(s.run_counts_of("e3").unwrap(), RunCounts::default());
     assert_eq!(s.block_count_of("e3").unwrap(), 0);
 }
