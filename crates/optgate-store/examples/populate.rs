@@ -58,7 +58,12 @@ fn insert(tx: &rusqlite::Transaction<'_>, e: u32, shape: &Shape) -> rusqlite::Re
     let ends = ["decided", "decided", "budget_exhausted", "cancelled"];
     let id = format!("20260101-{e:06}-{e:04x}");
     // One experiment a minute, in order: the list's newest first is the last ones.
-    let at = format!("2026-01-{:02}T{:02}:{:02}:00.000Z", 1 + e / 1440, e / 60 % 24, e % 60);
+    let at = format!(
+        "2026-01-{:02}T{:02}:{:02}:00.000Z",
+        1 + e / 1440,
+        e / 60 % 24,
+        e % 60
+    );
     tx.prepare_cached(
         "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, root, \
          scheduler, state, replicates, max_replicates, created_at, updated_at, report_json) \
@@ -81,8 +86,10 @@ fn insert(tx: &rusqlite::Transaction<'_>, e: u32, shape: &Shape) -> rusqlite::Re
             0 => ["baseline", "v1"],
             _ => ["v1", "baseline"],
         };
-        tx.prepare_cached("INSERT INTO blocks (experiment_id, idx, arm_order) VALUES (?1, ?2, ?3)")?
-            .execute(params![id, b, serde_json::to_string(&order).unwrap()])?;
+        tx.prepare_cached(
+            "INSERT INTO blocks (experiment_id, idx, arm_order) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![id, b, serde_json::to_string(&order).unwrap()])?;
         let run_ids: Vec<String> = order.iter().map(|a| format!("b{b:03}-{a}")).collect();
         for (p, arm) in order.iter().enumerate() {
             tx.prepare_cached(

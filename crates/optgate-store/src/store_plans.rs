@@ -111,7 +111,10 @@ fn the_engine_asks_for_damaged_kinds_among_the_active_experiments_only() {
         "SEARCH experiments USING INDEX sqlite_autoindex_experiments_1 (id=?)",
         "SEARCH jobs USING INDEX jobs_by_state",
     ] {
-        assert!(steps.iter().any(|p| p.starts_with(expected)), "{steps:?}: {expected}");
+        assert!(
+            steps.iter().any(|p| p.starts_with(expected)),
+            "{steps:?}: {expected}"
+        );
     }
     for p in steps.iter().filter(|p| p.starts_with("SCAN")) {
         assert!(p.ends_with("INDEX experiments_active"), "{steps:?}");
