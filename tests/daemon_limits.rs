@@ -297,3 +297,77 @@ fn status_lists_the_others_when_one_row_is_damaged() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("damaged: e-bad:"), "{}", stdout(&o));
 }
+
+/// Five experiments in a stopped daemon's database, created e5 first and e1 last (so the
+/// newest-first order is not the ids'): `status --limit 2` lists e1 then e2 and counts the
+/// three others on a line below; `--json` gives the same page and `more: 3`; `--all` and
+/// the default page (50) list all five, with no such line; `--limit 0` is refused.
+/// Planted bugs caught: the page oldest first or by id, the limit ignored, the hint
+/// missing or miscounted.
+#[test]
+fn status_lists_a_page_newest_first_and_counts_the_rest() {
+    use optgate_store::{BlockRow, NewExperiment, NewRun, SchedulerKind, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    optgate_daemon::StatePaths::new(&home).prepare().unwrap();
+    let mut store = Store::open(&home.join("optgate.db")).unwrap();
+    let blocks = [BlockRow {
+        index: 1,
+        order: vec!["baseline".into()],
+    }];
+    let runs = [NewRun {
+        run_id: "b001-baseline".into(),
+        block: 1,
+        arm: "baseline".into(),
+        position: 0,
+    }];
+    for i in (1..=5).rev() {
+        let e = NewExperiment {
+            id: format!("e{i}"),
+            name: format!("exp{i}"),
+            source_path: "/x/exp.yaml".into(),
+            source_text: "name: x\n".into(),
+            source_sha256: "ab".repeat(32),
+            root: format!("/x/optgate-runs/e{i}"),
+            scheduler: SchedulerKind::Local,
+            replicates: 5,
+            max_replicates: 5,
+        };
+        store.insert_experiment(&e, &blocks, &runs).unwrap();
+        // Creation times a few milliseconds apart (they are stored to the millisecond).
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    drop(store);
+    let ids = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with('e'))
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect()
+    };
+    let o = cli(&home, &["status", "--limit", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(ids(&out), ["e1", "e2"], "{out}");
+    assert!(out.contains("0/1"), "the page's run counts: {out}");
+    assert!(
+        out.contains("… 3 more older experiments: `--all` shows every one"),
+        "{out}"
+    );
+    let o = cli(&home, &["status", "--limit", "2", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shown: Vec<&str> = json["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(shown, ["e1", "e2"], "{json}");
+    assert_eq!(json["more"], 3, "{json}");
+    for args in [&["status", "--all"][..], &["status"][..]] {
+        let out = stdout(&cli(&home, args));
+        assert_eq!(ids(&out), ["e1", "e2", "e3", "e4", "e5"], "{args:?}: {out}");
+        assert!(!out.contains("more older"), "{args:?}: {out}");
+    }
+    let o = cli(&home, &["status", "--limit", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

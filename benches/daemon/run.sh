@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The daemon at scale: a database holding EXPERIMENTS × BLOCKS × 2 runs (default 100 ×
-# 50 × 2 = 10,000 runs, with a job per block, a look and a stored report per experiment),
-# a release daemon serving it, and `optgate status` timed end to end (process start,
-# connect, handshake, query, render) over REPEAT calls, plus the daemon's resident memory.
+# The daemon at scale: for each size in SIZES (experiments; default 100, 1000 and 10000,
+# each of BLOCKS=50 blocks × 2 arms: 10,000, 100,000 and 1,000,000 runs, with a job per
+# block, a look and a stored report per experiment), a release daemon serving that
+# database, and `optgate status` (the list's first page), `optgate status ID` (one
+# experiment with its 50 jobs) and `optgate --version` (the process alone) timed end to
+# end (process start, connect, handshake, query, render) over REPEAT calls, plus the
+# daemon's resident memory and its CPU time per call.
 #
 # Usage: benches/daemon/run.sh          (prints a Markdown section for RESULTS.md)
-# Env:   OUT=/tmp/optgate-daemon-bench EXPERIMENTS=100 BLOCKS=50 REPEAT=50, CARGO_TARGET_DIR.
+# Env:   OUT=/tmp/optgate-daemon-bench SIZES="100 1000 10000" BLOCKS=50 REPEAT=50,
+#        CPU_CALLS=300 (calls over which the daemon's CPU time is read), CARGO_TARGET_DIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 OUT=${OUT:-/tmp/optgate-daemon-bench}
-EXPERIMENTS=${EXPERIMENTS:-100}
+SIZES=${SIZES:-100 1000 10000}
 BLOCKS=${BLOCKS:-50}
 REPEAT=${REPEAT:-50}
+CPU_CALLS=${CPU_CALLS:-300}
 target=${CARGO_TARGET_DIR:-$root/target}
 
 echo "building release binaries ..." >&2
@@ -21,54 +26,94 @@ echo "building release binaries ..." >&2
 bin="$target/release/optgate"
 populate="$target/release/examples/populate"
 
-home="$OUT/home"
-export OPTGATE_HOME="$home"
-"$bin" daemon stop >/dev/null 2>&1 || true
-rm -rf "$OUT"
-mkdir -p "$home"
-runs=$("$populate" "$home/optgate.db" "$EXPERIMENTS" "$BLOCKS")
-db_mb=$(du -m "$home/optgate.db" | cut -f1)
-
-"$bin" daemon 2>/dev/null
-pid=$(cat "$home/daemon.pid")
-trap '"$bin" daemon stop >/dev/null 2>&1 || true' EXIT
-rss_idle=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
-one=$("$bin" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["experiments"][-1]["id"])')
-
-# Wall milliseconds of REPEAT calls of "$@": median, p95, max.
-timeit() {
-  local i t0 t1
-  local -a ms=()
-  "$@" >/dev/null # warm the page cache
-  for ((i = 0; i < REPEAT; i++)); do
-    t0=$(date +%s%N)
-    "$@" >/dev/null
-    t1=$(date +%s%N)
-    ms+=($(((t1 - t0) / 1000)))
-  done
-  printf '%s\n' "${ms[@]}" | sort -n | awk -v n="$REPEAT" '
-    { v[NR] = $1 }
-    END { printf "%.1f | %.1f | %.1f", v[int((n + 1) / 2)] / 1000, v[int(n * 0.95 + 0.5)] / 1000, v[n] / 1000 }'
+# Median / p95 / min wall milliseconds of a list of microsecond times on stdin (on a
+# loaded machine the min is the closest to the cost without waiting for a CPU).
+stats() {
+  sort -n | awk '{ v[NR] = $1 } END { printf "%.1f / %.1f / %.1f", v[int((NR + 1) / 2)] / 1000, v[int(NR * 0.95 + 0.5)] / 1000, v[1] / 1000 }'
 }
 
-table=$(timeit "$bin" status)
-json=$(timeit "$bin" status --json)
-single=$(timeit "$bin" status "$one" --json)
-rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
-hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
-lines=$("$bin" status | wc -l)
+# REPEAT rounds of the three commands, interleaved (a round runs each once), so a change
+# in the machine's load weighs on all three alike: "list | one | version" cells.
+timeall() {
+  local one=$1 i c t0 dt
+  local -a list=() single=() version=()
+  "$bin" status >/dev/null && "$bin" status "$one" >/dev/null # warm the page cache
+  for ((i = 0; i < REPEAT; i++)); do
+    for c in list single version; do
+      t0=$(date +%s%N)
+      case $c in
+      list) "$bin" status >/dev/null ;;
+      single) "$bin" status "$one" >/dev/null ;;
+      version) "$bin" --version >/dev/null ;;
+      esac
+      dt=$((($(date +%s%N) - t0) / 1000))
+      case $c in
+      list) list+=("$dt") ;;
+      single) single+=("$dt") ;;
+      version) version+=("$dt") ;;
+      esac
+    done
+  done
+  printf '%s | %s | %s' "$(printf '%s\n' "${list[@]}" | stats)" \
+    "$(printf '%s\n' "${single[@]}" | stats)" "$(printf '%s\n' "${version[@]}" | stats)"
+}
+
+# The daemon's CPU time (user + system, every thread) per call of "$@", in µs, over
+# CPU_CALLS calls: the run-queue wait of a loaded machine is not in it.
+cpu_per_call() {
+  local pid=$1 before after i hz
+  shift
+  hz=$(getconf CLK_TCK)
+  before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  for ((i = 0; i < CPU_CALLS; i++)); do "$@" >/dev/null; done
+  after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  echo $(((after - before) * 1000000 / hz / CPU_CALLS))
+}
+
+kb() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$2/status"; }
+
+# One size: populate, start the daemon, time the three commands, read its memory; one
+# Markdown table row.
+measure() {
+  local experiments=$1 home="$OUT/home-$1" t0 runs fill db_mb pid idle one
+  export OPTGATE_HOME="$home"
+  trap '"$bin" daemon stop >/dev/null 2>&1 || true' EXIT
+  "$bin" daemon stop >/dev/null 2>&1 || true
+  rm -rf "$home"
+  mkdir -p "$home"
+  t0=$(date +%s%N)
+  runs=$("$populate" "$home/optgate.db" "$experiments" "$BLOCKS")
+  fill=$((($(date +%s%N) - t0) / 1000000))
+  db_mb=$(du -m "$home/optgate.db" | cut -f1)
+  "$bin" daemon 2>/dev/null
+  pid=$(cat "$home/daemon.pid")
+  idle=$(kb VmRSS "$pid")
+  one="20260101-000000-0000" # the oldest, deepest in the list
+  local times cpu_list cpu_one
+  times=$(timeall "$one")
+  cpu_list=$(cpu_per_call "$pid" "$bin" status)
+  cpu_one=$(cpu_per_call "$pid" "$bin" status "$one")
+  printf '| %s | %s | %s MB, %.1f s | %s | %s / %s | %s / %s / %s |\n' \
+    "$runs" "$experiments" "$db_mb" "$(echo "$fill / 1000" | bc -l)" "$times" \
+    "$cpu_list" "$cpu_one" \
+    "$((idle / 1024))" "$(($(kb VmRSS "$pid") / 1024))" "$(($(kb VmHWM "$pid") / 1024))"
+  "$bin" daemon stop >/dev/null 2>&1 || true
+  rm -rf "$home"
+}
+
+rows=""
+for n in $SIZES; do
+  rows+=$(measure "$n")$'\n'
+done
 
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 cat <<MD
 ### $(date -u +%Y-%m-%d) — ${cpu:-unknown CPU}, $(nproc) cores, Linux $(uname -r)
 
-Database: $EXPERIMENTS experiments × $BLOCKS blocks × 2 arms = **$runs runs** (plus $((EXPERIMENTS * BLOCKS)) jobs, $EXPERIMENTS looks and reports), $db_mb MB. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg).
+Each experiment: $BLOCKS blocks × 2 arms, $BLOCKS finished jobs, a look, a ~20 KB report.
+Times: median / p95 / min ms of $REPEAT calls each, end to end, the three commands interleaved. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg).
 
-| command (end to end, $REPEAT calls) | median ms | p95 ms | max ms |
-| --- | --- | --- | --- |
-| \`optgate status\` (table, $((lines - 1)) rows) | $table |
-| \`optgate status --json\` | $json |
-| \`optgate status ID --json\` (one experiment, $BLOCKS jobs) | $single |
-
-Daemon resident memory: $((rss_idle / 1024)) MB idle after start, $((rss / 1024)) MB after the calls, peak (VmHWM) $((hwm / 1024)) MB.
+| runs | experiments | database, filled in | \`optgate status\` (first page) | \`optgate status ID\` ($BLOCKS jobs) | \`optgate --version\` | daemon CPU µs per call: status / status ID | daemon RSS MB: idle / after / peak |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+${rows%$'\n'}
 MD

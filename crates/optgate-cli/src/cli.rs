@@ -160,10 +160,17 @@ pub enum Command {
         #[arg(long, value_name = "INTERVAL")]
         every: Option<String>,
     },
-    /// Where every experiment of the daemon stands: state, runs done/total, looks,
+    /// Where the daemon's experiments stand, newest first: state, runs done/total, looks,
     /// decisions so far. With an ID: that experiment, with its jobs.
     Status {
         id: Option<String>,
+        /// Show the newest N experiments (the rest are counted below the table).
+        #[arg(long, value_name = "N", default_value_t = crate::cmd::status::STATUS_PAGE,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
+        /// Show every experiment (no page).
+        #[arg(long, conflicts_with = "limit")]
+        all: bool,
         /// Refresh until the experiments shown have ended.
         #[arg(long)]
         watch: bool,

@@ -95,8 +95,12 @@ pub struct SubmitRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct StatusRequest {
-    /// One experiment (with its jobs), or every experiment.
+    /// One experiment (with its jobs), or the experiment list.
     pub id: Option<String>,
+    /// The list's page: the newest `limit` experiments (all when absent, as a client from
+    /// before paging asks). Ignored with `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +157,10 @@ pub struct StatusReply {
     /// every experiment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recurrences: Vec<RecurrenceStatus>,
+    /// How many older experiments the page left out (`status --limit`); 0 when it shows
+    /// them all.
+    #[serde(default)]
+    pub more: u64,
 }
 
 /// A recurrence as `status` shows it.
@@ -427,6 +435,7 @@ mod tests {
     fn requests_have_a_readable_json_form() {
         let r = Request::Status(StatusRequest {
             id: Some("x".into()),
+            ..Default::default()
         });
         assert_eq!(
             serde_json::to_string(&r).unwrap(),

@@ -140,6 +140,29 @@ impl Store {
         self.query_executions(&sql, kind.as_str())
     }
 
+    /// The newest `limit` executions of one kind (all when `None`), oldest first: the
+    /// page `optgate status` shows, one indexed range read from its end.
+    pub fn newest_executions_of_kind(
+        &self,
+        kind: ExecutionKind,
+        limit: Option<u32>,
+    ) -> Result<Vec<Execution>, StoreError> {
+        let limit = limit.map_or(-1, i64::from);
+        let sql = format!(
+            "SELECT {COLUMNS} FROM executions WHERE kind = ?1 \
+             ORDER BY started_at DESC, id DESC LIMIT {limit}"
+        );
+        let mut newest = self.query_executions(&sql, kind.as_str())?;
+        newest.reverse();
+        Ok(newest)
+    }
+
+    /// The execution `id` (its primary key), if the history has it.
+    pub fn execution(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM executions WHERE id = ?1");
+        Ok(self.query_executions(&sql, id)?.into_iter().next())
+    }
+
     fn query_executions(&self, sql: &str, key: &str) -> Result<Vec<Execution>, StoreError> {
         let op = "read the history of executions";
         let mut stmt = self.conn.prepare_cached(sql).map_err(self.err(op))?;

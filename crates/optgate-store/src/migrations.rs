@@ -197,6 +197,89 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX recurrence_executions_unjudged ON recurrence_executions (judged);
     "#,
+    // 7: `optgate status` costs what it shows, not what the database holds. Run counts per
+    // experiment and state, block counts per experiment and the number of experiments are
+    // stored and kept by triggers — in the same transaction as every write to `runs` and `blocks`, whichever
+    // statement makes it (so no writer can forget them, and a crash leaves counts and rows
+    // together; a later migration that rebuilds one of these tables must recreate its
+    // triggers). Filled from the rows already there. Indexes: jobs by experiment (`status
+    // ID`), experiments newest first (the paged list) and the active ones (the engine's
+    // scan; a partial index, used by a query whose WHERE is the index's, word for word).
+    r#"
+    CREATE TABLE run_state_counts (
+        experiment_id   TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        n               INTEGER NOT NULL,
+        PRIMARY KEY (experiment_id, state)
+    ) WITHOUT ROWID;
+    INSERT INTO run_state_counts (experiment_id, state, n)
+        SELECT experiment_id, state, COUNT(*) FROM runs GROUP BY experiment_id, state;
+    CREATE TABLE block_counts (
+        experiment_id   TEXT PRIMARY KEY,
+        n               INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO block_counts (experiment_id, n)
+        SELECT experiment_id, COUNT(*) FROM blocks GROUP BY experiment_id;
+    CREATE TRIGGER run_counted AFTER INSERT ON runs BEGIN
+        INSERT INTO run_state_counts (experiment_id, state, n)
+            SELECT new.experiment_id, new.state, 0 WHERE NOT EXISTS (SELECT 1 FROM
+            run_state_counts WHERE experiment_id = new.experiment_id AND state = new.state);
+        UPDATE run_state_counts SET n = n + 1
+            WHERE experiment_id = new.experiment_id AND state = new.state;
+    END;
+    CREATE TRIGGER run_uncounted AFTER DELETE ON runs BEGIN
+        UPDATE run_state_counts SET n = n - 1
+            WHERE experiment_id = old.experiment_id AND state = old.state;
+        DELETE FROM run_state_counts
+            WHERE experiment_id = old.experiment_id AND state = old.state AND n <= 0;
+    END;
+    CREATE TRIGGER run_recounted AFTER UPDATE OF experiment_id, state ON runs
+        WHEN old.experiment_id IS NOT new.experiment_id OR old.state IS NOT new.state BEGIN
+        UPDATE run_state_counts SET n = n - 1
+            WHERE experiment_id = old.experiment_id AND state = old.state;
+        DELETE FROM run_state_counts
+            WHERE experiment_id = old.experiment_id AND state = old.state AND n <= 0;
+        INSERT INTO run_state_counts (experiment_id, state, n)
+            SELECT new.experiment_id, new.state, 0 WHERE NOT EXISTS (SELECT 1 FROM
+            run_state_counts WHERE experiment_id = new.experiment_id AND state = new.state);
+        UPDATE run_state_counts SET n = n + 1
+            WHERE experiment_id = new.experiment_id AND state = new.state;
+    END;
+    CREATE TRIGGER block_counted AFTER INSERT ON blocks BEGIN
+        INSERT INTO block_counts (experiment_id, n)
+            SELECT new.experiment_id, 0 WHERE NOT EXISTS (SELECT 1 FROM block_counts
+            WHERE experiment_id = new.experiment_id);
+        UPDATE block_counts SET n = n + 1 WHERE experiment_id = new.experiment_id;
+    END;
+    CREATE TRIGGER block_uncounted AFTER DELETE ON blocks BEGIN
+        UPDATE block_counts SET n = n - 1 WHERE experiment_id = old.experiment_id;
+        DELETE FROM block_counts WHERE experiment_id = old.experiment_id AND n <= 0;
+    END;
+    CREATE TRIGGER block_recounted AFTER UPDATE OF experiment_id ON blocks
+        WHEN old.experiment_id IS NOT new.experiment_id BEGIN
+        UPDATE block_counts SET n = n - 1 WHERE experiment_id = old.experiment_id;
+        DELETE FROM block_counts WHERE experiment_id = old.experiment_id AND n <= 0;
+        INSERT INTO block_counts (experiment_id, n)
+            SELECT new.experiment_id, 0 WHERE NOT EXISTS (SELECT 1 FROM block_counts
+            WHERE experiment_id = new.experiment_id);
+        UPDATE block_counts SET n = n + 1 WHERE experiment_id = new.experiment_id;
+    END;
+    CREATE TABLE experiment_count (
+        one             INTEGER PRIMARY KEY CHECK (one = 1),
+        n               INTEGER NOT NULL
+    );
+    INSERT INTO experiment_count (one, n) SELECT 1, COUNT(*) FROM experiments;
+    CREATE TRIGGER experiment_counted AFTER INSERT ON experiments BEGIN
+        UPDATE experiment_count SET n = n + 1;
+    END;
+    CREATE TRIGGER experiment_uncounted AFTER DELETE ON experiments BEGIN
+        UPDATE experiment_count SET n = n - 1;
+    END;
+    CREATE INDEX jobs_by_experiment ON jobs (experiment_id, id);
+    CREATE INDEX experiments_by_created ON experiments (created_at, id);
+    CREATE INDEX experiments_active ON experiments (created_at, id)
+        WHERE state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled');
+    "#,
 ];
 
 /// The schema version this build writes and understands.

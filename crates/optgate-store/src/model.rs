@@ -140,6 +140,15 @@ pub struct DamagedExperimentRow {
     pub error: Box<crate::StoreError>,
 }
 
+/// One page of the experiment list ([`crate::Store::experiments_page`]): its rows, newest
+/// first (a damaged one apart, as in `experiments_each`), and the number of experiments in
+/// all.
+#[derive(Debug)]
+pub struct ExperimentPage {
+    pub rows: Vec<Result<ExperimentRow, DamagedExperimentRow>>,
+    pub total: u64,
+}
+
 /// An experiment without its (large) source text and report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExperimentRow {

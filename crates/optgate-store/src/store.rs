@@ -38,6 +38,48 @@ const EXPERIMENT_COLUMNS: &str = "id, name, source_path, source_sha256, root, sc
 const JOB_COLUMNS: &str = "id, experiment_id, block, name, attempt, run_ids, scheduler_job_id, \
      state, detail, created_at, updated_at, scheduler_state";
 
+/// The stored run counts of one experiment (a prefix of the counts' primary key).
+const RUN_COUNTS_OF: &str = "SELECT state, n FROM run_state_counts WHERE experiment_id = ?1";
+
+/// The stored block count of one experiment.
+const BLOCK_COUNT_OF: &str = "SELECT n FROM block_counts WHERE experiment_id = ?1";
+
+/// The latest look of one experiment (the looks' primary key, read backwards, one row).
+const LATEST_LOOK_OF: &str = "SELECT look, blocks, nominal_alpha, decisions, created_at \
+     FROM looks WHERE experiment_id = ?1 ORDER BY look DESC LIMIT 1";
+
+/// The condition of an active experiment, word for word the `experiments_active` partial
+/// index's (migration 5): SQLite uses a partial index only for a query that repeats it.
+const ACTIVE: &str = "state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled')";
+
+/// One page of the experiment list, newest first (`experiments_by_created`, read backwards).
+fn page_sql() -> String {
+    format!(
+        "SELECT {EXPERIMENT_COLUMNS} FROM experiments ORDER BY created_at DESC, id DESC LIMIT ?1"
+    )
+}
+
+fn active_sql() -> String {
+    format!("SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE {ACTIVE} ORDER BY created_at, id")
+}
+
+/// The experiments not yet closed whose kind is unknown: the candidates are the active ones
+/// (their partial index) and those with live jobs (`jobs_by_state`), never the whole table
+/// — the engine asks at every pass.
+fn unreadable_sql() -> String {
+    format!(
+        "SELECT id, scheduler FROM experiments WHERE id IN \
+         (SELECT id FROM experiments WHERE {ACTIVE} UNION SELECT experiment_id FROM jobs \
+         WHERE state IN ('submitting', 'submitted')) AND scheduler NOT IN ({known}) \
+         ORDER BY created_at, id",
+        known = known_kinds_sql()
+    )
+}
+
+fn jobs_of_sql() -> String {
+    format!("SELECT {JOB_COLUMNS} FROM jobs WHERE experiment_id = ?1 ORDER BY id")
+}
+
 impl Store {
     /// Opens (creating it if needed) the database at `path` and brings its schema up to
     /// date. A database from a newer optgate is refused before anything is written to it;
@@ -210,12 +252,44 @@ impl Store {
 
     /// Experiments that are not in a terminal state, oldest first.
     pub fn active_experiments(&self) -> Result<Vec<ExperimentRow>, StoreError> {
-        let sql = format!(
-            "SELECT {EXPERIMENT_COLUMNS} FROM experiments \
-             WHERE state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled') \
-             ORDER BY created_at, id"
-        );
-        self.query_experiments(&sql, [])
+        self.query_experiments(&active_sql(), [])
+    }
+
+    /// A page of the experiment list, newest first: at most `limit` rows (all with
+    /// `None`), each read on its own as in [`Store::experiments_each`], and how many
+    /// experiments there are in all (of which the page shows the newest). The rows are
+    /// read down the `experiments_by_created` index and the total is stored: the cost is
+    /// the page's, whatever the database holds.
+    pub fn experiments_page(&self, limit: Option<u32>) -> Result<ExperimentPage, StoreError> {
+        let op = "list experiments";
+        let total: u64 = self
+            .conn
+            .prepare_cached("SELECT n FROM experiment_count")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .map_err(self.err(op))?;
+        // SQLite reads a negative LIMIT as none.
+        let limit = limit.map_or(-1, i64::from);
+        let mut stmt = self
+            .conn
+            .prepare_cached(&page_sql())
+            .map_err(self.err(op))?;
+        let raws = stmt
+            .query_map([limit], raw_experiment)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err(op))?;
+        let rows = raws.into_iter().map(|r| self.each_from_raw(r)).collect();
+        Ok(ExperimentPage { rows, total })
+    }
+
+    /// An experiment row, or the damaged row apart with its id and name.
+    fn each_from_raw(&self, r: RawExperiment) -> Result<ExperimentRow, DamagedExperimentRow> {
+        let (id, name) = (r.id.clone(), r.name.clone());
+        self.experiment_from_raw(r)
+            .map_err(|error| DamagedExperimentRow {
+                id,
+                name,
+                error: Box::new(error),
+            })
     }
 
     /// Every experiment (or the one `id` names), oldest first, each row read on its own: a
@@ -225,10 +299,14 @@ impl Store {
         &self,
         id: Option<&str>,
     ) -> Result<Vec<Result<ExperimentRow, DamagedExperimentRow>>, StoreError> {
-        let sql = format!(
-            "SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE ?1 IS NULL OR id = ?1 \
-             ORDER BY created_at, id"
-        );
+        // Two statements: `?1 IS NULL OR id = ?1` would scan the table for one id.
+        let sql = match id {
+            Some(_) => format!("SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE id = ?1"),
+            None => format!(
+                "SELECT {EXPERIMENT_COLUMNS} FROM experiments WHERE ?1 IS NULL \
+                 ORDER BY created_at, id"
+            ),
+        };
         let mut stmt = self
             .conn
             .prepare_cached(&sql)
@@ -237,18 +315,7 @@ impl Store {
             .query_map([id], raw_experiment)
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(self.err("list experiments"))?;
-        Ok(raws
-            .into_iter()
-            .map(|r| {
-                let (id, name) = (r.id.clone(), r.name.clone());
-                self.experiment_from_raw(r)
-                    .map_err(|error| DamagedExperimentRow {
-                        id,
-                        name,
-                        error: Box::new(error),
-                    })
-            })
-            .collect())
+        Ok(raws.into_iter().map(|r| self.each_from_raw(r)).collect())
     }
 
     fn query_experiments<P: rusqlite::Params>(
@@ -299,15 +366,11 @@ impl Store {
     /// and that are not yet closed — not terminal, or with live jobs — as `(id, value)`.
     /// Every other read of such a row fails with [`StoreError::UnknownSchedulerKind`].
     pub fn unreadable_scheduler_kinds(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let sql = format!(
-            "SELECT id, scheduler FROM experiments e WHERE scheduler NOT IN ({known}) \
-             AND (state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled') \
-             OR EXISTS (SELECT 1 FROM jobs j WHERE j.experiment_id = e.id \
-             AND j.state IN ('submitting', 'submitted'))) ORDER BY created_at, id",
-            known = known_kinds_sql()
-        );
         let op = "list experiments with an unreadable scheduler kind";
-        let mut stmt = self.conn.prepare(&sql).map_err(self.err(op))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&unreadable_sql())
+            .map_err(self.err(op))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|rows| rows.collect())
             .map_err(self.err(op))
@@ -599,13 +662,12 @@ impl Store {
             .collect()
     }
 
-    /// Run counts per experiment id, in one grouped query (what `optgate status` shows).
+    /// Run counts per experiment id, from the stored counts (one row per experiment and
+    /// state, kept by triggers on `runs`): the cost is the number of experiments, not of runs.
     pub fn run_counts(&self) -> Result<BTreeMap<String, RunCounts>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT experiment_id, state, COUNT(*) FROM runs GROUP BY experiment_id, state",
-            )
+            .prepare_cached("SELECT experiment_id, state, n FROM run_state_counts")
             .map_err(self.err("count runs"))?;
         let raws: Vec<(String, String, u32)> = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -619,24 +681,32 @@ impl Store {
         Ok(out)
     }
 
-    /// Blocks per experiment id, in one grouped query.
+    /// Blocks per experiment id, from the stored counts.
     pub fn block_counts(&self) -> Result<BTreeMap<String, u32>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT experiment_id, COUNT(*) FROM blocks GROUP BY experiment_id")
+            .prepare_cached("SELECT experiment_id, n FROM block_counts")
             .map_err(self.err("count blocks"))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|rows| rows.collect())
             .map_err(self.err("count blocks"))
     }
 
-    /// Run counts of one experiment.
+    /// The blocks of one experiment, from the stored count (0 for none or no such one).
+    pub fn block_count_of(&self, id: &str) -> Result<u32, StoreError> {
+        self.conn
+            .prepare_cached(BLOCK_COUNT_OF)
+            .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)).optional())
+            .map(Option::unwrap_or_default)
+            .map_err(self.err("count blocks"))
+    }
+
+    /// Run counts of one experiment, from the stored counts: a few rows whatever the
+    /// number of runs anywhere.
     pub fn run_counts_of(&self, id: &str) -> Result<RunCounts, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT state, COUNT(*) FROM runs WHERE experiment_id = ?1 GROUP BY state",
-            )
+            .prepare_cached(RUN_COUNTS_OF)
             .map_err(self.err("count runs"))?;
         let raws: Vec<(String, u32)> = stmt
             .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -775,8 +845,7 @@ impl Store {
 
     /// Every job of an experiment, in the order they were recorded.
     pub fn jobs(&self, id: &str) -> Result<Vec<JobRow>, StoreError> {
-        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE experiment_id = ?1 ORDER BY id");
-        self.query_jobs(&sql, [id])
+        self.query_jobs(&jobs_of_sql(), [id])
     }
 
     /// Jobs of every experiment that are `submitting` or `submitted`.
@@ -921,7 +990,26 @@ impl Store {
         .map_err(self.err("list looks"))
     }
 
-    /// The latest look of every experiment that has one (for `optgate status`).
+    /// The latest look of one experiment, if it has one: one step down the looks' key.
+    pub fn latest_look_of(&self, id: &str) -> Result<Option<LookRow>, StoreError> {
+        self.conn
+            .prepare_cached(LATEST_LOOK_OF)
+            .and_then(|mut stmt| {
+                stmt.query_row([id], |r| {
+                    Ok(LookRow {
+                        look: r.get(0)?,
+                        blocks: r.get(1)?,
+                        nominal_alpha: r.get(2)?,
+                        decisions: r.get(3)?,
+                        created_at: r.get(4)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(self.err("read the latest look"))
+    }
+
+    /// The latest look of every experiment that has one.
     pub fn latest_looks(&self) -> Result<BTreeMap<String, LookRow>, StoreError> {
         let mut stmt = self
             .conn
@@ -1090,3 +1178,7 @@ fn raw_job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
         scheduler_state: r.get(11)?,
     })
 }
+
+#[cfg(test)]
+#[path = "store_plans.rs"]
+mod plans;

@@ -181,6 +181,10 @@ fn the_checked_in_version_1_database_still_opens() {
     assert_eq!(e.state, ExperimentState::Running);
     assert_eq!(s.blocks(&e.id).unwrap().len(), 5);
     assert_eq!(s.runs(&e.id).unwrap().len(), 10);
+    // Migration 5 counted the rows already there.
+    assert_eq!(s.run_counts_of(&e.id).unwrap().total, 10);
+    assert_eq!(s.block_count_of(&e.id).unwrap(), 5);
+    assert_eq!(s.experiments_page(None).unwrap().total, 1);
     assert_eq!(s.jobs(&e.id).unwrap().len(), 1);
     assert_eq!(s.looks(&e.id).unwrap().len(), 0);
     // The column migration 2 added is there and empty.

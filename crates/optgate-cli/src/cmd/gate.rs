@@ -9,7 +9,7 @@ use optgate_daemon::protocol::{Decision, ExperimentState};
 use crate::exit;
 
 pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
-    let reply = super::status::fetch(Some(id))?;
+    let reply = super::status::fetch(Some(id), None)?;
     let Some(e) = reply.experiments.into_iter().next() else {
         return Err(exit::with_code(
             exit::FAILED,

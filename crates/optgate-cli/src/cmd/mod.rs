@@ -11,7 +11,7 @@ pub mod probe;
 mod progress;
 mod report;
 mod run;
-mod status;
+pub(crate) mod status;
 mod submit;
 mod term;
 mod trace;
@@ -92,7 +92,13 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             no_start,
             every,
         } => submit::submit(&experiment, no_start, every.as_deref()),
-        Command::Status { id, watch, json } => status::status(id.as_deref(), watch, json),
+        Command::Status {
+            id,
+            limit,
+            all,
+            watch,
+            json,
+        } => status::status(id.as_deref(), (!all).then_some(limit), watch, json),
         Command::History { name, json } => history::history(&name, json),
         Command::Report {
             id,

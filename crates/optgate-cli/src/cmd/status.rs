@@ -1,6 +1,7 @@
-//! `optgate status [ID] [--watch] [--json]`: where every experiment (or one) stands. The
-//! JSON is the daemon's `StatusReply`, a documented, stable interface. `--watch` redraws
-//! until the experiments shown have ended (JSON: one object per line per refresh).
+//! `optgate status [ID] [--limit N | --all] [--watch] [--json]`: where the newest
+//! experiments (or one) stand. The JSON is the daemon's `StatusReply`, a documented,
+//! stable interface. `--watch` redraws until the experiments shown have ended (JSON: one
+//! object per line per refresh).
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -18,11 +19,17 @@ use crate::exit;
 
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// One status request.
-pub fn fetch(id: Option<&str>) -> Result<StatusReply> {
+/// How many experiments `optgate status` lists unless told (`--limit N`, `--all`): a
+/// screenful, newest first, so the list costs the same with ten or ten thousand
+/// experiments in the database; the rest are counted below the table.
+pub const STATUS_PAGE: u32 = 50;
+
+/// One status request (`limit`: the newest so many experiments, all with `None`).
+pub fn fetch(id: Option<&str>, limit: Option<u32>) -> Result<StatusReply> {
     let paths = state_paths()?;
     let request = Request::Status(StatusRequest {
         id: id.map(str::to_string),
+        limit,
     });
     let (reply, source) = client::call_or_read(&paths, &request).map_err(client_error)?;
     say_if_offline(source);
@@ -44,11 +51,11 @@ pub fn say_if_offline(source: client::Source) {
     }
 }
 
-pub fn status(id: Option<&str>, watch: bool, json: bool) -> Result<i32> {
+pub fn status(id: Option<&str>, limit: Option<u32>, watch: bool, json: bool) -> Result<i32> {
     let tty = std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
-        let reply = fetch(id)?;
+        let reply = fetch(id, limit)?;
         let text = if json {
             if watch {
                 serde_json::to_string(&reply)? + "\n"
@@ -174,6 +181,9 @@ pub fn render(reply: &StatusReply, detailed: bool) -> String {
     for d in &reply.damaged {
         out.push_str(&format!("damaged: {}: {}\n", d.id, d.problem));
     }
+    if reply.more > 0 {
+        out.push_str(&more_hint(reply.more));
+    }
     out.push_str(&recurrences(reply));
     if detailed {
         out.push_str(&details(reply));
@@ -283,6 +293,16 @@ fn notify_text(n: &optgate_daemon::notify::NotifyOutcome) -> String {
         .map(|l| format!(" (stderr: {l})"))
         .unwrap_or_default();
     format!("{how}: {}{stderr}", n.reason)
+}
+
+/// The line below a page of the list that says how many older experiments it left out.
+fn more_hint(more: u64) -> String {
+    let them = if more == 1 {
+        "experiment"
+    } else {
+        "experiments"
+    };
+    format!("… {more} more older {them}: `--all` shows every one, `--limit N` the newest N\n")
 }
 
 /// What `optgate status ID` shows below the table: the reason, the files, the blocks, the

@@ -16,7 +16,7 @@ pub fn answer(s: &optgate_store::Store, req: ReportRequest) -> HandlerResult {
     let Some(row) = s.experiment(&id)? else {
         return Ok(unknown(&req.id));
     };
-    let counts = s.run_counts()?.remove(&id).unwrap_or_default();
+    let counts = s.run_counts_of(&id)?;
     let report = s.report(&id)?;
     match report {
         Some(text) => {

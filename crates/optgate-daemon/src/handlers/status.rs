@@ -1,5 +1,6 @@
-//! `status`: every experiment (or one, with its jobs) with its state, run counts, blocks,
-//! looks and latest decisions — a handful of grouped queries whatever the number of runs.
+//! `status`: the newest experiments (a page of the list, or one, with its jobs) with their
+//! state, run counts, blocks, looks and latest decisions — indexed reads of the rows shown
+//! and their stored counts, whatever the number of runs in the database.
 
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
@@ -32,21 +33,16 @@ pub fn answer(
     req: StatusRequest,
     daemon: crate::protocol::DaemonInfo,
 ) -> Result<Response, optgate_store::StoreError> {
-    let one = req.id.clone();
-    let (rows, damaged) = read_rows(s, one.as_deref())?;
-    // Grouped queries: the cost does not grow with the number of experiments.
-    let blocks = s.block_counts()?;
-    let jobs = match &one {
-        Some(id) => Some(s.jobs(id)?),
-        None => None,
+    let (rows, damaged, more) = read_rows(s, &req)?;
+    // `optgate run` executions: the one `id` names, or the newest page of them (indexed).
+    let run_executions: Vec<_> = match &req.id {
+        Some(id) => s
+            .execution(id)?
+            .into_iter()
+            .filter(|e| e.kind == optgate_store::ExecutionKind::Run)
+            .collect(),
+        None => s.newest_executions_of_kind(optgate_store::ExecutionKind::Run, req.limit)?,
     };
-    let (mut counts, mut looks) = (s.run_counts()?, s.latest_looks()?);
-    // `optgate run` executions (one indexed range of the history), or the one `id` names.
-    let run_executions: Vec<_> = s
-        .executions_of_kind(optgate_store::ExecutionKind::Run)?
-        .into_iter()
-        .filter(|e| one.as_ref().is_none_or(|id| &e.id == id))
-        .collect();
     if let Some(id) = &req.id
         && rows.is_empty()
         && damaged.is_empty()
@@ -54,55 +50,14 @@ pub fn answer(
     {
         return Ok(unknown(id));
     }
+    // Per experiment shown: its stored counts, its latest look (and with an id its jobs),
+    // each an indexed read, so the cost follows the rows shown, not the database.
     let experiments = rows
         .into_iter()
-        .map(|row| {
-            // The store reads the kind as the enum (a damaged one is its typed error).
-            let scheduler = row.scheduler;
-            let schedule = LookSchedule::new(row.replicates, Some(row.max_replicates));
-            let look = looks.remove(&row.id);
-            Ok(ExperimentStatus {
-                runs: counts.remove(&row.id).unwrap_or_default().into(),
-                blocks: blocks.get(&row.id).copied().unwrap_or(0),
-                max_blocks: schedule.max,
-                looks: look.as_ref().map_or(0, |l| l.look),
-                planned_looks: schedule.planned_looks(),
-                decisions: look
-                    .map(|l| {
-                        serde_json::from_str::<Vec<optgate_policy::staged::VariantDecision>>(
-                            &l.decisions,
-                        )
-                        .unwrap_or_default()
-                    })
-                    .unwrap_or_default(),
-                jobs: jobs.as_ref().map(|jobs| {
-                    jobs.iter()
-                        .map(|j| JobStatus {
-                            name: j.name.clone(),
-                            block: j.block,
-                            attempt: j.attempt,
-                            run_ids: j.run_ids.clone(),
-                            scheduler_job_id: j.scheduler_job_id.clone(),
-                            state: j.state,
-                            detail: j.detail.clone(),
-                            scheduler_state: j.scheduler_state.clone(),
-                        })
-                        .collect()
-                }),
-                id: row.id,
-                name: row.name,
-                state: row.state,
-                reason: row.state_reason,
-                scheduler,
-                experiment_file: row.source_path,
-                root: row.root,
-                created_at: row.created_at,
-                updated_at: row.updated_at,
-            })
-        })
+        .map(|row| experiment_status(s, row, req.id.is_some()))
         .collect::<Result<Vec<_>, optgate_store::StoreError>>()?;
     // The recurrences are part of the list of everything, not of one experiment's view.
-    let recurrences = match one {
+    let recurrences = match &req.id {
         Some(_) => Vec::new(),
         None => s
             .recurrences(false)?
@@ -116,8 +71,70 @@ pub fn answer(
         damaged,
         run_executions,
         recurrences,
+        more,
     }))
 }
+
+/// One experiment's status line (with its jobs when `with_jobs`).
+fn experiment_status(
+    s: &optgate_store::Store,
+    row: optgate_store::ExperimentRow,
+    with_jobs: bool,
+) -> Result<ExperimentStatus, optgate_store::StoreError> {
+    let schedule = LookSchedule::new(row.replicates, Some(row.max_replicates));
+    let look = s.latest_look_of(&row.id)?;
+    let jobs = match with_jobs {
+        true => Some(s.jobs(&row.id)?.iter().map(job_status).collect()),
+        false => None,
+    };
+    Ok(ExperimentStatus {
+        runs: s.run_counts_of(&row.id)?.into(),
+        blocks: s.block_count_of(&row.id)?,
+        max_blocks: schedule.max,
+        looks: look.as_ref().map_or(0, |l| l.look),
+        planned_looks: schedule.planned_looks(),
+        decisions: look
+            .map(|l| {
+                serde_json::from_str::<Vec<optgate_policy::staged::VariantDecision>>(&l.decisions)
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default(),
+        jobs,
+        id: row.id,
+        name: row.name,
+        state: row.state,
+        reason: row.state_reason,
+        // The store reads the kind as the enum (a damaged one is its typed error).
+        scheduler: row.scheduler,
+        experiment_file: row.source_path,
+        root: row.root,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+fn job_status(j: &optgate_store::JobRow) -> JobStatus {
+    JobStatus {
+        name: j.name.clone(),
+        block: j.block,
+        attempt: j.attempt,
+        run_ids: j.run_ids.clone(),
+        scheduler_job_id: j.scheduler_job_id.clone(),
+        state: j.state,
+        detail: j.detail.clone(),
+        scheduler_state: j.scheduler_state.clone(),
+    }
+}
+
+type Rows = (
+    Vec<optgate_store::ExperimentRow>,
+    Vec<DamagedExperiment>,
+    u64,
+);
+
+/// The experiment rows (the page of the list, newest first, or the one `id` names) that
+/// read, the damaged ones apart — one damaged row is listed as damaged, never an error
+/// that hides the others — and how many older ones the page left out.
 
 /// A stored recurrence as `status` (and `submit`'s reply) shows it.
 pub fn recurrence_status(r: &optgate_store::RecurrenceRow) -> RecurrenceStatus {
@@ -147,15 +164,20 @@ pub fn recurrence_status(r: &optgate_store::RecurrenceRow) -> RecurrenceStatus {
     }
 }
 
-/// The experiment rows (all, or the one `id` names) that read, and the damaged ones apart:
-/// one damaged row is listed as damaged, never an error that hides the others.
 fn read_rows(
     s: &optgate_store::Store,
-    id: Option<&str>,
-) -> Result<(Vec<optgate_store::ExperimentRow>, Vec<DamagedExperiment>), optgate_store::StoreError>
-{
+    req: &StatusRequest,
+) -> Result<Rows, optgate_store::StoreError> {
+    let (each, more) = match &req.id {
+        Some(id) => (s.experiments_each(Some(id))?, 0),
+        None => {
+            let page = s.experiments_page(req.limit)?;
+            let more = page.total.saturating_sub(page.rows.len() as u64);
+            (page.rows, more)
+        }
+    };
     let (mut rows, mut damaged) = (Vec::new(), Vec::new());
-    for row in s.experiments_each(id)? {
+    for row in each {
         match row {
             Ok(row) => rows.push(row),
             Err(d) => damaged.push(DamagedExperiment {
@@ -165,5 +187,5 @@ fn read_rows(
             }),
         }
     }
-    Ok((rows, damaged))
+    Ok((rows, damaged, more))
 }
