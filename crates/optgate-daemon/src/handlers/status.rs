@@ -132,10 +132,6 @@ type Rows = (
     u64,
 );
 
-/// The experiment rows (the page of the list, newest first, or the one `id` names) that
-/// read, the damaged ones apart — one damaged row is listed as damaged, never an error
-/// that hides the others — and how many older ones the page left out.
-
 /// A stored recurrence as `status` (and `submit`'s reply) shows it.
 pub fn recurrence_status(r: &optgate_store::RecurrenceRow) -> RecurrenceStatus {
     let at = |t: i64| {
@@ -164,6 +160,9 @@ pub fn recurrence_status(r: &optgate_store::RecurrenceRow) -> RecurrenceStatus {
     }
 }
 
+/// The experiment rows (the page of the list, newest first, or the one `id` names) that
+/// read, the damaged ones apart — one damaged row is listed as damaged, never an error
+/// that hides the others — and how many older ones the page left out.
 fn read_rows(
     s: &optgate_store::Store,
     req: &StatusRequest,
