@@ -302,7 +302,7 @@ fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
 }
 
 /// The staged loop: only the baseline and the open variants run in later blocks.
-fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
+pub fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
     let cfg = config();
     let mut decisions = vec![Decision::Inconclusive; variants];
     let mut open: Vec<usize> = (1..=variants).collect();
