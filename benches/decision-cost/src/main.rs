@@ -196,7 +196,7 @@ fn main() {
         .ok()
         .map_or(DEFAULT_OC_REPS, |s| s.parse().expect("OC_REPS"));
     let t = Instant::now();
-    oc::write(oc_reps).expect("write the operating-characteristics table");
+    let oc_text = oc::write(oc_reps).expect("write the operating-characteristics table");
     eprintln!(
         "operating characteristics: {oc_reps} experiments per cell in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -252,7 +252,8 @@ fn main() {
         zero: reps_zero,
         other: reps_other,
     };
-    report::write(&out, &cells, &plans, &front, counts, elapsed).expect("write RESULTS.md");
+    report::write(&out, &cells, &plans, &front, counts, elapsed, &oc_text)
+        .expect("write RESULTS.md");
     eprintln!(
         "wrote {} in {elapsed:.0} s",
         out.join("RESULTS.md").display()
