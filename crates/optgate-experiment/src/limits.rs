@@ -161,3 +161,23 @@ pub fn cut_at(s: &str, max: usize) -> String {
 /// The most diagnostics printed for one experiment file (errors first); the rest are
 /// counted in one line "… and N more".
 pub const MAX_DIAGNOSTICS_SHOWN: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default budget: 6 × `replicates`, at most 60 blocks, never below `replicates`,
+    /// and never more runs than `MAX_RUNS` (so a default is never refused).
+    #[test]
+    fn the_default_budget_adapts_within_the_limits() {
+        assert_eq!(default_max_replicates(5, 2), 30);
+        assert_eq!(default_max_replicates(7, 4), 42);
+        assert_eq!(default_max_replicates(10, 2), DEFAULT_BUDGET_CAP);
+        assert_eq!(default_max_replicates(100, 2), 100);
+        // 65 arms: 10,000 / 65 = 153 blocks would be allowed; the cap is lower.
+        assert_eq!(default_max_replicates(20, 65), 60);
+        // 200 replicates × 60 arms is over MAX_RUNS already: the budget stays replicates.
+        assert_eq!(default_max_replicates(200, 60), 200);
+        assert_eq!(default_max_replicates(40, 200), 50);
+    }
+}
