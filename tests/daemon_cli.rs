@@ -19,6 +19,8 @@ fn submit(home: &std::path::Path, exp: &std::path::Path) -> String {
     stdout(&o).trim().to_string()
 }
 
+/// A small experiment with one look (`max_replicates` = `replicates`: these tests are about
+/// the commands, not the looks).
 fn experiment(name: &str, sleep: &str) -> String {
     format!(
         r#"name: {name}
@@ -27,6 +29,7 @@ app:
 metric:
   pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
 replicates: 6
+max_replicates: 6
 variants:
   - name: v1
     dimension: l2_threading_model
@@ -386,6 +389,7 @@ app:
 metric:
   pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
 replicates: 5
+max_replicates: 5
 variants:
   - name: v1
     dimension: l2_threading_model
