@@ -19,6 +19,8 @@ fn submit(home: &std::path::Path, exp: &std::path::Path) -> String {
     stdout(&o).trim().to_string()
 }
 
+/// A small experiment with one look (`max_replicates` = `replicates`: these tests are about
+/// the commands, not the looks).
 fn experiment(name: &str, sleep: &str) -> String {
     format!(
         r#"name: {name}
@@ -27,6 +29,7 @@ app:
 metric:
   pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
 replicates: 6
+max_replicates: 6
 variants:
   - name: v1
     dimension: l2_threading_model
@@ -66,7 +69,7 @@ fn an_invalid_experiment_never_reaches_the_daemon() {
     let home = dir.path().join("home");
     let exp = write_experiment(
         dir.path(),
-        &experiment("bad", "0").replace("replicates: 6", "replicates: 6\nreplicate: 7"),
+        &experiment("bad", "0").replace("\nreplicates: 6", "\nreplicates: 6\nreplicate: 7"),
     );
     let validate = cli(&home, &["validate", exp.to_str().unwrap()]);
     let submit = cli(&home, &["submit", exp.to_str().unwrap()]);
@@ -386,6 +389,7 @@ app:
 metric:
   pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
 replicates: 5
+max_replicates: 5
 variants:
   - name: v1
     dimension: l2_threading_model
@@ -647,8 +651,8 @@ fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
         .unwrap();
     let _guard = StopOnDrop(home.clone());
     let yaml = experiment("hung", "0").replace(
-        "replicates: 6",
-        "scheduler: { kind: slurm, time_limit: 10m }\nreplicates: 6",
+        "\nreplicates: 6",
+        "\nscheduler: { kind: slurm, time_limit: 10m }\nreplicates: 6",
     );
     let exp = write_experiment(dir.path(), &yaml);
     let start = Instant::now();

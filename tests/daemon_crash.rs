@@ -452,8 +452,14 @@ fn the_quickstart_survives_kill_9_at_random_moments() {
             dir.join("examples/openmp-stencil/stencil.c"),
         )
         .unwrap();
+        // One look at 7 blocks (`max_replicates: 7`): what is run must not depend on the
+        // timings, and the default budget lets inconclusive variants add blocks.
         let exp = dir.join("experiments/quickstart.yaml");
-        std::fs::copy(src.join("experiments/quickstart.yaml"), &exp).unwrap();
+        let text = std::fs::read_to_string(src.join("experiments/quickstart.yaml"))
+            .unwrap()
+            .replace("\nreplicates: 7\n", "\nreplicates: 7\nmax_replicates: 7\n");
+        assert!(text.contains("max_replicates: 7"));
+        std::fs::write(&exp, text).unwrap();
         exp
     };
     // What must match: the report's keys, per variant its n and epoch table, the arms'

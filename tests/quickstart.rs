@@ -12,7 +12,22 @@ use support::*;
 fn quickstart_runs_end_to_end_and_reports_every_arm() {
     let out = tempfile::tempdir().unwrap();
     let root = out.path().join("exec");
-    let exp = repo_root().join("experiments/quickstart.yaml");
+    // The quickstart with one look (`max_replicates: 7`): by default it adapts (up to 42
+    // blocks, the staged rule), which `tests/daemon_staged.rs` covers; this test checks the
+    // whole run and the report of 7 blocks against the rules at a single level α.
+    let text = std::fs::read_to_string(repo_root().join("experiments/quickstart.yaml"))
+        .unwrap()
+        .replace(
+            "workdir: ../examples/openmp-stencil",
+            &format!(
+                "workdir: {}",
+                repo_root().join("examples/openmp-stencil").display()
+            ),
+        )
+        .replace("\nreplicates: 7\n", "\nreplicates: 7\nmax_replicates: 7\n");
+    assert!(text.contains("max_replicates: 7") && !text.contains("workdir: .."));
+    let exp = out.path().join("quickstart.yaml");
+    std::fs::write(&exp, text).unwrap();
     let o = run(&[
         "run",
         exp.to_str().unwrap(),

@@ -7,6 +7,7 @@
 //! this folder, 1000, 2000, 300). Seeded: the same arguments give the same file.
 
 mod frontier;
+mod oc;
 mod report;
 mod sim;
 mod svg;
@@ -36,6 +37,10 @@ const DEFAULT_REPS_AT_ZERO: usize = 2000;
 /// cells at 3 % noise): fewer, so the run with nine designs stays near 5 minutes; their
 /// rates carry a standard error of at most 2.9 points (√(0.25/300)).
 const DEFAULT_REPS_OTHER: usize = 300;
+
+/// Experiments per cell of the operating-characteristics table (`oc.rs`): P(accept) to
+/// within ±2.9 points (√(0.25/300)), a mean of blocks to a few tenths.
+const DEFAULT_OC_REPS: usize = 300;
 
 /// Whether a cell is read by the checks (and so gets the full count).
 fn checked(noise: f64, effect: f64) -> bool {
@@ -185,6 +190,20 @@ fn main() {
         eprintln!("{:.1} s", started.elapsed().as_secs_f64());
         return;
     }
+    // The default design's operating characteristics for the report (`oc.rs`), OC_REPS
+    // experiments per cell; DECISION_COST_OC=1: only that table.
+    let oc_reps: usize = std::env::var("OC_REPS")
+        .ok()
+        .map_or(DEFAULT_OC_REPS, |s| s.parse().expect("OC_REPS"));
+    let t = Instant::now();
+    let oc_text = oc::write(oc_reps).expect("write the operating-characteristics table");
+    eprintln!(
+        "operating characteristics: {oc_reps} experiments per cell in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    if std::env::var_os("DECISION_COST_OC").is_some() {
+        return;
+    }
     let mut cells = Vec::new();
     // DECISION_COST_ONLY=1: only the setting (1 variant, 3 % noise) at 0, 5 and
     // 30 % (the cells the checks read), for tuning; RESULTS.md then has holes and is not
@@ -233,7 +252,8 @@ fn main() {
         zero: reps_zero,
         other: reps_other,
     };
-    report::write(&out, &cells, &plans, &front, counts, elapsed).expect("write RESULTS.md");
+    report::write(&out, &cells, &plans, &front, counts, elapsed, &oc_text)
+        .expect("write RESULTS.md");
     eprintln!(
         "wrote {} in {elapsed:.0} s",
         out.join("RESULTS.md").display()

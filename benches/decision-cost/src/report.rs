@@ -16,7 +16,7 @@ const STAGED: usize = 4;
 const STAGED_OBF: usize = 5;
 /// The staged rule at larger budgets (`DesignKind::StagedTuned`), candidates for check 2.
 const STAGED_TUNED: [usize; 3] = [6, 7, 8];
-/// The issue's measured mean blocks at 0 % through the shipped daemon (its table).
+/// Issue 13's measured mean blocks at 0 % through the daemon under the O'Brien–Fleming rule.
 const ISSUE_ZERO_BLOCKS: f64 = 19.8;
 
 fn mean(x: &[f64]) -> f64 {
@@ -81,10 +81,12 @@ pub fn write(
     front: &Frontier,
     counts: Counts,
     elapsed_s: f64,
+    oc_text: &str,
 ) -> std::io::Result<()> {
     let mut s = String::new();
     header(&mut s, counts, elapsed_s);
     checks(&mut s, cells, plans, front);
+    crate::oc::section(&mut s, oc_text);
     frontier_table(&mut s, front);
     plan_tables(&mut s, plans);
     forecast_table(&mut s, cells);
@@ -113,7 +115,7 @@ fn header(s: &mut String, counts: Counts, elapsed_s: f64) {
         "# Decision cost: fixed and sequential designs on a simulated app\n\n\
          Made by `benches/decision-cost/run.sh` (the `optgate-decision-cost` binary), seeded, in \
          {elapsed_s:.0} s. Every design decides through the engine's own decision code (`optgate-policy`): fixed n through \
-         `optgate_stats::analyze`, the shipped rule through `decide::analyse_look` + `next_step`, \
+         `optgate_stats::analyze`, the O'Brien–Fleming rule through `decide::analyse_look` + `next_step`, \
          the staged rule through `decide::analyse_staged_look` + `next_step_staged`. All designs \
          see the same simulated blocks (common random numbers).\n\n\
          **Simulated app.** {epochs} epochs per run, the first {warm}× a steady epoch (warm-up); a \
@@ -186,11 +188,11 @@ fn checks(s: &mut String, cells: &[Cell], plans: &[Plans; 2], front: &Frontier) 
          for every later look. Fixed n = 20 tests once at 0.05. With 3 % noise a 5 % speed-up gives \
          fixed n = 20 about 98 % power; at one-sided 0.019, 20 blocks give about 96 % — an upper \
          bound on the power of any rule that can accept at 5 blocks and stops by 20. Without the \
-         5-block look (the shipped O'Brien–Fleming rule) the power is fixed n = 20's, but a 30 % \
+         5-block look (the O'Brien–Fleming rule) the power is fixed n = 20's, but a 30 % \
          speed-up waits for 9 blocks. Tuning runs (1 variant, 3 % noise, 300 experiments, budget \
          stop off) of the budget-20 staged rule with other spending exponents: ρ = 0.5 — power \
-         93.3 %, a 30 % speed-up at 6 blocks; ρ = 1 — 96.0 %, at 7 blocks; ρ = 0.3 (shipped here) \
-         90.7 %, at 5 blocks.\n\n\
+         93.3 %, a 30 % speed-up at 6 blocks; ρ = 1 — 96.0 %, at 7 blocks; ρ = 0.3 (the exponent before \
+         the default moved to budget 30) 90.7 %, at 5 blocks.\n\n\
          **A larger budget** (looks after block 20) restores the power, and a 30 % speed-up is \
          still accepted at 5 blocks (α·(5/max)^ρ > 2⁻⁵ needs ρ ≤ 0.25 at max 30, ≤ 0.2 at max \
          40), but the experiments that need the later looks cost more than the early stops save: \
@@ -346,7 +348,7 @@ fn check_power_cost(s: &mut String, cells: &[Cell], plans: &Plans, variants: usi
         let ratio = mean(&g.hours) / fixed_h;
         let kind = DesignKind::ALL[d];
         let label = match kind {
-            DesignKind::Staged => "staged (improved), budget 20".to_string(),
+            DesignKind::Staged => "staged, budget 20".to_string(),
             DesignKind::StagedObf => "staged, O'Brien–Fleming spending, budget 20".to_string(),
             k => k.label(),
         };
@@ -469,8 +471,8 @@ fn issue_setting(s: &mut String, cells: &[Cell]) {
         s,
         "4. The issue's setting (1 variant, 3 % noise): a 30 % speed-up is accepted by the staged rule \
          in {} % of experiments, all of them at the first look (5 blocks) in {} of {}; at 0 % the staged \
-         rule spends {:.1} ± {:.1} blocks (shipped rule here: {:.1}; through the real daemon the issue \
-         measured {ISSUE_ZERO_BLOCKS}) with a false-accept rate of {} % ± {} %.\n",
+         rule spends {:.1} ± {:.1} blocks (the O'Brien–Fleming rule here: {:.1}; through the real daemon \
+         the issue measured {ISSUE_ZERO_BLOCKS} for it) with a false-accept rate of {} % ± {} %.\n",
         pct(rate(big.accept, big.verdicts)),
         first,
         big.experiments,
@@ -504,10 +506,10 @@ fn plan_tables(s: &mut String, plans: &[Plans; 2]) {
     let _ = writeln!(
         s,
         "## The plans (one-sided nominal levels per look)\n\n\
-         Shipped: O'Brien–Fleming spending over every block count 5…20 (looks below the exact \
+         O'Brien–Fleming rule: spending over every block count 5…20 (looks below the exact \
          test's smallest p cannot decide). Staged: α·t^{} spending, looks the exact test cannot \
          reach left out (—), futility boundary on the Holm-adjusted `p_no_worthwhile` spent the \
-         same way at β = {}.\n\n| blocks | shipped | staged, 1 variant: efficacy / futility | \
+         same way at β = {}.\n\n| blocks | O'Brien–Fleming | staged, 1 variant: efficacy / futility | \
          staged, 3 variants: efficacy / futility | 2⁻ⁿ |\n|---|---|---|---|---|",
         optgate_stats::sequential::POWER_SPENDING_RHO,
         optgate_stats::stopping::FUTILITY_BETA

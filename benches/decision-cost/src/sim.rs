@@ -38,10 +38,11 @@ pub const ALPHA: f64 = 0.05;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DesignKind {
     Fixed(u32),
-    /// The daemon's rule as shipped: O'Brien–Fleming looks at 5…20 blocks, every arm in
-    /// every block.
+    /// `sequential: obrien_fleming` (the default before issue 23): O'Brien–Fleming looks at
+    /// 5…20 blocks, every arm in every block.
     Shipped,
-    /// The staged rule: discrete-aware spending, futility, budget stop, per-variant stopping.
+    /// The staged rule at budget 20 (the issue's setting, `max_replicates: 20`):
+    /// discrete-aware spending, futility, budget stop, per-variant stopping.
     Staged,
     /// The staged rule with O'Brien–Fleming spending instead of `α·t^0.3`: what futility,
     /// the budget stop and per-variant stopping give without the early looks' α.
@@ -60,7 +61,7 @@ impl DesignKind {
     /// variant, 3 % noise, 1000 experiments at 5 %). Budget 30 with the daemon's own ρ = 0.3
     /// (what `max_replicates: 30` gives in the daemon; its first look moves to 6 blocks);
     /// budget 30, ρ = 0.25, the smallest node-hours among those with at least fixed n = 20's
-    /// power; budget 40, ρ = 0.2, the largest power. The last two keep the first look at 5
+    /// power, and so the default (`max_replicates` = 6 × `replicates`, `POWER_SPENDING_RHO`); budget 40, ρ = 0.2, the largest power. The last two keep the first look at 5
     /// blocks reachable (`α·(5/max)^ρ > 2⁻⁵`).
     pub const ALL: [DesignKind; 9] = [
         DesignKind::Fixed(5),
@@ -86,11 +87,16 @@ impl DesignKind {
     pub fn label(&self) -> String {
         match self {
             DesignKind::Fixed(n) => format!("fixed n = {n}"),
-            DesignKind::Shipped => "sequential (shipped)".into(),
-            DesignKind::Staged => "staged (improved)".into(),
+            DesignKind::Shipped => "O'Brien–Fleming rule".into(),
+            DesignKind::Staged => "staged, budget 20".into(),
             DesignKind::StagedObf => "staged, O'Brien–Fleming spending".into(),
             DesignKind::StagedTuned { max, rho_pct } => {
-                format!("staged, budget {max}, ρ = {}", *rho_pct as f64 / 100.0)
+                let default = (*max, *rho_pct) == (30, 25);
+                format!(
+                    "staged, budget {max}, ρ = {}{}",
+                    *rho_pct as f64 / 100.0,
+                    if default { " (the default)" } else { "" }
+                )
             }
         }
     }
@@ -302,7 +308,7 @@ fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
 }
 
 /// The staged loop: only the baseline and the open variants run in later blocks.
-fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
+pub fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
     let cfg = config();
     let mut decisions = vec![Decision::Inconclusive; variants];
     let mut open: Vec<usize> = (1..=variants).collect();

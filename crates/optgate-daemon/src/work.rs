@@ -275,7 +275,7 @@ pub(crate) mod tests {
     /// puts them (not after every block).
     #[test]
     fn looks_are_taken_where_the_experiment_s_rule_plans_them() {
-        let w = work("max_replicates: 9\n");
+        let w = work("max_replicates: 9\ncompare: { sequential: obrien_fleming }\n");
         let looks: Vec<Option<u32>> = (5..=10).map(|b| w.look_at(b)).collect();
         assert_eq!(looks, [None, Some(1), Some(2), Some(3), Some(4), None]);
         let staged = work("max_replicates: 20\ncompare: { sequential: staged }\n");

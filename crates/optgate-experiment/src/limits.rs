@@ -33,6 +33,31 @@ pub const MAX_NOTIFY_ARG_BYTES: usize = 4096;
 /// look schedule and the number of jobs submitted.
 pub const MAX_REPLICATES: u32 = 1000;
 
+/// `max_replicates` when the file gives none is this many times `replicates`: every
+/// experiment adapts (the staged rule looks first at `replicates` blocks and adds blocks
+/// while a variant is open). 6: `benches/decision-cost` found a budget of 30 blocks for
+/// `replicates: 5` the cheapest staged design with fixed n = 20's power (98 % at a 5 %
+/// speed-up with 3 % noise, 0.56× its node-hours); budget 20 has 91 %, 40 costs more.
+pub const DEFAULT_BUDGET_FACTOR: u32 = 6;
+
+/// The largest default `max_replicates`: 60 blocks. Past it an effect the exact test has
+/// not seen in 60 pairs is far below any worthwhile one at realistic noise, and the default
+/// never plans more runs than a user asked for knowingly; a file may give more.
+pub const DEFAULT_BUDGET_CAP: u32 = 60;
+
+/// The budget (`max_replicates`) of a file that gives none: [`DEFAULT_BUDGET_FACTOR`] ×
+/// `replicates`, at most [`DEFAULT_BUDGET_CAP`], [`MAX_REPLICATES`] and [`MAX_RUNS`] over
+/// `arms`, never below `replicates` (so a default is never refused by the limits).
+pub fn default_max_replicates(replicates: u32, arms: u64) -> u32 {
+    let by_runs = u32::try_from(MAX_RUNS / arms.max(1)).unwrap_or(u32::MAX);
+    replicates
+        .saturating_mul(DEFAULT_BUDGET_FACTOR)
+        .min(DEFAULT_BUDGET_CAP)
+        .min(MAX_REPLICATES)
+        .min(by_runs)
+        .max(replicates)
+}
+
 /// The most `variants`: 64 proposals in one experiment. Each variant is an arm of every
 /// block (a block runs them back to back), a column of the report and a test in Holm's
 /// correction; more is a different experiment.
@@ -162,3 +187,23 @@ pub fn cut_at(s: &str, max: usize) -> String {
 /// The most diagnostics printed for one experiment file (errors first); the rest are
 /// counted in one line "… and N more".
 pub const MAX_DIAGNOSTICS_SHOWN: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default budget: 6 × `replicates`, at most 60 blocks, never below `replicates`,
+    /// and never more runs than `MAX_RUNS` (so a default is never refused).
+    #[test]
+    fn the_default_budget_adapts_within_the_limits() {
+        assert_eq!(default_max_replicates(5, 2), 30);
+        assert_eq!(default_max_replicates(7, 4), 42);
+        assert_eq!(default_max_replicates(10, 2), DEFAULT_BUDGET_CAP);
+        assert_eq!(default_max_replicates(100, 2), 100);
+        // 65 arms: 10,000 / 65 = 153 blocks would be allowed; the cap is lower.
+        assert_eq!(default_max_replicates(20, 65), 60);
+        // 200 replicates × 60 arms is over MAX_RUNS already: the budget stays replicates.
+        assert_eq!(default_max_replicates(200, 60), 200);
+        assert_eq!(default_max_replicates(40, 200), 50);
+    }
+}

@@ -363,7 +363,7 @@ impl Checker {
             replicates: file.replicates,
             max_replicates: file
                 .max_replicates
-                .unwrap_or(file.replicates)
+                .unwrap_or_else(|| default_max_replicates(file.replicates, file_arms(&file)))
                 .max(file.replicates),
             seed: file.seed,
             alpha: file.compare.alpha,
@@ -1191,6 +1191,11 @@ fn build_id(spec: &BuildSpec) -> String {
     let json = serde_json::to_string(spec).unwrap_or_default();
     let digest = Sha256::digest(json.as_bytes());
     format!("build-{}", &hex(&digest)[..8])
+}
+
+/// Arms of every block: the baseline, the variants and the A/A control when asked for.
+fn file_arms(f: &ExperimentFile) -> u64 {
+    (f.variants.len() as u64) + 1 + u64::from(f.aa_control)
 }
 
 fn resolve_arms(f: &ExperimentFile) -> (Vec<Arm>, Vec<Build>) {

@@ -533,11 +533,12 @@ pub struct CompareSpec {
 #[serde(rename_all = "snake_case")]
 pub enum SequentialRule {
     /// O'Brien–Fleming spending, a look after every block, every arm in every block.
-    #[default]
     ObrienFleming,
-    /// The staged rule: looks only where the exact test can decide, futility, a stop when
-    /// the budget cannot decide, and per-variant stopping (decided variants leave the
-    /// later blocks).
+    /// The staged rule (the default): looks only where the exact test can decide,
+    /// futility, a stop when the budget cannot decide, and per-variant stopping (decided
+    /// variants leave the later blocks). `benches/decision-cost`: at fixed n = 20's power
+    /// it spends 0.56× its node-hours, O'Brien–Fleming 0.64×.
+    #[default]
     Staged,
 }
 

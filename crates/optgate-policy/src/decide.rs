@@ -645,10 +645,22 @@ mod tests {
             plan,
             StagedPlan::new(6, 20, 0.05, 2, Design::Independent).unwrap()
         );
-        let single = experiment("compare: { sequential: staged }\n");
+        let single = experiment("max_replicates: 6\ncompare: { sequential: staged }\n");
         assert_eq!(staged_plan(&single).unwrap(), None);
-        let spending = experiment("max_replicates: 20\n");
+        let spending = experiment("max_replicates: 20\ncompare: { sequential: obrien_fleming }\n");
         assert_eq!(staged_plan(&spending).unwrap(), None);
+    }
+
+    /// With neither `compare.sequential` nor `max_replicates` an experiment adapts: the
+    /// staged rule over the default budget of 6 × `replicates` blocks.
+    #[test]
+    fn by_default_the_staged_rule_runs_over_six_times_replicates() {
+        let default = experiment("");
+        assert_eq!(default.max_replicates, 36);
+        assert_eq!(
+            staged_plan(&default).unwrap(),
+            Some(StagedPlan::new(6, 36, 0.05, 2, Design::Paired).unwrap())
+        );
     }
 
     /// A variant decided `failed` at a staged look (its app failed in every run) is an

@@ -166,6 +166,11 @@ pub struct Report {
     /// samples file); an arm without them has no entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utilisation: Option<Vec<ArmUtilisation>>,
+    /// The staged design's power and expected blocks at the observed noise, from the
+    /// simulation of `benches/decision-cost` (`optgate_stats::operating`). Absent for a
+    /// design that was not simulated, a samples file, or an unknown noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operating_characteristics: Option<optgate_stats::OperatingCharacteristics>,
 }
 
 /// How replicates were kept from helping each other, per arm.
@@ -307,6 +312,7 @@ impl Report {
             system_resource: None,
             isolation: None,
             utilisation: None,
+            operating_characteristics: None,
         }
     }
 

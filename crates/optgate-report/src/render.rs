@@ -598,6 +598,10 @@ fn table_notes(out: &mut String, report: &Report, width: usize) {
         let _ = writeln!(out);
         para(out, "", "  ", &line, width);
     }
+    if let Some(line) = operating_line(report) {
+        let _ = writeln!(out);
+        para(out, "", "  ", &line, width);
+    }
     if let Some(i) = &report.isolation {
         let _ = writeln!(out);
         para(out, "", "  ", &i.describe(), width);
@@ -739,6 +743,49 @@ pub(crate) fn checklist_detail(r: &crate::ChecklistRow) -> String {
         parts.push("no verdict".into());
     }
     parts.join(" — ")
+}
+
+/// The design's operating characteristics at the observed noise: power at 2× and 5× the
+/// minimum effect, expected blocks with no effect and at those effects.
+fn operating_line(report: &Report) -> Option<String> {
+    let oc = report.operating_characteristics.as_ref()?;
+    let at = |m: f64| oc.points.iter().find(|p| p.effect_multiple == m);
+    let power: Vec<String> = [2.0, 5.0]
+        .iter()
+        .filter_map(|&m| at(m))
+        .map(|p| {
+            format!(
+                "{:.0}% at {:+.1}% ({}×)",
+                100.0 * p.p_accept,
+                p.speedup_pct,
+                p.effect_multiple
+            )
+        })
+        .collect();
+    let blocks: Vec<String> = [0.0, 2.0, 5.0]
+        .iter()
+        .filter_map(|&m| at(m))
+        .map(|p| match p.effect_multiple {
+            0.0 => format!("{:.1} with no effect", p.expected_blocks),
+            m => format!("{:.1} at {m}×", p.expected_blocks),
+        })
+        .collect();
+    let edge = if oc.clamped {
+        " (outside the simulated noise range: the nearest simulated noise)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "Operating characteristics of this design ({} blocks first, at most {}, {} variant(s)) at the observed noise ({:.2}% per block, {:.1}× the minimum effect){edge}: power {}; expected blocks {}. From the simulation, not this experiment: {}",
+        oc.replicates,
+        oc.max_replicates,
+        oc.variants,
+        oc.noise_pct,
+        oc.noise_ratio,
+        power.join(", "),
+        blocks.join(", "),
+        oc.source
+    ))
 }
 
 /// The A/A control's apparent effect next to the smallest effect worth having.
@@ -1044,6 +1091,9 @@ fn md_checklist(out: &mut String, report: &Report) {
 fn md_notes_and_method(out: &mut String, report: &Report) {
     let a = &report.analysis;
     if let Some(line) = noise_floor_line(report) {
+        let _ = writeln!(out, "\n{line}");
+    }
+    if let Some(line) = operating_line(report) {
         let _ = writeln!(out, "\n{line}");
     }
     if let Some(i) = &report.isolation {

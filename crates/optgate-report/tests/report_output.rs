@@ -351,3 +351,27 @@ fn utilisation_is_marked_next_to_the_decision() {
     assert_eq!(j["utilisation"][0]["finding"], "idle_cores");
     assert_eq!(j["utilisation"][1]["finding"], "oversubscribed");
 }
+
+/// The staged design's simulated operating characteristics: stated in the table and the
+/// Markdown (power at 2× and 5× the minimum effect, the expected blocks, that they come
+/// from the simulation), kept in the JSON and read back.
+#[test]
+fn operating_characteristics_are_stated_and_round_trip() {
+    let mut r = report();
+    assert!(!render_table(&r).contains("Operating characteristics"));
+    let oc = optgate_stats::operating::characteristics(5, 20, 1, 1.0, 0.03 * 2f64.sqrt())
+        .expect("the issue's design is simulated");
+    r.operating_characteristics = Some(oc.clone());
+    for text in [render_table(&r).replace("\n  ", " "), render_markdown(&r)] {
+        assert!(
+            text.contains("Operating characteristics of this design (5 blocks first, at most 20, 1 variant(s))"),
+            "{text}"
+        );
+        let p5 = oc.points.iter().find(|p| p.effect_multiple == 5.0).unwrap();
+        let power = format!("{:.0}% at +5.0% (5×)", 100.0 * p5.p_accept);
+        assert!(text.contains(&power), "{power} in {text}");
+        assert!(text.contains("with no effect") && text.contains("From the simulation"));
+    }
+    let back: Report = serde_json::from_str(&render_json(&r)).unwrap();
+    assert_eq!(back.operating_characteristics, Some(oc));
+}

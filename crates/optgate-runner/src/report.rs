@@ -129,6 +129,7 @@ fn execution_report(
     report.utilisation = utilisation(exp, collected);
     report.experiment = Some(experiment_meta(exp));
     report.checklist = Some(checklist(exp, &report.analysis));
+    report.operating_characteristics = operating_characteristics(exp, &report.analysis, &cfg);
     let provenance = crate::provenance::execution_provenance(
         exp,
         x.plan,
@@ -139,6 +140,33 @@ fn execution_report(
     );
     report.provenance = Some(serde_json::to_value(&provenance).expect("the provenance serialises"));
     Ok(report)
+}
+
+/// The staged design's simulated power and expected blocks at this experiment's noise
+/// (the RMS over the variants of the per-block log-ratio SD); None under another rule, the
+/// independent design, or a design the simulation did not cover.
+fn operating_characteristics(
+    exp: &Experiment,
+    analysis: &Analysis,
+    cfg: &AnalysisConfig,
+) -> Option<optgate_stats::OperatingCharacteristics> {
+    if exp.sequential != optgate_experiment::SequentialRule::Staged
+        || cfg.design != optgate_stats::Design::Paired
+    {
+        return None;
+    }
+    let sds: Vec<f64> = analysis.variants.iter().filter_map(|v| v.log_sd).collect();
+    if sds.is_empty() {
+        return None;
+    }
+    let rms = (sds.iter().map(|s| s * s).sum::<f64>() / sds.len() as f64).sqrt();
+    optgate_stats::operating::characteristics(
+        exp.replicates,
+        exp.max_replicates,
+        analysis.variants.len(),
+        cfg.min_effect_pct,
+        rms,
+    )
 }
 
 /// The A/A control analysed on its own against the baseline: the noise floor.

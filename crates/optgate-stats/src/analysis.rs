@@ -119,6 +119,11 @@ pub struct VariantAnalysis {
     pub min_achievable_p_adjusted: Option<f64>,
     /// Minimum detectable steady speed-up in percent (see `Method::mde`).
     pub mde_pct: Option<f64>,
+    /// The spread the planning figures use: the sample SD of the per-block log ratios
+    /// (paired) or the pooled SD of the log values (independent). The report's operating
+    /// characteristics are read at it.
+    #[serde(default)]
+    pub log_sd: Option<f64>,
     /// Replicates per arm that would likely decide an inconclusive result.
     pub replicates_to_decide: Option<u32>,
     pub first_epoch: FirstEpoch,
@@ -1526,6 +1531,7 @@ fn finish_variant(
         min_achievable_p: p.min_p,
         min_achievable_p_adjusted: min_p_adj,
         mde_pct,
+        log_sd: p.sd,
         replicates_to_decide,
         first_epoch: p.first,
         app_impact_pct: app,

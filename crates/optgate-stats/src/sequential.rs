@@ -52,11 +52,14 @@ pub fn obf_spending(t: f64, alpha: f64) -> f64 {
 }
 
 /// Exponent `ρ` of the power-family spending function `α·t^ρ` of the staged rule
-/// (`crate::stopping`). Small enough that a plan of 5…20 blocks spends more than 2⁻⁵ of
-/// α = 0.05 at its first look (0.05·0.25^0.3 = 0.0330 > 1/32), so an obvious effect is
-/// decided at 5 blocks as a fixed n = 5 design would; the remaining 0.017 is spread over
-/// the later looks nearly evenly (Pocock-like), which is what stops moderate effects early.
-pub const POWER_SPENDING_RHO: f64 = 0.3;
+/// (`crate::stopping`). Small enough that the default plan of 5…30 blocks spends more
+/// than 2⁻⁵ of α = 0.05 at its first look (0.05·(5/30)^0.25 = 0.0319 > 1/32), so an
+/// obvious effect is decided at 5 blocks as a fixed n = 5 design would (5…20 blocks: 0.0354);
+/// the rest is spread over the later looks nearly evenly (Pocock-like), which is what stops
+/// moderate effects early. `benches/decision-cost`: with a budget of 30 the cheapest
+/// exponent with fixed n = 20's power (0.3 moves the first look to 6 blocks, 0.2 costs
+/// more node-hours).
+pub const POWER_SPENDING_RHO: f64 = 0.25;
 
 /// How α is spent over the information fraction `t`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use optgate_experiment::yaml::Locator;
-use optgate_experiment::{Diagnostic, Experiment, SchedulerKind, Severity};
+use optgate_experiment::{Diagnostic, Experiment, SchedulerKind, SequentialRule, Severity};
 use optgate_runner::preflight::{self, Finding, Level};
 
 use crate::exit;
@@ -35,7 +35,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
     }
     let runs = (exp.arms.len() as u64).saturating_mul(u64::from(exp.replicates));
     println!(
-        "{}: valid: experiment `{}`, {} arms ({}), {} build(s), {} replicates per arm = {} runs, scheduler {}",
+        "{}: valid: experiment `{}`, {} arms ({}), {} build(s), {} replicates per arm = {} runs ({}), scheduler {}",
         path.display(),
         exp.name(),
         exp.arms.len(),
@@ -43,6 +43,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         exp.builds.len(),
         exp.replicates,
         runs,
+        budget_summary(exp),
         exp.kind,
     );
     if exp.kind == SchedulerKind::Local {
@@ -59,6 +60,23 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         );
     }
     Ok(exit::OK)
+}
+
+/// How the looks go: "5 blocks first, at most 30, staged rule", or one look when the
+/// budget is `replicates`.
+fn budget_summary(exp: &Experiment) -> String {
+    let rule = match exp.sequential {
+        SequentialRule::Staged => "staged rule",
+        SequentialRule::ObrienFleming => "O'Brien–Fleming rule",
+    };
+    if exp.max_replicates > exp.replicates {
+        format!(
+            "{} blocks first, at most {}, {rule}",
+            exp.replicates, exp.max_replicates
+        )
+    } else {
+        format!("{} blocks, one look", exp.replicates)
+    }
 }
 
 /// Every `scheduler.extra_directives` entry the backend's batch command would not accept
