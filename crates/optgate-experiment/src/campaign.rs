@@ -107,10 +107,9 @@ pub fn load_str(text: &str, path: &Path) -> Result<Campaign, LoadError> {
     })?;
     let locator = Locator::index(text);
     let mut diags = Vec::new();
+    // A stage whose shape is wrong is left out; the others are still checked, so every
+    // problem is reported at once.
     let (shared, stages) = shape(&doc, path, &locator, &mut diags);
-    if diags.iter().any(Diagnostic::is_error) {
-        return Err(invalid(diags));
-    }
     let name = shared
         .get("name")
         .and_then(Value::as_str)

@@ -11,6 +11,7 @@
 //! execution and for a samples file alike (`optgate analyze`: [`parse_samples`], then that);
 //! this crate defines its shape and renders it ([`render`], [`plots::write_plots`]).
 
+pub mod campaign;
 pub mod checklist;
 pub mod plots;
 pub mod provenance;

@@ -1,6 +1,7 @@
 //! One module per command; `dispatch` is the single match from command to handler.
 
 mod analyze;
+mod campaign;
 mod cancel;
 mod daemon;
 mod exec_run;
