@@ -441,6 +441,80 @@ fn stage_dimensions(s: &Stage) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The chain replayed from the stages that ended: each one's winner ([`pick_winner`] on
+/// its report's variants) added in turn. The same stages' reports give the same chain, so
+/// the daemon keeps no chain of its own: it replays it from the stored reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replay {
+    pub chain: Chain,
+    /// What each stage's baseline carried ([`Chain::describe`] before it ran).
+    pub baselines: Vec<String>,
+    pub outcomes: Vec<StageOutcome>,
+    /// The winners' speed-up estimates, in stage order.
+    pub speedups: Vec<f64>,
+}
+
+pub fn replay(c: &Campaign, stages: &[&[optgate_stats::VariantAnalysis]]) -> Replay {
+    let mut r = Replay::default();
+    for (k, variants) in stages.iter().enumerate().take(c.stages.len()) {
+        r.baselines.push(r.chain.describe());
+        let outcome = pick_winner(variants);
+        if let Some(w) = &outcome.winner
+            && let Some(spec) = c.stage_variant(k, w)
+        {
+            let origin = Origin {
+                stage: k,
+                component: c.stages[k].component,
+                variant: w.clone(),
+            };
+            r.chain.add_winner(origin, &spec);
+            let v = variants.iter().find(|v| &v.name == w);
+            r.speedups
+                .push(v.and_then(|v| v.speedup.estimate).unwrap_or(1.0));
+        }
+        r.outcomes.push(outcome);
+    }
+    r
+}
+
+/// What a campaign does once `done` steps have ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextStep {
+    /// Run stage `k`, this experiment text.
+    Stage(usize, String),
+    /// Run the confirmation, this experiment text.
+    Confirmation(String),
+    /// No stage had a winner: nothing to confirm; the campaign ends, saying so.
+    NoCombination(String),
+    /// The confirmation ended: the campaign is finished.
+    Finished,
+}
+
+/// Why a campaign without a winner has no confirmation.
+pub const NO_COMBINATION: &str = "no stage accepted a proposal: there is no combination to confirm";
+
+/// The next step after `done` ended steps, with the chain `replayed` from them.
+pub fn next_step(c: &Campaign, replayed: &Replay, done: usize) -> NextStep {
+    let n = c.stages.len();
+    if done < n {
+        NextStep::Stage(done, c.stage_text(done, &replayed.chain))
+    } else if done > n {
+        NextStep::Finished
+    } else if replayed.chain.winners.is_empty() {
+        NextStep::NoCombination(NO_COMBINATION.into())
+    } else {
+        NextStep::Confirmation(c.confirmation_text(&replayed.chain))
+    }
+}
+
+/// The run root's folder of step `k` (stage `k`, or the confirmation at `k = stages`).
+pub fn step_dir(c: &Campaign, k: usize) -> String {
+    match c.stages.get(k) {
+        Some(s) => format!("{:02}-{}", k + 1, s.component),
+        None => format!("{:02}-{COMBINED}", k + 1),
+    }
+}
+
 /// A stage's experiment loaded from its generated text, as if from the campaign's file
 /// (its relative `workdir` resolves from there).
 pub fn load_generated(text: &str, campaign_source: &Path) -> Result<Loaded, LoadError> {

@@ -266,3 +266,38 @@ pub fn render_json(r: &CampaignReport) -> String {
     };
     serde_json::to_string_pretty(&wrapped).unwrap_or_default() + "\n"
 }
+
+/// The campaign report from the reports of the steps that ended, in step order (each with
+/// its experiment id): the stages', then the confirmation's when it ran. The chain is
+/// replayed from them ([`optgate_experiment::campaign::replay`]).
+pub fn assemble(campaign: &Campaign, steps: &[(String, Report)]) -> CampaignReport {
+    use optgate_experiment::campaign::{COMBINED, NO_COMBINATION, replay};
+    let n = campaign.stages.len().min(steps.len());
+    let lists: Vec<&[VariantAnalysis]> = steps[..n]
+        .iter()
+        .map(|(_, r)| r.analysis.variants.as_slice())
+        .collect();
+    let r = replay(campaign, &lists);
+    let stages = steps[..n]
+        .iter()
+        .zip(r.baselines.iter().zip(&r.outcomes))
+        .map(|((id, rep), (b, o))| (id.clone(), rep, b.clone(), o.clone()))
+        .collect();
+    let confirmation = steps.get(campaign.stages.len()).and_then(|(id, rep)| {
+        let v = rep.analysis.variants.iter().find(|v| v.name == COMBINED)?;
+        Some(CombinedReport {
+            experiment_id: id.clone(),
+            configuration: r.chain.describe(),
+            result: optgate_experiment::campaign::chain::combine(v, &r.speedups),
+        })
+    });
+    let none = (n == campaign.stages.len() && r.chain.winners.is_empty())
+        .then(|| NO_COMBINATION.to_string());
+    build(
+        campaign,
+        stages,
+        r.chain.overridden.clone(),
+        confirmation,
+        none,
+    )
+}

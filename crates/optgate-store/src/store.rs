@@ -19,11 +19,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
@@ -140,7 +140,10 @@ impl Store {
             .map_err(self.err("set the page limit"))
     }
 
-    fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + use<> {
+    pub(crate) fn err(
+        &self,
+        op: &'static str,
+    ) -> impl FnOnce(rusqlite::Error) -> StoreError + use<> {
         let path = self.path.clone();
         move |e| StoreError::from_sqlite(op, path, e)
     }
@@ -166,27 +169,7 @@ impl Store {
         let path = self.path.clone();
         let err = move |e| StoreError::from_sqlite(op, path.clone(), e);
         let tx = self.conn.transaction().map_err(err.clone())?;
-        let t = now();
-        tx.execute(
-            "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, root, \
-             scheduler, state, replicates, max_replicates, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
-            params![
-                e.id,
-                e.name,
-                e.source_path,
-                e.source_text,
-                e.source_sha256,
-                e.root,
-                e.scheduler.as_str(),
-                ExperimentState::Planned.as_str(),
-                e.replicates,
-                e.max_replicates,
-                t
-            ],
-        )
-        .map_err(err.clone())?;
-        insert_blocks(&tx, &e.id, blocks, runs).map_err(err.clone())?;
+        insert_experiment_rows(&tx, e, blocks, runs).map_err(err.clone())?;
         tx.commit().map_err(err)
     }
 
@@ -954,6 +937,34 @@ fn known_kinds_sql() -> String {
         .map(|k| format!("'{}'", k.as_str()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The new experiment's row, blocks and runs, inside the caller's transaction.
+pub(crate) fn insert_experiment_rows(
+    tx: &rusqlite::Transaction<'_>,
+    e: &NewExperiment,
+    blocks: &[BlockRow],
+    runs: &[NewRun],
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO experiments (id, name, source_path, source_text, source_sha256, root, \
+         scheduler, state, replicates, max_replicates, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+        params![
+            e.id,
+            e.name,
+            e.source_path,
+            e.source_text,
+            e.source_sha256,
+            e.root,
+            e.scheduler.as_str(),
+            ExperimentState::Planned.as_str(),
+            e.replicates,
+            e.max_replicates,
+            now()
+        ],
+    )?;
+    insert_blocks(tx, &e.id, blocks, runs)
 }
 
 fn insert_blocks(

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use optgate_experiment::Experiment;
-use optgate_experiment::campaign::{self, Campaign, Chain, Origin, StageOutcome};
+use optgate_experiment::campaign::{self, Campaign, Chain, NextStep};
 use optgate_report::Report;
-use optgate_report::campaign::{CampaignReport, CombinedReport};
+use optgate_report::campaign::CampaignReport;
 use optgate_runner::Layout;
 
 use crate::cli::Format;
@@ -127,91 +127,59 @@ pub fn run(
             .join(&c.name)
             .join(chrono::Local::now().format("%Y%m%d-%H%M%S").to_string()),
     };
-    let mut chain = Chain::default();
-    let mut stages: Vec<(String, Report, String, StageOutcome)> = Vec::new();
-    let mut speedups = Vec::new();
-    for k in 0..c.stages.len() {
-        let text = c.stage_text(k, &chain);
-        let exp = stage_experiment(&c, &text)?;
-        let stage_root = root.join(format!("{:02}-{}", k + 1, c.stages[k].component));
-        eprintln!(
-            "optgate: campaign `{}` stage {}/{} ({}): baseline = {}",
-            c.name,
-            k + 1,
-            c.stages.len(),
-            c.stages[k].component,
-            chain.describe()
-        );
-        let Some(report) = execute(&exp, path, &stage_root, quiet)? else {
-            return Ok(exit::INTERRUPTED);
-        };
-        let outcome = campaign::pick_winner(&report.analysis.variants);
-        eprintln!(
-            "optgate: stage {} ({}): {}",
-            k + 1,
-            c.stages[k].component,
-            outcome.reason
-        );
-        if let Some(w) = &outcome.winner {
-            let spec = c
-                .stage_variant(k, w)
-                .context("the winner is not in its stage")?;
-            let origin = Origin {
-                stage: k,
-                component: c.stages[k].component,
-                variant: w.clone(),
-            };
-            let a = report.analysis.variants.iter().find(|v| &v.name == w);
-            speedups.push(a.and_then(|a| a.speedup.estimate).unwrap_or(1.0));
-            let baseline = chain.describe();
-            chain.add_winner(origin, &spec);
-            stages.push((stage_root.display().to_string(), report, baseline, outcome));
-        } else {
-            let baseline = chain.describe();
-            stages.push((stage_root.display().to_string(), report, baseline, outcome));
-        }
-    }
-    let (combined, none) = if chain.winners.is_empty() {
-        (
-            None,
-            Some("no stage accepted a proposal: there is no combination to confirm".to_string()),
-        )
-    } else {
-        let exp = stage_experiment(&c, &c.confirmation_text(&chain))?;
-        let conf_root = root.join(format!("{:02}-{}", c.stages.len() + 1, campaign::COMBINED));
-        eprintln!(
-            "optgate: campaign `{}` confirmation: {} against the original baseline",
-            c.name,
-            chain.describe()
-        );
-        let Some(report) = execute(&exp, path, &conf_root, quiet)? else {
-            return Ok(exit::INTERRUPTED);
-        };
-        let Some(v) = report
-            .analysis
-            .variants
+    let mut steps: Vec<(String, Report)> = Vec::new();
+    loop {
+        let lists: Vec<&[optgate_stats::VariantAnalysis]> = steps
             .iter()
-            .find(|v| v.name == campaign::COMBINED)
-        else {
-            anyhow::bail!("the confirmation's report has no `{}`", campaign::COMBINED);
+            .take(c.stages.len())
+            .map(|(_, r)| r.analysis.variants.as_slice())
+            .collect();
+        let replayed = campaign::replay(&c, &lists);
+        if let Some(o) = replayed
+            .outcomes
+            .last()
+            .filter(|_| steps.len() <= c.stages.len())
+        {
+            let k = steps.len() - 1;
+            eprintln!(
+                "optgate: stage {} ({}): {}",
+                k + 1,
+                c.stages[k].component,
+                o.reason
+            );
+        }
+        let text = match campaign::next_step(&c, &replayed, steps.len()) {
+            NextStep::Stage(_, text) | NextStep::Confirmation(text) => text,
+            NextStep::NoCombination(why) => {
+                eprintln!("optgate: {why}");
+                break;
+            }
+            NextStep::Finished => break,
         };
-        let result = campaign::chain::combine(v, &speedups);
-        let configuration = chain.describe();
-        (
-            Some(CombinedReport {
-                experiment_id: conf_root.display().to_string(),
-                configuration,
-                result,
-            }),
-            None,
-        )
-    };
-    let refs = stages
-        .iter()
-        .map(|(id, r, b, o)| (id.clone(), r, b.clone(), o.clone()))
-        .collect();
-    let report =
-        optgate_report::campaign::build(&c, refs, chain.overridden.clone(), combined, none);
+        let k = steps.len();
+        let exp = stage_experiment(&c, &text)?;
+        let step_root = root.join(campaign::step_dir(&c, k));
+        match c.stages.get(k) {
+            Some(s) => eprintln!(
+                "optgate: campaign `{}` stage {}/{} ({}): baseline = {}",
+                c.name,
+                k + 1,
+                c.stages.len(),
+                s.component,
+                replayed.chain.describe()
+            ),
+            None => eprintln!(
+                "optgate: campaign `{}` confirmation: {} against the original baseline",
+                c.name,
+                replayed.chain.describe()
+            ),
+        }
+        let Some(report) = execute(&exp, path, &step_root, quiet)? else {
+            return Ok(exit::INTERRUPTED);
+        };
+        steps.push((step_root.display().to_string(), report));
+    }
+    let report = optgate_report::campaign::assemble(&c, &steps);
     write_and_show(&root, &report, format)
 }
 
