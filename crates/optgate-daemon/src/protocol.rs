@@ -115,6 +115,7 @@ pub enum Response {
     Submitted(SubmitReply),
     Status(StatusReply),
     Report(ReportReply),
+    CampaignReport(CampaignReportReply),
     Cancelled(CancelReply),
     ShuttingDown,
     Error(ErrorReply),
@@ -136,6 +137,36 @@ pub struct StatusReply {
     /// listed apart so that one damaged row does not hide the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<DamagedExperiment>,
+    /// Campaigns (issue 24), each with its current stage; their step experiments are in
+    /// `experiments` too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub campaigns: Vec<CampaignStatus>,
+}
+
+/// One campaign in `status --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignStatus {
+    pub id: String,
+    pub name: String,
+    pub state: optgate_store::CampaignState,
+    pub reason: Option<String>,
+    /// How many stages it has (the confirmation comes after them).
+    pub stages: u32,
+    /// The current (or last) step: `stage 2/3 (memory)` or `confirmation`; none before the
+    /// first step is created.
+    pub current: Option<String>,
+    /// The steps' experiment ids, in order.
+    pub experiments: Vec<String>,
+    pub campaign_file: String,
+    pub root: String,
+}
+
+/// `optgate report CAMPAIGN-ID`: the campaign report from its steps' stored reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CampaignReportReply {
+    pub id: String,
+    pub state: optgate_store::CampaignState,
+    pub report: optgate_report::campaign::CampaignReport,
 }
 
 /// An experiment whose stored row is damaged: its id, its name and what is wrong.

@@ -13,6 +13,16 @@ use crate::protocol::{CancelReply, CancelRequest, Response};
 pub const BY_THE_USER: &str = "cancelled by the user";
 
 pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
+    if super::campaign::cancel(ctx, &req.id, BY_THE_USER)
+        .await?
+        .is_some()
+    {
+        return Ok(Response::Cancelled(CancelReply {
+            id: req.id,
+            previous_state: ExperimentState::Running,
+            state: ExperimentState::Cancelled,
+        }));
+    }
     let Some(before) = cancel_experiment(ctx, &req.id, BY_THE_USER).await? else {
         return Ok(unknown(&req.id));
     };

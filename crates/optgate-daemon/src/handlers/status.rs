@@ -31,6 +31,17 @@ pub fn answer(
     req: StatusRequest,
     daemon: crate::protocol::DaemonInfo,
 ) -> Result<Response, optgate_store::StoreError> {
+    if let Some(id) = &req.id
+        && let Some(c) = s.campaign(id)?
+    {
+        // A campaign: it and its steps' experiments.
+        let Response::Status(mut all) = answer(s, StatusRequest { id: None }, daemon)? else {
+            return Ok(unknown(id));
+        };
+        all.experiments.retain(|e| c.steps.contains(&e.id));
+        all.campaigns = super::campaign::statuses(s, Some(id))?;
+        return Ok(Response::Status(all));
+    }
     let one = req.id.clone();
     let (rows, damaged) = read_rows(s, one.as_deref())?;
     // Grouped queries: the cost does not grow with the number of experiments.
@@ -93,10 +104,15 @@ pub fn answer(
             })
         })
         .collect::<Result<Vec<_>, optgate_store::StoreError>>()?;
+    let campaigns = match &one {
+        None => super::campaign::statuses(s, None)?,
+        Some(_) => Vec::new(),
+    };
     Ok(Response::Status(StatusReply {
         daemon,
         experiments,
         damaged,
+        campaigns,
     }))
 }
 

@@ -23,6 +23,15 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         )));
     }
     let (text, path) = (req.source_text, req.source_path);
+    if super::precheck::refuse_before_parsing(&text).is_none()
+        && optgate_experiment::campaign::is_campaign_text(&text)
+    {
+        let load = optgate_experiment::campaign::load_str;
+        return match parse_within(text, path, load, PARSE_TIMEOUT).await {
+            Ok(c) => super::campaign::submit(ctx, c).await,
+            Err(why) => Ok(Response::Error(why)),
+        };
+    }
     let loaded = match parse_bounded(text, path).await {
         Ok(l) => l,
         Err(why) => return Ok(Response::Error(why)),
@@ -125,6 +134,19 @@ pub async fn record_new(
     root: &Path,
     kind: SchedulerKind,
 ) -> Result<(), DaemonError> {
+    record_new_step(ctx, exp, id, root, kind, None).await
+}
+
+/// [`record_new`], and when `step` is `(campaign, k)` the experiment recorded as that
+/// campaign's step `k` in the same transaction.
+pub async fn record_new_step(
+    ctx: &Daemon,
+    exp: &Experiment,
+    id: &str,
+    root: &Path,
+    kind: SchedulerKind,
+    step: Option<(String, u32)>,
+) -> Result<(), DaemonError> {
     let plan = first_plan(exp);
     let layout = Layout::new(root);
     {
@@ -150,7 +172,10 @@ pub async fn record_new(
         max_replicates: exp.max_replicates,
     };
     ctx.db
-        .call(move |s| s.insert_experiment(&new, &blocks, &runs))
+        .call(move |s| match &step {
+            None => s.insert_experiment(&new, &blocks, &runs),
+            Some((c, k)) => s.insert_campaign_step(c, *k, &new, &blocks, &runs),
+        })
         .await
 }
 
