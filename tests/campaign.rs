@@ -6,53 +6,15 @@
 //! baseline with `combined` giving its speed-up and the stages' prediction.
 //! The workload is purpose-built (tests/fixtures/campaign_app.sh).
 
+#[path = "campaign_common.rs"]
+mod campaign_common;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use campaign_common::*;
 
 use support::*;
-
-fn app() -> PathBuf {
-    repo_root().join("tests/fixtures/campaign_app.sh")
-}
-
-/// The campaign, its stages listed out of the canonical order.
-fn campaign_yaml(name: &str) -> String {
-    format!(
-        r#"name: {name}
-description: a PECAN-style pass over a purpose-built workload
-app:
-  command: [bash, "{app}"]
-metric:
-  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
-correctness:
-  values: {{ pattern: 'result (?P<value>\d+)' }}
-seed: 3
-stages:
-  - component: compute
-    description: vectorise the kernel
-    variants:
-      - {{ name: vec, dimension: l1_vectorization, env: {{ VEC: 1 }} }}
-  - component: io
-    description: prefetch the inputs
-    variants:
-      - {{ name: prefetch, dimension: l1_io_overlap, env: {{ PREFETCH: 1 }} }}
-  - component: memory
-    description: memory placement
-    variants:
-      - {{ name: unsafe, dimension: l2_compiler_runtime_flags, env: {{ UNSAFE: 1 }} }}
-      - {{ name: numa, dimension: l3_numa_affinity, env: {{ NUMA: 1 }} }}
-checklist:
-  l1_kernel_library: {{ verdict: not_applicable, reason: "a shell workload" }}
-  l2_threading_model: {{ verdict: not_applicable, reason: "a shell workload" }}
-  l2_autotuning: {{ verdict: not_applicable, reason: "a shell workload" }}
-  l3_frequency_power: {{ verdict: not_applicable, reason: "a shell workload" }}
-  l3_hardware_capability: {{ verdict: not_applicable, reason: "a shell workload" }}
-  comm_overlap: {{ verdict: not_applicable, reason: "one process" }}
-"#,
-        app = app().display()
-    )
-}
 
 /// The `run.json` of one run of `arm` in a stage's root.
 fn a_run_record(stage_root: &Path, arm: &str) -> serde_json::Value {
@@ -70,47 +32,12 @@ fn a_run_record(stage_root: &Path, arm: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
 }
 
-pub fn check_campaign(c: &serde_json::Value) {
-    let stages = c["stages"].as_array().expect("stages");
-    let order: Vec<&str> = stages
-        .iter()
-        .map(|s| s["component"].as_str().unwrap())
-        .collect();
-    assert_eq!(order, ["io", "memory", "compute"], "{c:#}");
-    let winners: Vec<&str> = stages
-        .iter()
-        .map(|s| s["winner"].as_str().unwrap_or("-"))
-        .collect();
-    assert_eq!(winners, ["prefetch", "numa", "vec"], "{c:#}");
-    let memory = &stages[1]["variants"];
-    let unsafe_v = memory
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "unsafe")
-        .unwrap();
-    assert_eq!(unsafe_v["decision"], "reject", "{unsafe_v}");
-    assert!(unsafe_v["correctness_mismatch"].is_string(), "{unsafe_v}");
-    assert_eq!(stages[2]["variants"][0]["decision"], "accept", "{c:#}");
-    let combined = &c["combined"];
-    assert_eq!(combined["decision"], "accept", "{combined}");
-    // 1 / (0.8 · 0.8 · 0.85) = 1.84 by construction, measured and predicted.
-    let measured = combined["speedup"]["estimate"].as_f64().unwrap();
-    let predicted = combined["predicted_speedup"].as_f64().unwrap();
-    assert!((1.75..1.95).contains(&measured), "{combined}");
-    assert!((1.75..1.95).contains(&predicted), "{combined}");
-    assert!(combined["speedup"]["ci_low"].as_f64().unwrap() <= measured);
-    assert!(combined["speedup"]["ci_high"].as_f64().unwrap() >= measured);
-    let interaction = combined["interaction"]["estimate"].as_f64().unwrap();
-    assert!((0.95..1.05).contains(&interaction), "{combined}");
-}
-
 #[test]
 fn a_campaign_runs_its_stages_in_order_chaining_winners_and_gates_the_combination() {
     let dir = tempfile::tempdir().unwrap();
     let home = private_home();
     let p = dir.path().join("campaign.yaml");
-    std::fs::write(&p, campaign_yaml("pass")).unwrap();
+    std::fs::write(&p, campaign_yaml("pass", &dir.path().join("ledger"))).unwrap();
     let root = dir.path().join("out");
     let o = optgate()
         .env("OPTGATE_HOME", &home)
@@ -177,7 +104,7 @@ fn a_campaign_runs_its_stages_in_order_chaining_winners_and_gates_the_combinatio
 fn validate_says_the_stages_run_in_the_canonical_order_and_places_every_problem() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("campaign.yaml");
-    std::fs::write(&p, campaign_yaml("pass")).unwrap();
+    std::fs::write(&p, campaign_yaml("pass", &dir.path().join("ledger"))).unwrap();
     let o = run(&["validate", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
@@ -189,7 +116,7 @@ fn validate_says_the_stages_run_in_the_canonical_order_and_places_every_problem(
     let memory = out.find("2. memory (stage 3 in the file").expect(&out);
     let compute = out.find("3. compute (stage 1 in the file").expect(&out);
     assert!(io < memory && memory < compute, "{out}");
-    let bad = campaign_yaml("pass")
+    let bad = campaign_yaml("pass", &dir.path().join("ledger"))
         .replace("component: io", "component: disk")
         .replace("{ VEC: 1 }", "{ \"NOT A NAME\": 1 }");
     std::fs::write(&p, bad).unwrap();
@@ -197,9 +124,9 @@ fn validate_says_the_stages_run_in_the_canonical_order_and_places_every_problem(
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("campaign.yaml:15:16: error: unknown component `disk`"),
+        err.contains("campaign.yaml:16:16: error: unknown component `disk`"),
         "{err}"
     );
-    assert!(err.contains("campaign.yaml:14:"), "{err}");
+    assert!(err.contains("campaign.yaml:15:"), "{err}");
     assert!(err.contains("stage 1 (compute)"), "{err}");
 }
