@@ -1109,7 +1109,9 @@ impl Checker {
             && v.launcher == LauncherSpec::default()
             && v.build.is_none()
             && v.args.is_none()
-            && v.governor.is_none();
+            && v.governor.is_none()
+            && v.caches.is_none()
+            && v.page_cache.is_none();
         if changes_nothing {
             self.warning(
                 p,
