@@ -115,7 +115,7 @@ pub enum Response {
     Submitted(SubmitReply),
     Status(StatusReply),
     Report(ReportReply),
-    CampaignReport(CampaignReportReply),
+    CampaignReport(Box<CampaignReportReply>),
     Cancelled(CancelReply),
     ShuttingDown,
     Error(ErrorReply),

@@ -19,7 +19,7 @@ use crate::checklist::{ChecklistRow, DeclaredVerdict, Verdict, checklist_of};
 pub struct StageReport {
     pub component: Area,
     pub description: Option<String>,
-    /// The stage experiment's id (the daemon's) or its run root (`optgate run`).
+    /// The stage experiment's id (the daemon's) or its folder under the campaign's root (`optgate run`).
     pub experiment_id: String,
     /// What the stage's baseline carried.
     pub baseline: String,

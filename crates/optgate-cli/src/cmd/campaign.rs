@@ -177,7 +177,8 @@ pub fn run(
         let Some(report) = execute(&exp, path, &step_root, quiet)? else {
             return Ok(exit::INTERRUPTED);
         };
-        steps.push((step_root.display().to_string(), report));
+        // Named by its folder under the campaign's root (the daemon names it by its id).
+        steps.push((campaign::step_dir(&c, k), report));
     }
     let report = optgate_report::campaign::assemble(&c, &steps);
     write_and_show(&root, &report, format)

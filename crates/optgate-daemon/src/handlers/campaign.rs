@@ -108,11 +108,11 @@ pub fn report(s: &Store, row: CampaignRow) -> HandlerResult {
             })?;
         steps.push((id.clone(), rep));
     }
-    Ok(Response::CampaignReport(CampaignReportReply {
+    Ok(Response::CampaignReport(Box::new(CampaignReportReply {
         id: row.id,
         state: row.state,
         report: optgate_report::campaign::assemble(&c, &steps),
-    }))
+    })))
 }
 
 /// Cancels campaign `id`: the campaign is recorded cancelled first (so the engine creates
