@@ -23,17 +23,9 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
         )));
     }
     let (text, path) = (req.source_text, req.source_path);
-    if super::precheck::refuse_before_parsing(&text).is_none()
-        && optgate_experiment::campaign::is_campaign_text(&text)
-    {
-        let load = optgate_experiment::campaign::load_str;
-        return match parse_within(text, path, load, PARSE_TIMEOUT).await {
-            Ok(c) => super::campaign::submit(ctx, c).await,
-            Err(why) => Ok(Response::Error(why)),
-        };
-    }
     let loaded = match parse_bounded(text, path).await {
-        Ok(l) => l,
+        Ok(Submitted::Experiment(l)) => *l,
+        Ok(Submitted::Campaign(c)) => return super::campaign::submit(ctx, *c).await,
         Err(why) => return Ok(Response::Error(why)),
     };
     let exp = loaded.experiment;
@@ -66,16 +58,33 @@ pub const PARSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 static PARSES: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
     std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PARSES)));
 
-/// Loads the experiment text of a submission: refused unparsed when too large or too deep
-/// (`precheck`), else parsed and validated on the blocking pool within [`PARSE_TIMEOUT`].
-async fn parse_bounded(text: String, path: PathBuf) -> Result<Loaded, ErrorReply> {
+/// What a submitted text is: an experiment, or a campaign (a `stages:` key).
+enum Submitted {
+    Experiment(Box<Loaded>),
+    Campaign(Box<optgate_experiment::campaign::Campaign>),
+}
+
+/// Loads a submitted text as a campaign when it is one, else as an experiment.
+fn load_submitted(text: &str, path: &Path) -> Result<Submitted, optgate_experiment::LoadError> {
+    use optgate_experiment::campaign;
+    if campaign::is_campaign_text(text) {
+        campaign::load_str(text, path).map(|c| Submitted::Campaign(Box::new(c)))
+    } else {
+        optgate_experiment::load_str(text, path).map(|l| Submitted::Experiment(Box::new(l)))
+    }
+}
+
+/// Loads the experiment (or campaign) text of a submission: refused unparsed when too
+/// large or too deep (`precheck`), else parsed and validated on the blocking pool within
+/// [`PARSE_TIMEOUT`].
+async fn parse_bounded(text: String, path: PathBuf) -> Result<Submitted, ErrorReply> {
     if let Some(why) = super::precheck::refuse_before_parsing(&text) {
         return Err(ErrorReply::new(
             ErrorKind::InvalidExperiment,
             format!("{}: {why}", path.display()),
         ));
     }
-    parse_within(text, path, optgate_experiment::load_str, PARSE_TIMEOUT).await
+    parse_within(text, path, load_submitted, PARSE_TIMEOUT).await
 }
 
 /// Runs `parse` on the blocking pool holding one of [`MAX_PARSES`] slots (kept until the
