@@ -178,3 +178,63 @@ impl Store {
         read().map_err(err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use optgate_experiment::SchedulerKind;
+
+    fn experiment(id: &str) -> NewExperiment {
+        NewExperiment {
+            id: id.into(),
+            name: id.into(),
+            source_path: "/x.yaml".into(),
+            source_text: "name: x".into(),
+            source_sha256: "0".into(),
+            root: format!("/runs/{id}"),
+            scheduler: SchedulerKind::Local,
+            replicates: 5,
+            max_replicates: 5,
+        }
+    }
+
+    /// A step and its experiment are one transaction: a step recorded twice is refused and
+    /// leaves no second experiment behind (planted bug caught: the experiment inserted in
+    /// its own transaction before the step).
+    #[test]
+    fn a_step_is_recorded_once_with_its_experiment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("state.db")).unwrap();
+        let c = NewCampaign {
+            id: "c1".into(),
+            name: "pass".into(),
+            source_path: "/c.yaml".into(),
+            source_text: "stages: []".into(),
+            root: "/runs".into(),
+        };
+        s.insert_campaign(&c).unwrap();
+        s.insert_campaign_step("c1", 0, &experiment("c1-1"), &[], &[])
+            .unwrap();
+        assert!(
+            s.insert_campaign_step("c1", 0, &experiment("c1-1b"), &[], &[])
+                .is_err()
+        );
+        assert!(
+            s.experiment("c1-1b").unwrap().is_none(),
+            "rolled back with its step"
+        );
+        s.insert_campaign_step("c1", 1, &experiment("c1-2"), &[], &[])
+            .unwrap();
+        let row = s.campaign("c1").unwrap().unwrap();
+        assert_eq!(row.steps, vec!["c1-1".to_string(), "c1-2".to_string()]);
+        assert_eq!(row.state, CampaignState::Running);
+        s.set_campaign_state("c1", CampaignState::Cancelled, Some("by the user"))
+            .unwrap();
+        let row = s.campaign("c1").unwrap().unwrap();
+        assert_eq!(
+            (row.state, row.state_reason.as_deref()),
+            (CampaignState::Cancelled, Some("by the user"))
+        );
+        assert!(s.is_campaign("c1").unwrap() && !s.is_campaign("c1-1").unwrap());
+    }
+}
