@@ -123,6 +123,7 @@ pub enum Response {
     Submitted(SubmitReply),
     Status(StatusReply),
     Report(ReportReply),
+    CampaignReport(Box<CampaignReportReply>),
     Cancelled(CancelReply),
     /// `cancel R<n>`: the recurrence stops re-submitting.
     RecurrenceCancelled(RecurrenceCancelReply),
@@ -161,6 +162,10 @@ pub struct StatusReply {
     /// them all.
     #[serde(default)]
     pub more: u64,
+    /// Campaigns (issue 24), each with its current stage; their step experiments are in
+    /// `experiments` too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub campaigns: Vec<CampaignStatus>,
 }
 
 /// A recurrence as `status` shows it.
@@ -196,6 +201,32 @@ pub struct RecurrenceCancelReply {
     pub id: String,
     pub previous_state: RecurrenceState,
     pub state: RecurrenceState,
+}
+
+/// One campaign in `status --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignStatus {
+    pub id: String,
+    pub name: String,
+    pub state: optgate_store::CampaignState,
+    pub reason: Option<String>,
+    /// How many stages it has (the confirmation comes after them).
+    pub stages: u32,
+    /// The current (or last) step: `stage 2/3 (memory)` or `confirmation`; none before the
+    /// first step is created.
+    pub current: Option<String>,
+    /// The steps' experiment ids, in order.
+    pub experiments: Vec<String>,
+    pub campaign_file: String,
+    pub root: String,
+}
+
+/// `optgate report CAMPAIGN-ID`: the campaign report from its steps' stored reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CampaignReportReply {
+    pub id: String,
+    pub state: optgate_store::CampaignState,
+    pub report: optgate_report::campaign::CampaignReport,
 }
 
 /// An experiment whose stored row is damaged: its id, its name and what is wrong.

@@ -3,13 +3,41 @@
 
 /// Which resource a dimension is mainly about; the report's recommended application order
 /// follows this enum's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Area {
     Io,
     Communication,
     Memory,
     Compute,
+}
+
+impl Area {
+    /// The canonical application order, I/O first.
+    pub const ALL: [Area; 4] = [Area::Io, Area::Communication, Area::Memory, Area::Compute];
+
+    /// The word a campaign's `component:` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Area::Io => "io",
+            Area::Communication => "communication",
+            Area::Memory => "memory",
+            Area::Compute => "compute",
+        }
+    }
+
+    /// The area named exactly `word` (`io`, `communication`, `memory`, `compute`).
+    pub fn parse(word: &str) -> Option<Area> {
+        Area::ALL.into_iter().find(|a| a.as_str() == word)
+    }
+}
+
+impl std::fmt::Display for Area {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One checklist dimension: its id (what `dimension:` and `checklist:` keys use), the

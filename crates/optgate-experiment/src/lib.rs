@@ -4,6 +4,7 @@
 //! This crate does no process spawning and no scheduler work; it reads the experiment file
 //! (in [`load`]) and nothing else.
 
+pub mod campaign;
 pub mod checklist;
 pub mod diagnostic;
 pub mod expect;

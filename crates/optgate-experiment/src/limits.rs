@@ -63,6 +63,11 @@ pub fn default_max_replicates(replicates: u32, arms: u64) -> u32 {
 /// correction; more is a different experiment.
 pub const MAX_VARIANTS: usize = 64;
 
+/// The most `stages` in a campaign: 8. Each stage is a whole experiment run after the one
+/// before (the canonical order has four components; two stages of one component are
+/// allowed), so a longer chain is hours of machine time and a report no one reads.
+pub const MAX_STAGES: usize = 8;
+
 /// The most runs one experiment may plan: `max_replicates` (else `replicates`) × arms.
 /// Each run is a directory with its scripts, its output and its manifest, and a job or a
 /// share of one; 10,000 runs is months of a queue.

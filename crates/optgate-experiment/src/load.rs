@@ -929,6 +929,7 @@ impl Checker {
     fn check_arm_spec(&mut self, a: &ArmSpec, path: &str) {
         self.check_env(&a.env, &format!("{path}.env"));
         self.check_unset(&a.unset, path);
+        self.check_governor_and_requires(a.governor.as_deref(), &a.requires, path);
         self.check_launcher(
             &a.launcher,
             &format!("{path}.launcher"),
@@ -1038,8 +1039,17 @@ impl Checker {
     }
 
     fn check_variant_governor_and_requires(&mut self, v: &VariantSpec, p: &str) {
-        if let Some(g) = &v.governor
-            && !CPUFREQ_GOVERNORS.contains(&g.as_str())
+        self.check_governor_and_requires(v.governor.as_deref(), &v.requires, p);
+    }
+
+    fn check_governor_and_requires(
+        &mut self,
+        governor: Option<&str>,
+        requires: &[String],
+        p: &str,
+    ) {
+        if let Some(g) = governor
+            && !CPUFREQ_GOVERNORS.contains(&g)
         {
             self.error(
                 &format!("{p}.governor"),
@@ -1050,7 +1060,7 @@ impl Checker {
                 ),
             );
         }
-        for (j, r) in v.requires.iter().enumerate() {
+        for (j, r) in requires.iter().enumerate() {
             if !is_plain_word(r) {
                 self.error(
                     &format!("{p}.requires[{j}]"),
@@ -1066,7 +1076,9 @@ impl Checker {
             && v.launcher == LauncherSpec::default()
             && v.build.is_none()
             && v.args.is_none()
-            && v.governor.is_none();
+            && v.governor.is_none()
+            && v.caches.is_none()
+            && v.page_cache.is_none();
         if changes_nothing {
             self.warning(
                 p,
@@ -1277,8 +1289,8 @@ fn baseline_arm(f: &ExperimentFile, default_build: Option<usize>) -> Arm {
         resources: arm_resources(&f.scheduler, &base.launcher),
         args: f.app.args.iter().chain(&base.args).cloned().collect(),
         build: default_build,
-        governor: None,
-        requires: Vec::new(),
+        governor: base.governor.clone(),
+        requires: base.requires.clone(),
         caches: base.caches.or(f.caches).unwrap_or_default(),
         page_cache: base.page_cache.or(f.page_cache).unwrap_or_default(),
     }
@@ -1304,8 +1316,17 @@ fn variant_arm(f: &ExperimentFile, baseline: &Arm, v: &VariantSpec, build: Optio
             None => baseline.args.clone(),
         },
         build,
-        governor: v.governor.clone(),
-        requires: v.requires.clone(),
+        governor: v.governor.clone().or_else(|| baseline.governor.clone()),
+        requires: {
+            let mut r = baseline.requires.clone();
+            r.extend(
+                v.requires
+                    .iter()
+                    .filter(|x| !baseline.requires.contains(x))
+                    .cloned(),
+            );
+            r
+        },
         caches: v.caches.or(f.caches).unwrap_or_default(),
         page_cache: v.page_cache.or(f.page_cache).unwrap_or_default(),
     }

@@ -588,6 +588,14 @@ pub struct ArmSpec {
     pub launcher: LauncherSpec,
     #[serde(default)]
     pub args: Vec<String>,
+    /// CPU governor for the baseline's runs (a campaign's stage baseline carries an
+    /// earlier winner's); variants keep it unless they set their own.
+    #[serde(default)]
+    pub governor: Option<String>,
+    /// Capability flags the node must have for every arm (a campaign's stage baseline
+    /// carries an earlier winner's); variants add theirs.
+    #[serde(default)]
+    pub requires: Vec<String>,
     /// This arm's compile caches; the experiment's `caches` when absent.
     #[serde(default)]
     pub caches: Option<CacheMode>,

@@ -99,6 +99,26 @@ fn deserialize<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     })
 }
 
+/// The document of `text` as a generic JSON value (a campaign file is read this way, so
+/// that whatever keys an experiment file has carry over to its stage experiments), after
+/// the same limits and pre-scan as [`from_str`]. A mapping key that is not a string is an
+/// error.
+pub fn to_json_value(text: &str) -> Result<serde_json::Value, YamlError> {
+    check_text_limits(text)?;
+    prescan(text)?;
+    let value: serde_yaml::Value = deserialize(text)?;
+    serde_json::to_value(value).map_err(|e| YamlError {
+        location: None,
+        message: format!("the document cannot be read as plain data: {e}"),
+    })
+}
+
+/// `value` written as YAML text (a campaign's generated stage experiments). A JSON value
+/// always has a YAML form, so this cannot fail in practice; it would give an empty text.
+pub fn to_text(value: &serde_json::Value) -> String {
+    serde_yaml::to_string(value).unwrap_or_default()
+}
+
 /// One pass over the event stream, linear in the input, that refuses NUL characters in
 /// values (`"a\0b"`: no argument list or shell can carry one), nesting deeper than
 /// [`MAX_DEPTH`], aliases that expand past [`MAX_EXPANDED_NODES`] nodes and a key that
@@ -584,6 +604,17 @@ impl Locator {
     /// The place of the key that introduces `path` (for "unknown key" style messages).
     pub fn key(&self, path: &str) -> Option<Location> {
         self.keys.get(path).copied().or_else(|| self.value(path))
+    }
+
+    /// The path of the key or value written at `location` (the inverse of [`Locator::key`]
+    /// and [`Locator::value`]); the deepest when several start there.
+    pub fn path_at(&self, location: Location) -> Option<String> {
+        self.keys
+            .iter()
+            .chain(self.values.iter())
+            .filter(|(_, l)| **l == location)
+            .map(|(p, _)| p.clone())
+            .max_by_key(|p| p.len())
     }
 }
 

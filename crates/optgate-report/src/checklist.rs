@@ -98,6 +98,15 @@ pub fn build_checklist(
     variant_dimensions: &BTreeMap<String, String>,
     declared: &BTreeMap<String, DeclaredVerdict>,
 ) -> Vec<ChecklistRow> {
+    checklist_of(&analysis.variants, variant_dimensions, declared)
+}
+
+/// [`build_checklist`] over a list of variants (a campaign's, across its stages).
+pub fn checklist_of(
+    variants_analysed: &[optgate_stats::VariantAnalysis],
+    variant_dimensions: &BTreeMap<String, String>,
+    declared: &BTreeMap<String, DeclaredVerdict>,
+) -> Vec<ChecklistRow> {
     let mut ids: Vec<String> = DIMENSIONS.iter().map(|(d, _)| d.to_string()).collect();
     for id in variant_dimensions.values().chain(declared.keys()) {
         if !ids.contains(id) {
@@ -106,8 +115,7 @@ pub fn build_checklist(
     }
     ids.into_iter()
         .map(|id| {
-            let variants: Vec<_> = analysis
-                .variants
+            let variants: Vec<_> = variants_analysed
                 .iter()
                 .filter(|v| variant_dimensions.get(&v.name) == Some(&id))
                 .collect();

@@ -13,6 +13,7 @@
 //! this crate defines its shape and renders it ([`render`], [`html`], [`junit`],
 //! [`plots::write_plots`]).
 
+pub mod campaign;
 pub mod checklist;
 pub mod figures;
 pub mod history_html;

@@ -6,12 +6,14 @@
 //! change); a database from a newer optgate is refused untouched; this crate does no
 //! async and spawns nothing — the daemon calls it from blocking tasks.
 
+pub mod campaigns;
 pub mod error;
 mod executions;
 pub mod migrations;
 pub mod model;
 mod store;
 
+pub use campaigns::{CampaignRow, CampaignState, NewCampaign};
 pub use error::StoreError;
 pub use executions::{BuildIdentity, Execution, ExecutionKind, VariantOutcome};
 pub use migrations::LATEST as SCHEMA_VERSION;

@@ -280,6 +280,28 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX experiments_active ON experiments (created_at, id)
         WHERE state NOT IN ('decided', 'budget_exhausted', 'failed', 'cancelled');
     "#,
+    // 8: campaigns: a campaign's file and state, and its steps — stage
+    // experiments in run order, then the confirmation — each recorded in the same
+    // transaction as the experiment it is, so a step is never created twice.
+    r#"
+    CREATE TABLE campaigns (
+        id           TEXT PRIMARY KEY,
+        name         TEXT NOT NULL,
+        source_path  TEXT NOT NULL,
+        source_text  TEXT NOT NULL,
+        root         TEXT NOT NULL,
+        state        TEXT NOT NULL CHECK (state IN ('running', 'finished', 'cancelled', 'failed')),
+        state_reason TEXT,
+        created_at   TEXT NOT NULL,
+        updated_at   TEXT NOT NULL
+    );
+    CREATE TABLE campaign_steps (
+        campaign_id   TEXT NOT NULL REFERENCES campaigns(id),
+        step          INTEGER NOT NULL,
+        experiment_id TEXT NOT NULL UNIQUE REFERENCES experiments(id),
+        PRIMARY KEY (campaign_id, step)
+    );
+    "#,
 ];
 
 /// The schema version this build writes and understands.

@@ -1,6 +1,7 @@
 //! One module per command; `dispatch` is the single match from command to handler.
 
 mod analyze;
+mod campaign;
 mod cancel;
 mod daemon;
 mod exec_run;
@@ -157,6 +158,15 @@ pub fn load_experiment(
     path: &std::path::Path,
     note: ChecklistNote,
 ) -> Result<optgate_experiment::Loaded> {
+    if campaign::is_campaign_file(path) {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!(
+                "{} is a campaign (it has `stages:`): this command takes an experiment;                  `optgate validate` lists its stages, `optgate run` and `optgate submit` take it",
+                path.display()
+            ),
+        ));
+    }
     match optgate_experiment::load(path) {
         Ok(loaded) => {
             const SHOWN: usize = optgate_experiment::limits::MAX_DIAGNOSTICS_SHOWN;

@@ -44,6 +44,19 @@ pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Resul
     super::status::say_if_offline(source);
     let reply = match reply {
         Response::Report(r) => r,
+        Response::CampaignReport(r) => {
+            print!(
+                "{}",
+                match format {
+                    Format::Json => optgate_report::campaign::render_json(&r.report),
+                    _ => optgate_report::campaign::render_markdown(&r.report),
+                }
+            );
+            if r.state == optgate_store::CampaignState::Running {
+                eprintln!("optgate: campaign {id} is still running; this is its report so far");
+            }
+            return Ok(crate::exit::OK);
+        }
         other => anyhow::bail!("the daemon answered {other:?} to a report request"),
     };
     let report: Report = serde_json::from_value(reply.report).with_context(|| {

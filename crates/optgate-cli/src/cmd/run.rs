@@ -29,6 +29,9 @@ pub fn run(
     quiet: bool,
     here: bool,
 ) -> Result<i32> {
+    if super::campaign::is_campaign_file(path) {
+        return super::campaign::run(path, out, format, quiet, here);
+    }
     let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
     if exp.recheck.is_some() {
@@ -58,6 +61,28 @@ pub fn run(
             .join(exp.name())
             .join(chrono::Local::now().format("%Y%m%d-%H%M%S").to_string()),
     };
+    let layout = Layout::new(&root);
+    let finished = match execute(&exp, path, &root, quiet)? {
+        Ok(finished) => finished,
+        Err(code) => return Ok(code),
+    };
+    show_finished(&exp, &layout, finished, format, plot)
+}
+
+/// A finished execution: the experiment's final row and the runs recorded failed.
+pub(super) type Finished = (optgate_store::ExperimentRow, Vec<(String, String)>);
+
+/// Executes `exp` (read from `path`) in `root` through the daemon's engine in this process:
+/// pre-flight, the machine's local-runs lock, the runs with progress, Ctrl-C as a cancel.
+/// `Err(code)` inside: it was interrupted (said so, with how to resume).
+pub(super) fn execute(
+    exp: &Experiment,
+    path: &Path,
+    root: &Path,
+    quiet: bool,
+) -> Result<std::result::Result<Finished, i32>> {
+    let root = root.to_path_buf();
+    let exp = exp.clone();
     let layout = Layout::new(&root);
     let resuming = layout.experiment_copy().exists();
     // Refuses a root holding something else before anything is written.
@@ -133,7 +158,7 @@ pub fn run(
                 path.display(),
                 root.display()
             );
-            return Ok(exit::INTERRUPTED);
+            return Ok(Err(exit::INTERRUPTED));
         }
         foreground::End::Finished {
             row,
@@ -146,7 +171,7 @@ pub fn run(
             (*row, failed_runs)
         }
     };
-    show_finished(&exp, &layout, finished, format, plot)
+    Ok(Ok(finished))
 }
 
 /// Ctrl-C, `kill`, `timeout` or a closed terminal cancel `interrupt`: the runs live in a

@@ -81,7 +81,13 @@ pub fn status(id: Option<&str>, limit: Option<u32>, watch: bool, json: bool) -> 
         }
         drop(out);
         // pid 0: the answer came from a stopped daemon's database; nothing will change it.
-        if reply.daemon.pid == 0 || reply.experiments.iter().all(|e| e.state.is_terminal()) {
+        let campaigns_ended = reply
+            .campaigns
+            .iter()
+            .all(|c| c.state != optgate_store::CampaignState::Running);
+        if reply.daemon.pid == 0
+            || (campaigns_ended && reply.experiments.iter().all(|e| e.state.is_terminal()))
+        {
             return Ok(exit::OK);
         }
         std::thread::sleep(WATCH_INTERVAL);
@@ -121,6 +127,27 @@ fn decisions_text(e: &ExperimentStatus) -> String {
 
 /// The table `optgate status` prints (and the details of one experiment).
 pub fn render(reply: &StatusReply, detailed: bool) -> String {
+    let mut campaigns = String::new();
+    for c in &reply.campaigns {
+        campaigns.push_str(&format!(
+            "campaign {} `{}`: {} — {}{}\n",
+            c.id,
+            c.name,
+            c.state,
+            c.current.as_deref().unwrap_or("no step yet"),
+            c.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ));
+    }
+    if !campaigns.is_empty() {
+        campaigns.push('\n');
+    }
+    campaigns + &render_experiments(reply, detailed)
+}
+
+fn render_experiments(reply: &StatusReply, detailed: bool) -> String {
     if reply.experiments.is_empty()
         && reply.damaged.is_empty()
         && reply.run_executions.is_empty()

@@ -24,10 +24,50 @@ pub fn submit(path: &Path, no_start: bool, every: Option<&str>) -> Result<i32> {
             anyhow::anyhow!("--every: {why}"),
         ));
     }
+    if super::campaign::is_campaign_file(path) {
+        if every.is_some() {
+            return Err(exit::with_code(
+                exit::INVALID_INPUT,
+                anyhow::anyhow!(
+                    "--every: a campaign is not re-checked on a schedule; submit it again"
+                ),
+            ));
+        }
+        // A campaign: validated here as a whole (every stage's experiment), pre-flight on
+        // its first stage's.
+        let c = super::campaign::load(path)?;
+        let first = optgate_experiment::campaign::load_generated(
+            &c.stage_text(0, &Default::default()),
+            &c.source,
+        )?
+        .experiment;
+        return hand_over(
+            &first,
+            path,
+            no_start,
+            c.source.clone(),
+            c.source_text.clone(),
+            None,
+        );
+    }
     let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
-    super::validate::refuse_unknown_directives(path, &exp)?;
-    let findings = super::validate::preflight_findings(&exp);
+    let (source, text) = (exp.source.clone(), exp.source_text.clone());
+    hand_over(&exp, path, no_start, source, text, every)
+}
+
+/// Pre-flight on `exp`, then the daemon (started unless `no_start`) gets `text` as read
+/// from `source`; prints the id it answers.
+fn hand_over(
+    exp: &optgate_experiment::Experiment,
+    path: &Path,
+    no_start: bool,
+    source: std::path::PathBuf,
+    text: String,
+    every: Option<&str>,
+) -> Result<i32> {
+    super::validate::refuse_unknown_directives(path, exp)?;
+    let findings = super::validate::preflight_findings(exp);
     for f in &findings {
         eprintln!("{}", super::validate::show_finding(path, f));
     }
@@ -51,8 +91,8 @@ pub fn submit(path: &Path, no_start: bool, every: Option<&str>) -> Result<i32> {
         Err(e) => return Err(client_error(e)),
     }
     let request = Request::Submit(SubmitRequest {
-        source_path: exp.source.clone(),
-        source_text: exp.source_text.clone(),
+        source_path: source,
+        source_text: text,
         every: every.map(str::to_string),
     });
     match client::call(&paths, &request).map_err(client_error)? {

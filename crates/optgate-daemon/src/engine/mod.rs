@@ -12,6 +12,7 @@
 //! the first pass and after any pass that left a submission in doubt.
 
 mod build;
+mod campaigns;
 mod clocks;
 mod looking;
 mod recurring;
@@ -301,6 +302,8 @@ impl Engine {
             }
         }
         self.builds.retain(|_, b| !b.handle.is_finished());
+        // Before the experiments are read: a campaign's new step runs in this pass.
+        changed |= self.advance_campaigns().await?;
         let (active, live) = self
             .ctx
             .db

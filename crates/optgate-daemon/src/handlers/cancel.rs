@@ -19,6 +19,16 @@ pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
     if let Some(n) = crate::recheck::parse_recurrence_name(&req.id) {
         return cancel_recurrence(ctx, &req.id, n).await;
     }
+    if super::campaign::cancel(ctx, &req.id, BY_THE_USER)
+        .await?
+        .is_some()
+    {
+        return Ok(Response::Cancelled(CancelReply {
+            id: req.id,
+            previous_state: ExperimentState::Running,
+            state: ExperimentState::Cancelled,
+        }));
+    }
     let Some(before) = cancel_experiment(ctx, &req.id, BY_THE_USER).await? else {
         return Ok(unknown(&req.id));
     };

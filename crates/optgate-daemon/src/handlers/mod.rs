@@ -1,5 +1,6 @@
 //! One handler per request; [`dispatch`] is the single match from request to handler.
 
+pub mod campaign;
 pub mod cancel;
 pub mod precheck;
 pub mod report;

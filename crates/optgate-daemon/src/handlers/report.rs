@@ -13,6 +13,9 @@ pub async fn report(ctx: &Daemon, req: ReportRequest) -> HandlerResult {
 /// stopped daemon's database).
 pub fn answer(s: &optgate_store::Store, req: ReportRequest) -> HandlerResult {
     let id = req.id.clone();
+    if let Some(c) = s.campaign(&id)? {
+        return super::campaign::report(s, c);
+    }
     let Some(row) = s.experiment(&id)? else {
         return Ok(unknown(&req.id));
     };

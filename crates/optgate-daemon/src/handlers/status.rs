@@ -33,6 +33,11 @@ pub fn answer(
     req: StatusRequest,
     daemon: crate::protocol::DaemonInfo,
 ) -> Result<Response, optgate_store::StoreError> {
+    if let Some(id) = &req.id
+        && let Some(c) = s.campaign(id)?
+    {
+        return campaign_status(s, id, &c.steps, daemon);
+    }
     let (rows, damaged, more) = read_rows(s, &req)?;
     // `optgate run` executions: the one `id` names, or the newest page of them (indexed).
     let run_executions: Vec<_> = match &req.id {
@@ -65,6 +70,10 @@ pub fn answer(
             .map(recurrence_status)
             .collect(),
     };
+    let campaigns = match &req.id {
+        None => super::campaign::statuses(s, None)?,
+        Some(_) => Vec::new(),
+    };
     Ok(Response::Status(StatusReply {
         daemon,
         experiments,
@@ -72,6 +81,40 @@ pub fn answer(
         run_executions,
         recurrences,
         more,
+        campaigns,
+    }))
+}
+
+/// A campaign's status: the campaign with its current stage, and its steps' experiments
+/// (each read by key).
+fn campaign_status(
+    s: &optgate_store::Store,
+    id: &str,
+    steps: &[String],
+    daemon: crate::protocol::DaemonInfo,
+) -> Result<Response, optgate_store::StoreError> {
+    let mut experiments = Vec::new();
+    let mut damaged = Vec::new();
+    for step in steps {
+        for row in s.experiments_each(Some(step))? {
+            match row {
+                Ok(row) => experiments.push(experiment_status(s, row, false)?),
+                Err(d) => damaged.push(DamagedExperiment {
+                    id: d.id,
+                    name: d.name,
+                    problem: d.error.to_string(),
+                }),
+            }
+        }
+    }
+    Ok(Response::Status(StatusReply {
+        daemon,
+        experiments,
+        damaged,
+        run_executions: Vec::new(),
+        recurrences: Vec::new(),
+        more: 0,
+        campaigns: super::campaign::statuses(s, Some(id))?,
     }))
 }
 

@@ -28,7 +28,8 @@ pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
     }
     let (text, path) = (req.source_text, req.source_path);
     let loaded = match parse_bounded(text, path).await {
-        Ok(l) => l,
+        Ok(Submitted::Experiment(l)) => *l,
+        Ok(Submitted::Campaign(c)) => return super::campaign::submit(ctx, *c).await,
         Err(why) => return Ok(Response::Error(why)),
     };
     let exp = loaded.experiment;
@@ -120,16 +121,33 @@ pub const PARSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 static PARSES: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
     std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PARSES)));
 
-/// Loads the experiment text of a submission: refused unparsed when too large or too deep
-/// (`precheck`), else parsed and validated on the blocking pool within [`PARSE_TIMEOUT`].
-async fn parse_bounded(text: String, path: PathBuf) -> Result<Loaded, ErrorReply> {
+/// What a submitted text is: an experiment, or a campaign (a `stages:` key).
+enum Submitted {
+    Experiment(Box<Loaded>),
+    Campaign(Box<optgate_experiment::campaign::Campaign>),
+}
+
+/// Loads a submitted text as a campaign when it is one, else as an experiment.
+fn load_submitted(text: &str, path: &Path) -> Result<Submitted, optgate_experiment::LoadError> {
+    use optgate_experiment::campaign;
+    if campaign::is_campaign_text(text) {
+        campaign::load_str(text, path).map(|c| Submitted::Campaign(Box::new(c)))
+    } else {
+        optgate_experiment::load_str(text, path).map(|l| Submitted::Experiment(Box::new(l)))
+    }
+}
+
+/// Loads the experiment (or campaign) text of a submission: refused unparsed when too
+/// large or too deep (`precheck`), else parsed and validated on the blocking pool within
+/// [`PARSE_TIMEOUT`].
+async fn parse_bounded(text: String, path: PathBuf) -> Result<Submitted, ErrorReply> {
     if let Some(why) = super::precheck::refuse_before_parsing(&text) {
         return Err(ErrorReply::new(
             ErrorKind::InvalidExperiment,
             format!("{}: {why}", path.display()),
         ));
     }
-    parse_within(text, path, optgate_experiment::load_str, PARSE_TIMEOUT).await
+    parse_within(text, path, load_submitted, PARSE_TIMEOUT).await
 }
 
 /// Runs `parse` on the blocking pool holding one of [`MAX_PARSES`] slots (kept until the
@@ -188,16 +206,32 @@ pub async fn record_new(
     root: &Path,
     kind: SchedulerKind,
 ) -> Result<(), DaemonError> {
+    record_new_step(ctx, exp, id, root, kind, None).await
+}
+
+/// [`record_new`], and when `step` is `(campaign, k)` the experiment recorded as that
+/// campaign's step `k` in the same transaction.
+pub async fn record_new_step(
+    ctx: &Daemon,
+    exp: &Experiment,
+    id: &str,
+    root: &Path,
+    kind: SchedulerKind,
+    step: Option<(String, u32)>,
+) -> Result<(), DaemonError> {
     let (new, blocks, runs) = prepare_new(exp, id, root, kind).await?;
     ctx.db
-        .call(move |s| s.insert_experiment(&new, &blocks, &runs))
+        .call(move |s| match &step {
+            None => s.insert_experiment(&new, &blocks, &runs),
+            Some((c, k)) => s.insert_campaign_step(c, *k, &new, &blocks, &runs),
+        })
         .await?;
     record_build_identity(ctx, exp, id).await
 }
 
 /// The rows of a new experiment `id` with its runs under `root`, run by `kind`'s backend,
 /// after writing the experiment copy and the first plan into `root` (created 0700). What
-/// [`record_new`] records, and a recurrence's re-submission (`engine/recurring.rs`).
+/// [`record_new_step`] records, and a recurrence's re-submission (`engine/recurring.rs`).
 pub async fn prepare_new(
     exp: &Experiment,
     id: &str,
