@@ -391,15 +391,7 @@ pub fn analyze_in_family(
     validate_config(cfg)?;
     let (base, vars) = prepare_arms(baseline, variants, cfg)?;
     let epochs_measured = last_epoch_measured(&base, &vars);
-    let (production_epochs, window) = if cfg.per_run {
-        // One value per run, held as epoch 1: that one "epoch" is the whole comparison.
-        (1, EpochWindow::PER_RUN)
-    } else {
-        (
-            cfg.production_epochs.unwrap_or(epochs_measured.max(1)),
-            cfg.steady_epochs.unwrap_or_default(),
-        )
-    };
+    let (production_epochs, window) = epochs_compared(cfg, epochs_measured);
     let delta = (1.0 + cfg.min_effect_pct / 100.0).ln();
 
     let mut top_warnings = Vec::new();
@@ -464,6 +456,20 @@ pub fn analyze_in_family(
         warnings: top_warnings,
         variants: variants_out,
     })
+}
+
+/// The production epochs and the matched window: one value per run is held as epoch 1,
+/// that one "epoch" the whole comparison; otherwise as configured, the production epochs
+/// defaulting to the epochs measured.
+fn epochs_compared(cfg: &AnalysisConfig, epochs_measured: u32) -> (u32, EpochWindow) {
+    if cfg.per_run {
+        (1, EpochWindow::PER_RUN)
+    } else {
+        (
+            cfg.production_epochs.unwrap_or(epochs_measured.max(1)),
+            cfg.steady_epochs.unwrap_or_default(),
+        )
+    }
 }
 
 /// The arms prepared for analysis; arm names must be distinct.
@@ -715,6 +721,17 @@ fn arm_window_end(epochs: &[u32]) -> String {
 }
 
 /// Outlier and trend warnings about one arm; returns the trend finding, if any.
+/// The unit a warning quotes a raw value in: the metric's, seconds for a per-epoch time,
+/// none otherwise.
+fn value_unit(cfg: &AnalysisConfig) -> String {
+    match (cfg.unit.as_deref(), cfg.better) {
+        (Some(u), _) => format!(" {u}"),
+        (None, _) if cfg.per_run => String::new(),
+        (None, Better::Lower) => "s".to_string(),
+        (None, Better::Higher) => String::new(),
+    }
+}
+
 fn arm_warnings(
     arm: &Arm,
     epochs: &[u32],
@@ -729,12 +746,7 @@ fn arm_warnings(
         out.push(t.message.clone());
     }
     let first_replicate = arm.runs.iter().map(|r| r.replicate).min();
-    let unit = match (cfg.unit.as_deref(), cfg.better) {
-        (Some(u), _) => format!(" {u}"),
-        (None, _) if cfg.per_run => String::new(),
-        (None, Better::Lower) => "s".to_string(),
-        (None, Better::Higher) => String::new(),
-    };
+    let unit = value_unit(cfg);
     let mut check = |label: &str, values: Vec<(u32, f64, f64)>| {
         let t: Vec<f64> = values.iter().map(|v| v.2).collect();
         let z = modified_z_scores(&t);
