@@ -293,7 +293,7 @@ async fn the_execution(ctx: &Daemon, exp: &Experiment, root: &Path) -> Result<St
         }
         // A new execution (or one killed before its experiment was recorded).
         None => {
-            let id = crate::handlers::submit::new_id();
+            let id = crate::ids::new_id();
             crate::handlers::submit::record_new(ctx, exp, &id, root, SchedulerKind::Local).await?;
             Ok(id)
         }

@@ -13,6 +13,7 @@
 //! `optgate-store`, one transaction per state change, committed before the change is acted
 //! on; run outcomes come from run manifests, never from the scheduler's memory.
 
+pub mod cancelling;
 pub mod client;
 pub mod context;
 pub mod engine;
@@ -21,6 +22,7 @@ pub mod failpoint;
 pub mod foreground;
 pub mod handlers;
 pub mod history;
+pub mod ids;
 pub mod jobplan;
 pub mod lifecycle;
 pub mod look;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use plotters::prelude::*;
 
-use crate::html::inline_svg;
+use crate::markup::inline_svg;
 use crate::markup::{escape, id};
 
 /// One series of a history, oldest execution first.

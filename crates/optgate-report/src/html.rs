@@ -12,7 +12,7 @@ use optgate_stats::Decision;
 use serde_json::Value;
 
 use crate::history_html::{HistorySeries, history_section};
-use crate::markup::{escape, id};
+use crate::markup::{escape, id, inline_svg};
 use crate::plots::{Plot, PlotError, draw_plots};
 use crate::render::{
     NOISE_LEGEND, STATS_HEADER, STATS_LEGEND, any_marked, breakdown_rows, checklist_detail,
@@ -311,25 +311,6 @@ fn figures(out: &mut String, plots: &[Plot]) {
             escape(&p.title)
         );
     }
-}
-
-/// `svg` (one SVG document) as an image for assistive technology: `role="img"`, labelled
-/// by a `<title>` (the first child) holding `title`. Anything before `<svg` (an XML
-/// declaration) is dropped.
-pub fn inline_svg(svg: &str, label: &str, title: &str) -> String {
-    let Some(start) = svg.find("<svg") else {
-        return String::new();
-    };
-    let svg = &svg[start..];
-    let Some(end) = svg.find('>') else {
-        return String::new();
-    };
-    let (open, rest) = svg.split_at(end);
-    format!(
-        "{open} role=\"img\" aria-labelledby=\"{label}\"><title id=\"{label}\">{}</title>{}",
-        escape(title),
-        rest[1..].trim_end()
-    )
 }
 
 /// The steady-state statistics, the warnings and the matched per-epoch table.

@@ -32,6 +32,25 @@ pub fn id(prefix: &str, n: usize) -> String {
     format!("id-{clean}-{n}")
 }
 
+/// `svg` (one SVG document) as an image for assistive technology: `role="img"`, labelled
+/// by a `<title>` (the first child) holding `title`. Anything before `<svg` (an XML
+/// declaration) is dropped.
+pub fn inline_svg(svg: &str, label: &str, title: &str) -> String {
+    let Some(start) = svg.find("<svg") else {
+        return String::new();
+    };
+    let svg = &svg[start..];
+    let Some(end) = svg.find('>') else {
+        return String::new();
+    };
+    let (open, rest) = svg.split_at(end);
+    format!(
+        "{open} role=\"img\" aria-labelledby=\"{label}\"><title id=\"{label}\">{}</title>{}",
+        escape(title),
+        rest[1..].trim_end()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

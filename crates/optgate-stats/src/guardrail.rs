@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::fmt_signed_pct;
+use crate::fmt::fmt_signed_pct;
 use crate::htest::ShiftEstimate;
 use crate::mann_whitney::hodges_lehmann_shift;
 use crate::model::{Better, Design, GuardrailSpec};

@@ -10,6 +10,7 @@ pub mod change_points;
 pub mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+pub mod fmt;
 pub mod guardrail;
 pub mod holm;
 pub mod htest;

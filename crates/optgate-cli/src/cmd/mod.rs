@@ -34,7 +34,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             plot,
             quiet,
             here,
-        } => run::run(
+        } => run_file(
             &experiment,
             out,
             if json {
@@ -46,7 +46,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             quiet,
             here,
         ),
-        Command::Validate { experiment, strict } => validate::validate(&experiment, strict),
+        Command::Validate { experiment, strict } => validate_file(&experiment, strict),
         Command::Plan { experiment, out } => plan::plan(&experiment, &out),
         Command::Analyze {
             samples,
@@ -133,6 +133,31 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Ok(exit::OK)
         }
     }
+}
+
+/// `optgate run FILE`: a campaign file (`stages:`) runs as a campaign, any other file as one
+/// experiment.
+fn run_file(
+    path: &std::path::Path,
+    out: Option<std::path::PathBuf>,
+    format: crate::cli::Format,
+    plot: Option<std::path::PathBuf>,
+    quiet: bool,
+    here: bool,
+) -> Result<i32> {
+    if campaign::is_campaign_file(path) {
+        return campaign::run(path, out, format, quiet, here);
+    }
+    run::run(path, out, format, plot, quiet, here)
+}
+
+/// `optgate validate FILE`: a campaign file is checked as a whole, any other as one
+/// experiment.
+fn validate_file(path: &std::path::Path, strict: bool) -> Result<i32> {
+    if campaign::is_campaign_file(path) {
+        return campaign::validate(path, strict);
+    }
+    validate::validate(path, strict)
 }
 
 /// How a command shows the loader's "checklist: no verdict for N of the 10 dimensions"

@@ -29,9 +29,6 @@ pub fn run(
     quiet: bool,
     here: bool,
 ) -> Result<i32> {
-    if super::campaign::is_campaign_file(path) {
-        return super::campaign::run(path, out, format, quiet, here);
-    }
     let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
     let exp = loaded.experiment;
     if exp.recheck.is_some() {

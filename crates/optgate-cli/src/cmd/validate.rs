@@ -12,9 +12,6 @@ use optgate_runner::preflight::{self, Finding, Level};
 use crate::exit;
 
 pub fn validate(path: &Path, strict: bool) -> Result<i32> {
-    if super::campaign::is_campaign_file(path) {
-        return super::campaign::validate(path, strict);
-    }
     let loaded = super::load_experiment(path, super::ChecklistNote::Full)?;
     let exp = &loaded.experiment;
     refuse_unknown_directives(path, exp)?;

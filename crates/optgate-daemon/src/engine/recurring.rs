@@ -65,7 +65,7 @@ impl Engine {
                 return self.postpone(rid, due, next_due, &name, why).await;
             }
         };
-        let (id, root) = crate::handlers::submit::new_root(&exp);
+        let (id, root) = crate::ids::new_root(&exp);
         let rows = crate::handlers::submit::prepare_new(&exp, &id, &root, exp.kind).await;
         let (new, blocks, runs) = match rows {
             Ok(rows) => rows,

@@ -25,7 +25,7 @@ pub async fn submit(ctx: &Daemon, c: Campaign) -> HandlerResult {
         })?
         .experiment;
     let (id, root) = loop {
-        let id = super::submit::new_id();
+        let id = crate::ids::new_id();
         let root = first.workdir.join("optgate-runs").join(&c.name).join(&id);
         if !root.exists() {
             break (id, root);
@@ -138,7 +138,7 @@ pub async fn cancel(ctx: &Daemon, id: &str, reason: &str) -> Result<Option<()>, 
         .await?;
     let Some(row) = row else { return Ok(None) };
     if let Some(current) = row.steps.last() {
-        super::cancel::cancel_experiment(ctx, current, reason).await?;
+        crate::cancelling::cancel_experiment(ctx, current, reason).await?;
     }
     Ok(Some(()))
 }

@@ -7,10 +7,11 @@ use optgate_store::{ExperimentState, RecurrenceState};
 
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
-use crate::error::DaemonError;
 use crate::protocol::{
     CancelReply, CancelRequest, ErrorKind, ErrorReply, RecurrenceCancelReply, Response,
 };
+
+pub use crate::cancelling::cancel_experiment;
 
 /// The reason a user's `optgate cancel` records.
 pub const BY_THE_USER: &str = "cancelled by the user";
@@ -42,26 +43,6 @@ pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
         previous_state: before,
         state,
     }))
-}
-
-/// The engine's cancel: records experiment `id` cancelled with `reason` (its pending runs
-/// with it) unless it already ended, and wakes the engine, whose next pass stops its live
-/// jobs and builds and records their runs (`Engine::stop_ended`). Returns the state before
-/// the call, or `None` for an unknown id.
-pub async fn cancel_experiment(
-    ctx: &Daemon,
-    id: &str,
-    reason: &str,
-) -> Result<Option<ExperimentState>, DaemonError> {
-    let (i, r) = (id.to_string(), reason.to_string());
-    let before = ctx.db.call(move |s| s.cancel_experiment(&i, &r)).await?;
-    if let Some(b) = before
-        && !b.is_terminal()
-    {
-        tracing::info!("experiment {id} cancelled (was {b}): {reason}");
-    }
-    ctx.wake.notify_one();
-    Ok(before)
 }
 
 /// `cancel R<n>`: the recurrence submits no more executions (committed at once); the one

@@ -3,6 +3,7 @@
 pub mod campaign;
 pub mod cancel;
 pub mod precheck;
+pub mod recurrence_view;
 pub mod report;
 mod shutdown;
 pub mod status;

@@ -15,6 +15,7 @@ use optgate_store::{BlockRow, NewExperiment, NewRecurrence, NewRun};
 use super::HandlerResult;
 use crate::context::Daemon;
 use crate::error::DaemonError;
+use crate::ids::new_root;
 use crate::protocol::{
     ErrorKind, ErrorReply, RecurrenceStatus, Response, SubmitReply, SubmitRequest,
 };
@@ -101,7 +102,7 @@ async fn record_recurring(
         .call(move |s| {
             let rid = s.start_recurrence(&new, &blocks, &runs, &recurrence)?;
             let row = s.recurrences(false)?.into_iter().find(|r| r.id == rid);
-            Ok(row.map(|r| super::status::recurrence_status(&r)))
+            Ok(row.map(|r| super::recurrence_view::recurrence_status(&r)))
         })
         .await?
         .ok_or_else(|| DaemonError::Experiment {
@@ -280,28 +281,6 @@ pub async fn record_build_identity(
     ctx.db
         .call(move |s| s.set_build_identity(&id, &build))
         .await
-}
-
-/// A new id for an execution of `exp`, and its root
-/// (`<workdir>/optgate-runs/<name>/<id>`, not yet there).
-pub fn new_root(exp: &Experiment) -> (String, PathBuf) {
-    loop {
-        let id = new_id();
-        let root = exp.workdir.join("optgate-runs").join(exp.name()).join(&id);
-        if !root.exists() {
-            return (id, root);
-        }
-    }
-}
-
-/// `YYYYMMDD-HHMMSS-xxxx`: sortable by submission time, unique with the random suffix,
-/// and only characters that are safe in directory and scheduler job names.
-pub fn new_id() -> String {
-    format!(
-        "{}-{:04x}",
-        chrono::Local::now().format("%Y%m%d-%H%M%S"),
-        rand::random::<u16>()
-    )
 }
 
 #[cfg(test)]
