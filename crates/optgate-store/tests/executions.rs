@@ -195,7 +195,12 @@ fn experiments_ended_before_the_history_are_queued_for_it() {
     let db = dir.path().join("old.db");
     {
         let mut c = rusqlite::Connection::open(&db).unwrap();
-        let before = (MIGRATIONS.len() - 1) as u32;
+        // The schema just before the history's migration (others may follow it).
+        let history = MIGRATIONS
+            .iter()
+            .position(|m| m.contains("CREATE TABLE executions ("))
+            .expect("the history's migration");
+        let before = history as u32;
         optgate_store::migrations::migrate_to(&mut c, before).unwrap();
         for (id, state) in [("old-done", "decided"), ("old-live", "running")] {
             c.execute(
