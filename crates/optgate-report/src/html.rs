@@ -127,7 +127,7 @@ pub fn render_html_with_history(
 }
 
 /// Doctype, `<html lang>`, the title and the inline styles, up to the opening `<main>`.
-fn page_head(title: &str) -> String {
+pub(crate) fn page_head(title: &str) -> String {
     let mut css = String::from(STYLE);
     let (_, fg, bg) = PALETTE[0];
     let _ = writeln!(css, "body{{color:{fg};background:{bg}}}");
