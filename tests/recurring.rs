@@ -1,7 +1,8 @@
 //! Recurring re-checks through a real private daemon: `submit --every` submits the
 //! experiment again at its interval (each execution a new experiment of the same name), a
 //! decision that flips (the app reads a file the test changes between executions) runs the
-//! `notify:` command with the summary on its stdin, `cancel R<n>` stops it, and a daemon
+//! `notify:` command with the summary on its stdin, so does a baseline that steps (once,
+//! with the change point, when it becomes detectable), `cancel R<n>` stops it, and a daemon
 //! stopped over several due times runs one catch-up execution when back, not one per
 //! missed interval.
 
@@ -248,4 +249,85 @@ fn a_bad_interval_is_refused_with_exit_2() {
         assert!(stderr(&o).contains(says), "{every}: {}", stderr(&o));
     }
     assert!(!home.join("daemon.pid").exists());
+}
+
+/// An experiment whose arms run at the levels of its execution's place in the recurrence:
+/// the n-th execution (executions never overlap) copies line n of `levels` (`BASE VAR`
+/// seconds) into its own root at its first run and reads that copy.
+fn stepped(levels: &Path, recheck: &str) -> String {
+    let l = levels.display();
+    format!(
+        r#"name: stepped
+app:
+  command: [bash, -c, 'root="${{OPTGATE_RUN_DIR%/*/*}}"; pin="$root/levels"; if [ ! -e "$pin" ]; then n=$(ls "$root"/../*/levels 2>/dev/null | wc -l); sed -n "$((n + 1))p" {l} > "$pin.new" && mv "$pin.new" "$pin"; fi; read base var < "$pin"; b=$base; [ "${{X:-0}}" = 1 ] && b=$var; for e in 1 2 3; do echo "epoch $e took $b s"; done']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 3
+allow_few_replicates: true
+variants:
+  - name: omp6
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+{recheck}"#
+    )
+}
+
+/// Recurring executions whose baseline is 15 % slower from the fifth on (the variant
+/// following it, so no decision flips): the notify runs once the change is detectable —
+/// at the 8th execution (E-Divisive needs 4 | 4 here, `recheck::change_alerts`) — with the
+/// change point in its summary (`series` baseline, `at` 5) and no flip, and not again at
+/// the 9th and 10th. Planted bugs caught: `change_alerts` returning none (no notify: the
+/// test times out), or every change point of the history (told at 9 and 10 again).
+#[test]
+fn a_baseline_step_in_a_recurrence_runs_notify_with_the_change_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let levels = dir.path().join("levels");
+    let base = [
+        1.00, 1.02, 0.99, 1.01, 1.15, 1.17, 1.14, 1.16, 1.15, 1.16, 1.14, 1.15,
+    ];
+    let lines: String = base
+        .iter()
+        .map(|b| format!("{b:.4} {:.4}\n", b * 0.7))
+        .collect();
+    std::fs::write(&levels, lines).unwrap();
+    let got = dir.path().join("summaries");
+    let notify = format!(
+        "recheck:\n  every: 1d\n  notify: [sh, -c, 'cat >> {0}; echo >> {0}']\n",
+        got.display()
+    );
+    let exp = write_experiment(dir.path(), &stepped(&levels, &notify));
+    let o = cli(&home, &["submit", exp.to_str().unwrap(), "--every", "1s"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let line: Value = wait_for("the notify's summary", DEADLINE, || {
+        let text = std::fs::read_to_string(&got).ok()?;
+        let first = text.lines().find(|l| !l.trim().is_empty())?;
+        Some(serde_json::from_str(first).unwrap())
+    });
+    // The 11th submitted: the 9th and 10th were judged (in the pass that submits the next).
+    let runs = wait_for("an 11th execution", DEADLINE, || {
+        let runs = executions(&home, "stepped");
+        (runs.len() >= 11).then_some(runs)
+    });
+    let o = cli(&home, &["cancel", "R1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&got).unwrap();
+    let told = text.lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(told, 1, "the change is told once:\n{text}");
+    assert_eq!(line["latest"]["id"], runs[7]["id"], "{line:#}");
+    assert_eq!(line["flips"], Value::Array(vec![]), "{line:#}");
+    let cps = line["change_points"].as_array().unwrap();
+    assert_eq!(cps.len(), 1, "{line:#}");
+    assert_eq!(
+        (cps[0]["series"].as_str(), cps[0]["at"].as_u64()),
+        (Some("baseline"), Some(5))
+    );
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap()
+            .contains("baseline: change point at execution 5"),
+        "{line:#}"
+    );
 }

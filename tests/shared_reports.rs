@@ -3,7 +3,8 @@
 //! shut — the page renders with its proposal table and plots, logs nothing to the console,
 //! requests nothing, and gives a screenshot — and `--format junit` of the same execution
 //! valid against the JUnit schema (`xmllint`, Debian's `libxml2-utils`) with one test case
-//! per variant; the same two formats of a daemon experiment's `optgate report ID`.
+//! per variant; the same two formats of a daemon experiment's `optgate report ID`; and
+//! `optgate history NAME --format html` of eight real executions, its series plotted.
 //! `tests/run-all.sh` installs both tools; without them these tests fail, saying so.
 //! Each check is first shown to catch a page that breaks it.
 
@@ -435,4 +436,100 @@ fn a_daemon_experiments_report_comes_as_html_and_junit_too() {
     let xml = stdout(&o);
     assert_eq!(xml.matches("<testsuite ").count(), 1);
     assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+}
+
+/// A fast real app for a history: each arm prints three epochs of the seconds its file
+/// holds (the baseline `base`, the variant `var`), so the test sets each execution's level.
+fn drift_experiment(dir: &Path) -> String {
+    let (base, var) = (dir.join("base"), dir.join("var"));
+    format!(
+        r#"name: drift-page
+app:
+  command: [bash, -c, 'if [ "${{X:-0}}" = 1 ]; then f={var}; else f={base}; fi; b=$(cat "$f"); for e in 1 2 3; do echo "epoch $e took $b s"; done']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 3
+allow_few_replicates: true
+variants:
+  - name: omp6
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#,
+        var = var.display(),
+        base = base.display()
+    )
+}
+
+/// `optgate history NAME --format html` of eight real executions whose baseline is 15 %
+/// slower from the fifth on, in headless Chromium with the network shut: the page renders
+/// with the executions table, one plot per series (the baseline's, omp6's speed-up), the
+/// change point in words and in the baseline's table, logs nothing to the console and
+/// requests nothing. `--format json` is `--json`. Planted bugs caught: the series left out
+/// of the page (no `<svg>`), an image from the network on it (an outside reference).
+#[test]
+fn the_history_page_renders_in_a_real_browser_with_its_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let exp = write_experiment(dir.path(), &drift_experiment(dir.path()));
+    let base = [1.00, 1.02, 0.99, 1.01, 1.15, 1.17, 1.14, 1.16];
+    for (i, b) in base.iter().enumerate() {
+        std::fs::write(dir.path().join("base"), format!("{b:.4}\n")).unwrap();
+        std::fs::write(dir.path().join("var"), format!("{:.4}\n", b * 0.7)).unwrap();
+        let out = dir.path().join(format!("run{i}"));
+        let args = ["run", exp.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let o = cli(&home, &[&args[..], &["--quiet"]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let shown = |args: &[&str]| {
+        let o = cli(&home, &[&["history", "drift-page"], args].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(shown(&["--format", "json"]), shown(&["--json"]));
+    let html = shown(&["--format", "html"]);
+    assert_eq!(outside_references(&html), Vec::<String>::new());
+    let page = dir.path().join("history.html");
+    std::fs::write(&page, &html).unwrap();
+    let log = dir.path().join("netlog.json");
+    let b = chromium(dir.path(), &page, &log, &["--dump-dom".into()]);
+    assert_eq!(console_lines(&b.stderr), Vec::<&str>::new(), "console");
+    assert_eq!(page_requests(&log), Vec::<String>::new(), "requests");
+    check_history_dom(&b.stdout);
+}
+
+/// The rendered history page: its title, the executions table (8 rows), one labelled plot
+/// per series, the change point in words and marked in the baseline's table.
+fn check_history_dom(dom: &str) {
+    assert!(
+        dom.contains("<title>optgate history: drift-page</title>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<caption>Executions, oldest first</caption>"),
+        "{dom}"
+    );
+    let executions =
+        &dom[dom.find("<h2>Executions</h2>").unwrap()..dom.find("<h2>Changes</h2>").unwrap()];
+    assert_eq!(executions.matches("<tr><th scope=\"row\">").count(), 8);
+    let svgs: Vec<&str> = dom
+        .match_indices("<svg ")
+        .map(|(i, _)| &dom[i..i + dom[i..].find('>').unwrap()])
+        .collect();
+    assert_eq!(svgs.len(), 2, "the baseline's plot and omp6's");
+    for s in &svgs {
+        assert!(
+            s.contains("role=\"img\"") && s.contains("aria-labelledby=\"id-history-"),
+            "{s}"
+        );
+    }
+    assert!(
+        dom.contains("<li>baseline 15 % slower from execution 5 on, p = "),
+        "{dom}"
+    );
+    assert!(dom.contains("<li>omp6's speed-up unchanged</li>"), "{dom}");
+    assert!(dom.contains("<h3>Baseline steady-state value (seconds)</h3>"));
+    assert!(dom.contains("<h3>omp6 speed-up over the baseline</h3>"));
+    assert_eq!(dom.matches("new level, p = ").count(), 1, "{dom}");
+    assert_eq!(dom.matches("<h1>").count(), 1);
+    assert!(!dom.contains("<th>"), "a header cell without scope");
 }

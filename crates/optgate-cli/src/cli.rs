@@ -40,6 +40,15 @@ pub enum Format {
     Junit,
 }
 
+/// The formats of `optgate history` (a history has no Markdown, CSV or JUnit form).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum HistoryFormat {
+    Table,
+    Json,
+    /// One self-contained page (plots inline, nothing loaded from the network).
+    Html,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run an experiment in the foreground on this machine and print its report.
@@ -183,8 +192,13 @@ pub enum Command {
     /// variant's speed-up.
     History {
         name: String,
-        /// `{executions: [...], change_points: [{series, at, before, after, p}]}`.
-        #[arg(long)]
+        /// table; json: `{executions: [...], change_points: [{series, at, before, after,
+        /// p}]}`; html: one self-contained page with the table and each series plotted
+        /// with its change points.
+        #[arg(long, value_enum, default_value = "table")]
+        format: HistoryFormat,
+        /// Short for --format json.
+        #[arg(long, conflicts_with = "format")]
         json: bool,
     },
     /// The report of a daemon experiment (its latest look).

@@ -1,8 +1,8 @@
 //! Recurring re-checks, decided purely: when a recurrence is due ([`due_check`]: once,
 //! however many due times passed, the next due time the next multiple of the interval
 //! after now), whether an ended execution's decisions flipped against the previous one
-//! ([`flips`]: accept ↔ not accept, both ways), the change points that also call for a
-//! notify ([`change_alerts`], wired to the history at merge), and the summary the notify
+//! ([`flips`]: accept ↔ not accept, both ways), the change points of the history first
+//! seen at it that also call for a notify ([`change_alerts`]), and the summary the notify
 //! command reads on its stdin. The engine applies them (`engine/recurring.rs`); the
 //! command itself runs in `notify.rs`.
 
@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 
 use optgate_policy::staged::VariantDecision;
 use optgate_stats::Decision;
+use optgate_store::Execution;
 use serde::{Deserialize, Serialize};
+
+use crate::history::history_of;
 
 /// What a recurrence's check at time `now` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,15 +99,45 @@ pub struct Alert {
     pub p: f64,
 }
 
-/// The change points of experiment `name`'s history that end at execution `latest` (a
-/// change first seen now), each a reason to notify.
+/// How far (in executions) a change point may move, as executions join the history,
+/// and still be the change already alerted: the best split of a step can shift by one as
+/// the segments around it grow, and that is no second change.
+pub const SAME_CHANGE_WITHIN: usize = 1;
+
+/// The change points first seen at execution `latest`, each a reason to notify:
+/// `executions` is the experiment's history (oldest first, as `optgate history` lists it,
+/// `history::history_of`'s test), and the rule is that a change point of the history up
+/// to and including `latest` alerts when the history up to the execution before it had no
+/// change point in the same series within [`SAME_CHANGE_WITHIN`] executions of it.
 ///
-/// Returns none for now: this is where the history's change points (the `executions`
-/// table and its change-point test in `optgate-stats`, built beside this) are wired in at
-/// merge. No test of its own is invented here.
-pub fn change_alerts(name: &str, latest: &str) -> Vec<Alert> {
-    let _ = (name, latest);
-    Vec::new()
+/// A change is therefore alerted once, by the execution that makes it detectable — not
+/// necessarily the first at the new level: E-Divisive needs
+/// `change_points::MIN_SEGMENT` executions on each side of a split and a permutation
+/// p-value under α, so a 15 % step at the 5th of eight clean executions is first seen at
+/// the 8th (4 | 4, exact p = 2/70), at 6 and 7 its p cannot get under 0.05. Pure (the
+/// same rows give the same alerts, so a restart re-judging an execution alerts the same);
+/// `latest` absent from `executions` (its row not written) gives none. A change whose
+/// p hovers at α may be lost and seen again, and then alerts again.
+pub fn change_alerts(executions: &[Execution], latest: &str) -> Vec<Alert> {
+    let Some(end) = executions.iter().position(|e| e.id == latest) else {
+        return Vec::new();
+    };
+    let now = history_of(executions[..=end].to_vec()).change_points;
+    let before = history_of(executions[..end].to_vec()).change_points;
+    now.into_iter()
+        .filter(|c| {
+            !before
+                .iter()
+                .any(|b| b.series == c.series && b.at.abs_diff(c.at) <= SAME_CHANGE_WITHIN)
+        })
+        .map(|c| Alert {
+            series: c.series,
+            at: u32::try_from(c.at).unwrap_or(u32::MAX),
+            before: c.before,
+            after: c.after,
+            p: c.p,
+        })
+        .collect()
 }
 
 /// One execution as the summary names it.
@@ -303,11 +336,98 @@ mod tests {
         let l = ExecutionSummary::new("e2", Decided, &[d("omp", Decision::Reject)]);
         assert!(summary("R1", "x", p.clone(), l.clone(), vec![], vec![]).is_none());
         let f = flips(&[d("omp", Decision::Accept)], &[d("omp", Decision::Reject)]);
-        let s = summary("R1", "x", p, l, f, change_alerts("x", "e2")).unwrap();
+        let s = summary("R1", "x", p, l, f, change_alerts(&[], "e2")).unwrap();
         assert_eq!(s.reason, "e2 against execution e1: omp: accept → reject");
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["previous"]["decisions"]["omp"], "accept");
         assert_eq!(json["latest"]["id"], "e2");
+    }
+
+    /// An execution row: the baseline at `base` seconds, omp6's speed-up 1.3 (with noise).
+    fn row(i: usize, base: f64) -> Execution {
+        use optgate_store::{BuildIdentity, ExecutionKind, ExperimentState, SchedulerKind};
+        Execution {
+            id: format!("e{}", i + 1),
+            name: "demo".into(),
+            kind: ExecutionKind::Daemon,
+            scheduler: SchedulerKind::Local,
+            state: ExperimentState::Decided,
+            state_reason: None,
+            source_path: "/w/exp.yaml".into(),
+            source_sha256: String::new(),
+            root: String::new(),
+            build: BuildIdentity::default(),
+            nodes: Vec::new(),
+            started_at: format!("2026-01-{:02}T00:00:00Z", i + 1),
+            ended_at: String::new(),
+            runs_completed: 6,
+            runs_total: 6,
+            looks: 1,
+            baseline: Some("baseline".into()),
+            baseline_median_s: Some(base),
+            variants: vec![optgate_store::VariantOutcome {
+                variant: "omp6".into(),
+                decision: Decision::Accept,
+                reason: String::new(),
+                speedup: Some(1.3 * (1.0 + NOISE[(NOISE.len() - 1 - i % 8) % 8])),
+                speedup_ci_low: None,
+                speedup_ci_high: None,
+                system_impact_pct: None,
+                system_impact_ci_low: None,
+                system_impact_ci_high: None,
+            }],
+        }
+    }
+
+    const NOISE: [f64; 8] = [0.0, 0.02, -0.01, 0.01, -0.02, 0.015, -0.005, 0.005];
+
+    /// Records executions one by one through the store, as the engine's pass does, and
+    /// after each asks which change points are first seen at it: `(execution, alerts)`.
+    fn alerts_as_executions_end(levels: &[f64]) -> Vec<(usize, Vec<Alert>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = optgate_store::Store::open(&dir.path().join("state.db")).unwrap();
+        let mut seen = Vec::new();
+        for (i, level) in levels.iter().enumerate() {
+            store
+                .record_execution(&row(i, level * (1.0 + NOISE[i % 8])))
+                .unwrap();
+            let rows = store.executions_by_name("demo").unwrap();
+            let latest = format!("e{}", i + 1);
+            let alerts = change_alerts(&rows, &latest);
+            // Judged again (a restart before the judgement was committed): the same.
+            assert_eq!(change_alerts(&rows, &latest), alerts);
+            if !alerts.is_empty() {
+                seen.push((i + 1, alerts));
+            }
+        }
+        seen
+    }
+
+    /// Eight executions, the baseline 15 % slower from the fifth on: one alert, in the
+    /// baseline, at 5 — raised by the 8th execution, the first at which E-Divisive can see
+    /// it (two executions at the new level are the minimum segment, but with 6 or 7 the
+    /// permutation p cannot get under 0.05). Two more executions at the new level raise
+    /// nothing more (the same change, though at the 10th its best split moves to 6). Planted
+    /// bugs caught: `SAME_CHANGE_WITHIN` 0 (a second alert at 10), alerting every change point of
+    /// the history (alerts at 9 and 10 too), or comparing with the whole history instead of
+    /// the one before `latest` (no alert at all).
+    #[test]
+    fn a_baseline_step_is_alerted_once_when_it_becomes_detectable() {
+        let levels: Vec<f64> = (0..10).map(|i| if i >= 4 { 1.15 } else { 1.0 }).collect();
+        let seen = alerts_as_executions_end(&levels);
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let (when, alerts) = &seen[0];
+        assert_eq!(*when, 8, "{seen:?}");
+        assert_eq!(alerts.len(), 1, "{alerts:?}");
+        assert_eq!((alerts[0].series.as_str(), alerts[0].at), ("baseline", 5));
+        assert!(alerts[0].p < 0.05 && alerts[0].after > alerts[0].before);
+    }
+
+    /// Ten stable executions: no alert at any of them; an id the history lacks: none.
+    #[test]
+    fn a_stable_history_raises_no_alert() {
+        assert!(alerts_as_executions_end(&[1.0; 10]).is_empty());
+        assert!(change_alerts(&[row(0, 1.0)], "not-there").is_empty());
     }
 
     #[test]

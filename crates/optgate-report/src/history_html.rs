@@ -1,7 +1,8 @@
 //! The HTML report's history section: one experiment's executions over time, per series
 //! (the baseline's steady-state value, each variant's speed-up) a line plot with its
 //! change points marked and a table of the values. It takes the series as plain data
-//! ([`HistorySeries`]); finding the change points is not its job.
+//! ([`HistorySeries`]); finding the change points is not its job. [`history_page`] is the
+//! whole page `optgate history --format html` prints.
 
 use std::fmt::Write as _;
 
@@ -9,6 +10,7 @@ use plotters::prelude::*;
 
 use crate::markup::inline_svg;
 use crate::markup::{escape, id};
+use crate::page::page_head;
 
 /// One series of a history, oldest execution first.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +24,9 @@ pub struct HistorySeries {
 /// One execution's value (with its interval where there is one).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HistoryPoint {
+    /// The 1-based index of the execution in the whole history (a series may skip an
+    /// execution that has no value in it, a failed one).
+    pub at: usize,
     pub value: f64,
     pub ci: Option<(f64, f64)>,
 }
@@ -33,6 +38,58 @@ pub struct ChangeMark {
     pub before: f64,
     pub after: f64,
     pub p: f64,
+}
+
+/// The executions table of a history page as plain cells, formatted by the caller; the
+/// first cell of each row names the execution (a row header).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HistoryTable {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// `optgate history NAME --format html`: one self-contained page (the report's styles,
+/// plots inline, nothing loaded) with the executions table, one line per series on what
+/// changed (`changes`), and [`history_section`] for the series (pure).
+pub fn history_page(
+    name: &str,
+    table: &HistoryTable,
+    changes: &[String],
+    series: &[HistorySeries],
+) -> String {
+    let title = format!("optgate history: {name}");
+    let mut out = page_head(&title);
+    let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
+    let _ = writeln!(
+        out,
+        "<p>{} execution(s) of <code>{}</code>, oldest first.</p>",
+        table.rows.len(),
+        escape(name)
+    );
+    out.push_str("<h2>Executions</h2>\n<table>\n<caption>Executions, oldest first</caption>\n");
+    out.push_str("<thead><tr>");
+    for h in &table.header {
+        let _ = write!(out, "<th scope=\"col\">{}</th>", escape(h));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &table.rows {
+        out.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let _ = match i {
+                0 => write!(out, "<th scope=\"row\">{}</th>", escape(c)),
+                _ => write!(out, "<td>{}</td>", escape(c)),
+            };
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n<h2>Changes</h2>\n<ul>\n");
+    for c in changes {
+        let _ = writeln!(out, "<li>{}</li>", escape(c));
+    }
+    out.push_str("</ul>\n");
+    out.push_str(&history_section(series));
+    out.push_str("</main>\n</body>\n</html>\n");
+    out
 }
 
 const LINE_COLOR: RGBColor = RGBColor(40, 100, 180);
@@ -99,20 +156,20 @@ fn table(out: &mut String, s: &HistorySeries) {
          <th scope=\"col\">Interval</th><th scope=\"col\">Change point</th></tr></thead>\n<tbody>",
         escape(&s.name)
     );
-    for (i, p) in s.points.iter().enumerate() {
+    for p in &s.points {
         let ci =
             p.ci.map_or("—".into(), |(l, h)| format!("[{l:.4}, {h:.4}]"));
         let mark = s
             .change_points
             .iter()
-            .find(|c| c.at == i + 1)
+            .find(|c| c.at == p.at)
             .map_or(String::new(), |c| {
                 format!("new level, p = {}", optgate_stats::fmt_p(c.p))
             });
         let _ = writeln!(
             out,
             "<tr><th scope=\"row\">{}</th><td>{:.4}</td><td>{}</td><td>{}</td></tr>",
-            i + 1,
+            p.at,
             p.value,
             escape(&ci),
             escape(&mark)
@@ -124,7 +181,7 @@ fn table(out: &mut String, s: &HistorySeries) {
 /// The series as a line over the execution index, intervals as bars, each change point a
 /// red vertical line before its first execution.
 fn draw(s: &HistorySeries, out: &mut String) -> Result<(), String> {
-    let n = s.points.len().max(1) as f64;
+    let n = s.points.iter().map(|p| p.at).max().unwrap_or(1).max(1) as f64;
     let values = s
         .points
         .iter()
@@ -147,27 +204,21 @@ fn draw(s: &HistorySeries, out: &mut String) -> Result<(), String> {
     chart
         .configure_mesh()
         .x_desc("execution")
-        .x_labels(s.points.len().clamp(1, 20))
+        .x_labels((n as usize).clamp(1, 20))
         .x_label_formatter(&|x| format!("{}", x.round() as i64))
         .draw()
         .map_err(|e| e.to_string())?;
-    let xy = s
-        .points
-        .iter()
-        .enumerate()
-        .map(|(i, p)| ((i + 1) as f64, p.value));
+    let xy = s.points.iter().map(|p| (p.at as f64, p.value));
     chart
         .draw_series(LineSeries::new(xy.clone(), LINE_COLOR.stroke_width(2)))
         .map_err(|e| e.to_string())?;
     chart
         .draw_series(xy.map(|c| Circle::new(c, 4, LINE_COLOR.filled())))
         .map_err(|e| e.to_string())?;
-    let bars = s.points.iter().enumerate().filter_map(|(i, p)| {
+    let bars = s.points.iter().filter_map(|p| {
         let (l, h) = p.ci?;
-        Some(PathElement::new(
-            vec![((i + 1) as f64, l), ((i + 1) as f64, h)],
-            LINE_COLOR,
-        ))
+        let x = p.at as f64;
+        Some(PathElement::new(vec![(x, l), (x, h)], LINE_COLOR))
     });
     chart.draw_series(bars).map_err(|e| e.to_string())?;
     let marks = s.change_points.iter().map(|c| {
@@ -186,6 +237,7 @@ mod tests {
     fn series() -> HistorySeries {
         let mut points: Vec<HistoryPoint> = (0..8)
             .map(|i| HistoryPoint {
+                at: i + 1,
                 value: if i < 4 { 10.0 } else { 11.5 },
                 ci: Some((9.9, 10.1)),
             })
@@ -221,6 +273,37 @@ mod tests {
         );
         assert!(!html.contains("<steady>"));
         assert_eq!(history_section(&[]), "");
+    }
+
+    /// A gap: the series skips execution 3, and its rows, points and change mark keep the
+    /// executions' own numbers. The page holds the table (row headers, escaped cells), the
+    /// change lines and the section.
+    #[test]
+    fn a_history_page_keeps_execution_numbers_across_a_gap() {
+        let mut s = series();
+        s.points.remove(2);
+        for p in s.points.iter_mut().skip(2) {
+            p.at += 1;
+        }
+        s.points.push(HistoryPoint {
+            at: 10,
+            value: 11.5,
+            ci: None,
+        });
+        s.change_points[0].at = 6;
+        let table = HistoryTable {
+            header: vec!["#".into(), "ID".into()],
+            rows: vec![vec!["1".into(), "e<1>".into()]],
+        };
+        let html = history_page("demo", &table, &["baseline unchanged".into()], &[s]);
+        assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+        assert!(html.contains("<title>optgate history: demo</title>"));
+        assert!(html.contains("<tr><th scope=\"row\">1</th><td>e&lt;1&gt;</td></tr>"));
+        assert!(html.contains("<li>baseline unchanged</li>"));
+        assert!(!html.contains("<tr><th scope=\"row\">3</th>"), "{html}");
+        assert!(html.contains("<tr><th scope=\"row\">6</th><td>11.5000</td><td>[9.9000, 10.1000]</td><td>new level, p = 0.002</td></tr>"));
+        assert!(html.contains("<tr><th scope=\"row\">10</th>"));
+        assert!(html.ends_with("</main>\n</body>\n</html>\n"));
     }
 
     #[test]

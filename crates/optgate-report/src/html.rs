@@ -3,7 +3,7 @@
 //! their reasons, plots, statistics, the matched per-epoch table, checklist, provenance,
 //! method — built for assistive technology: `lang`, a title, one `h1` then `h2`/`h3`,
 //! captions and `scope` on every table, a text alternative for every plot, and colours
-//! whose contrast [`PALETTE`] states and its test checks. Every value goes through
+//! whose contrast [`crate::page::PALETTE`] states and its test checks. Every value goes through
 //! [`escape`]. Pure: [`render_html_with`] takes the drawn plots; [`render_html`] draws them.
 
 use std::fmt::Write as _;
@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::history_html::{HistorySeries, history_section};
 use crate::markup::{escape, id, inline_svg};
+use crate::page::page_head;
 use crate::plots::{Plot, PlotError, draw_plots};
 use crate::render::{
     NOISE_LEGEND, STATS_HEADER, STATS_LEGEND, any_marked, breakdown_rows, checklist_detail,
@@ -20,17 +21,6 @@ use crate::render::{
     stats_rows, strings, system_resource_line, title_line, utilisation_lines,
 };
 use crate::{APPLICATION_ORDER, Report};
-
-/// The page's colours as (CSS class, text colour, background), every pair at a WCAG AA
-/// contrast of at least 4.5:1 (checked by this module's test). The body is the first.
-pub const PALETTE: [(&str, &str, &str); 6] = [
-    ("body", "#1b1b1b", "#ffffff"),
-    ("accept", "#0b5c2e", "#e3f3e8"),
-    ("reject", "#8a1616", "#fbe8e8"),
-    ("inconclusive", "#5a4200", "#fff2cc"),
-    ("not_applicable", "#383838", "#e8e8e8"),
-    ("failed", "#6b1a5a", "#f6e6f2"),
-];
 
 /// Keys of the report's JSON object that a section of the page shows or that the title
 /// line sums up; any other key (a field added to the report later) is shown generically
@@ -60,20 +50,7 @@ pub const SHOWN_KEYS: [&str; 22] = [
     "utilisation",
 ];
 
-const STYLE: &str = "\
-body{font-family:sans-serif;line-height:1.45;margin:1.5rem auto;max-width:75rem;padding:0 1rem}
-table{border-collapse:collapse;margin:0.5rem 0 1rem}
-caption{text-align:left;font-weight:bold;padding:0.3rem 0}
-th,td{border:1px solid #767676;padding:0.25rem 0.5rem;text-align:left;vertical-align:top}
-thead th{background:#f0f0f0;color:#1b1b1b}
-figure{margin:1rem 0}
-figure svg{max-width:100%;height:auto;border:1px solid #767676}
-.decision{padding:0.05rem 0.35rem;border-radius:0.2rem;font-weight:bold}
-dt{font-weight:bold}
-dd{margin:0 0 0.3rem 1.5rem}
-";
-
-/// The CSS class of a decision's badge (one of [`PALETTE`]'s).
+/// The CSS class of a decision's badge (one of [`crate::page::PALETTE`]'s).
 fn decision_class(d: Decision) -> &'static str {
     match d {
         Decision::Accept => "accept",
@@ -124,22 +101,6 @@ pub fn render_html_with_history(
     method(&mut out, report);
     out.push_str("</main>\n</body>\n</html>\n");
     out
-}
-
-/// Doctype, `<html lang>`, the title and the inline styles, up to the opening `<main>`.
-fn page_head(title: &str) -> String {
-    let mut css = String::from(STYLE);
-    let (_, fg, bg) = PALETTE[0];
-    let _ = writeln!(css, "body{{color:{fg};background:{bg}}}");
-    for (class, fg, bg) in &PALETTE[1..] {
-        let _ = writeln!(css, ".{class}{{color:{fg};background:{bg}}}");
-    }
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>\n{css}</style>\n</head>\n<body>\n<main>\n",
-        escape(title)
-    )
 }
 
 fn para(out: &mut String, text: &str) {
@@ -459,6 +420,7 @@ pub fn json_html(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::PALETTE;
 
     /// WCAG 2 relative luminance of `#rrggbb`.
     fn luminance(hex: &str) -> f64 {

@@ -20,6 +20,7 @@ pub mod history_html;
 pub mod html;
 pub mod junit;
 pub mod markup;
+pub mod page;
 pub mod plots;
 pub mod provenance;
 pub mod render;
@@ -32,7 +33,9 @@ use serde::{Deserialize, Serialize};
 pub use checklist::{
     APPLICATION_ORDER, ChecklistRow, DIMENSIONS, DeclaredVerdict, Verdict, build_checklist,
 };
-pub use history_html::{ChangeMark, HistoryPoint, HistorySeries, history_section};
+pub use history_html::{
+    ChangeMark, HistoryPoint, HistorySeries, HistoryTable, history_page, history_section,
+};
 pub use html::{render_html, render_html_with, render_html_with_history};
 pub use junit::{render_junit, render_junit_suites};
 pub use plots::{Plot, PlotError, draw_plots, write_plots};

@@ -1,23 +1,26 @@
-//! `optgate history NAME [--json]`: every execution of one experiment, oldest first, and
-//! the changes found over them (`optgate_daemon::history`): a table, then one line per
-//! series saying what changed from which execution on, or that it did not.
+//! `optgate history NAME [--format table|json|html]`: every execution of one experiment,
+//! oldest first, and the changes found over them (`optgate_daemon::history`): a table,
+//! then one line per series saying what changed from which execution on, or that it did
+//! not; as HTML the same table and lines, and each series plotted with its change points.
 
 use anyhow::Result;
 
 use optgate_daemon::history::{BASELINE_SERIES, ChangePointJson, History, value_of};
+use optgate_report::{ChangeMark, HistoryPoint, HistorySeries, HistoryTable};
 use optgate_store::Execution;
 
 use super::daemon::state_paths;
+use crate::cli::HistoryFormat;
 use crate::exit;
 
-pub fn history(name: &str, json: bool) -> Result<i32> {
+pub fn history(name: &str, format: HistoryFormat) -> Result<i32> {
     let paths = state_paths()?;
     let history = optgate_daemon::client::read_history(&paths, name)
         .map_err(|e| exit::with_code(exit::FAILED, e))?;
-    let text = if json {
-        serde_json::to_string_pretty(&history)? + "\n"
-    } else {
-        render(name, &history)
+    let text = match format {
+        HistoryFormat::Json => serde_json::to_string_pretty(&history)? + "\n",
+        HistoryFormat::Table => render(name, &history),
+        HistoryFormat::Html => render_html(name, &history),
     };
     print!("{text}");
     Ok(exit::OK)
@@ -28,27 +31,87 @@ pub fn render(name: &str, h: &History) -> String {
     if h.executions.is_empty() {
         return format!("no executions of `{name}` yet; `optgate run` or `optgate submit` one\n");
     }
-    let variants: Vec<&String> = h.series.iter().filter(|s| *s != BASELINE_SERIES).collect();
-    let mut header: Vec<String> = ["#", "ID", "KIND", "STATE", "COMMIT", "BASELINE"]
-        .map(String::from)
-        .to_vec();
-    header.extend(variants.iter().map(|v| v.to_string()));
-    let rows: Vec<Vec<String>> = h
-        .executions
-        .iter()
-        .enumerate()
-        .map(|(i, e)| row(i + 1, e, &variants))
-        .collect();
+    let t = cells(h);
     let mut out = format!(
         "experiment `{name}`: {} execution(s), oldest first\n",
         h.executions.len()
     );
-    out.push_str(&table(&header, &rows));
+    out.push_str(&table(&t.header, &t.rows));
     out.push('\n');
     for series in &h.series {
         out.push_str(&change_line(series, &h.change_points));
     }
     out
+}
+
+/// The page (pure): the same table and change lines, then each series — the baseline's
+/// steady-state value, each variant's speed-up with its interval — with its change points.
+pub fn render_html(name: &str, h: &History) -> String {
+    let changes: Vec<String> = h
+        .series
+        .iter()
+        .map(|s| change_line(s, &h.change_points).trim_end().to_string())
+        .collect();
+    let series: Vec<HistorySeries> = h.series.iter().map(|s| series_of(s, h)).collect();
+    optgate_report::history_page(name, &cells(h), &changes, &series)
+}
+
+/// One series of the history as the page plots it: the executions with a value in it.
+fn series_of(series: &str, h: &History) -> HistorySeries {
+    let points = h
+        .executions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let value = value_of(e, series).filter(|v| v.is_finite())?;
+            let ci = e
+                .variants
+                .iter()
+                .find(|v| v.variant == series)
+                .and_then(|v| Some((v.speedup_ci_low?, v.speedup_ci_high?)));
+            Some(HistoryPoint {
+                at: i + 1,
+                value,
+                ci,
+            })
+        })
+        .collect();
+    let change_points = h
+        .change_points
+        .iter()
+        .filter(|c| c.series == series)
+        .map(|c| ChangeMark {
+            at: c.at,
+            before: c.before,
+            after: c.after,
+            p: c.p,
+        })
+        .collect();
+    let name = match series == BASELINE_SERIES {
+        true => "Baseline steady-state value (seconds)".to_string(),
+        false => format!("{series} speed-up over the baseline"),
+    };
+    HistorySeries {
+        name,
+        points,
+        change_points,
+    }
+}
+
+/// The table's header and one row per execution.
+fn cells(h: &History) -> HistoryTable {
+    let variants: Vec<&String> = h.series.iter().filter(|s| *s != BASELINE_SERIES).collect();
+    let mut header: Vec<String> = ["#", "ID", "KIND", "STATE", "COMMIT", "BASELINE"]
+        .map(String::from)
+        .to_vec();
+    header.extend(variants.iter().map(|v| v.to_string()));
+    let rows = h
+        .executions
+        .iter()
+        .enumerate()
+        .map(|(i, e)| row(i + 1, e, &variants))
+        .collect();
+    HistoryTable { header, rows }
 }
 
 fn row(index: usize, e: &Execution, variants: &[&String]) -> Vec<String> {

@@ -100,7 +100,14 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             watch,
             json,
         } => status::status(id.as_deref(), (!all).then_some(limit), watch, json),
-        Command::History { name, json } => history::history(&name, json),
+        Command::History { name, format, json } => history::history(
+            &name,
+            if json {
+                crate::cli::HistoryFormat::Json
+            } else {
+                format
+            },
+        ),
         Command::Report {
             id,
             format,

@@ -1,6 +1,6 @@
 //! The engine's part of recurring re-checks, once per pass: each ended execution judged
-//! against the one before it (a flip or a change point → the notify command, its outcome
-//! recorded), then each active recurrence's due check (`recheck::due_check`) applied — a
+//! against the one before it and its history (a flip or a change point first seen → the
+//! notify command, its outcome recorded), then each active recurrence's due check (`recheck::due_check`) applied — a
 //! due one's stored text loaded again, its root prepared, and the new experiment, its
 //! execution row and the next due time recorded in one transaction that only goes through
 //! at the due time it was decided on. A kill -9 before that commit loses nothing (the next
@@ -112,19 +112,27 @@ impl Engine {
     }
 
     /// Each ended execution not yet judged: compared with the one before it; when a
-    /// decision flipped (or a change point ends at it) the outcome is committed as
-    /// `started` before the notify command runs (a crash never runs it twice), and its end
-    /// recorded when it ends.
+    /// decision flipped (or a change point is first seen at it) the outcome is committed
+    /// as `started` before the notify command runs (a crash never runs it twice), and its
+    /// end recorded when it ends. An execution whose history row is still queued
+    /// (`record_due` failed this pass) waits for a later pass: its change points are
+    /// judged on the history that holds it.
     async fn judge_ended(&mut self) -> Result<bool, DaemonError> {
-        let (ended, recurrences) = self
+        let (ended, recurrences, queued) = self
             .ctx
             .db
-            .call(|s| Ok((s.unjudged_executions()?, s.recurrences(false)?)))
+            .call(|s| {
+                let queued = s.executions_due()?;
+                Ok((s.unjudged_executions()?, s.recurrences(false)?, queued))
+            })
             .await?;
         for x in &ended {
             let Some(r) = recurrences.iter().find(|r| r.id == x.recurrence_id) else {
                 continue;
             };
+            if queued.contains(&x.experiment_id) {
+                continue;
+            }
             let summary = self.summarise(r, x).await?;
             let Some(summary) = summary else {
                 let (rid, seq) = (x.recurrence_id, x.seq);
@@ -154,7 +162,8 @@ impl Engine {
     }
 
     /// The summary of ended execution `x` of `r` against the one before it, when a
-    /// decision flipped or a change point ends at it.
+    /// decision flipped or a change point of the experiment's history is first seen at it
+    /// (`recheck::change_alerts`, computed off the engine's thread).
     async fn summarise(
         &self,
         r: &RecurrenceRow,
@@ -164,16 +173,23 @@ impl Engine {
             return Ok(None);
         };
         let latest = x.experiment_id.clone();
-        let (before, after) = self
+        let name = r.name.clone();
+        let (before, after, history) = self
             .ctx
             .db
-            .call(move |s| Ok((execution(s, &prev)?, execution(s, &latest)?)))
+            .call(move |s| {
+                let h = s.executions_by_name(&name)?;
+                Ok((execution(s, &prev)?, execution(s, &latest)?, h))
+            })
             .await?;
         let (Some((p, pd)), Some((l, ld))) = (before, after) else {
             return Ok(None);
         };
         let flips = recheck::flips(&pd, &ld);
-        let alerts = recheck::change_alerts(&r.name, &x.experiment_id);
+        let latest = x.experiment_id.clone();
+        let alerts = tokio::task::spawn_blocking(move || recheck::change_alerts(&history, &latest))
+            .await
+            .map_err(crate::error::join_error)?;
         Ok(recheck::summary(
             &recheck::recurrence_name(r.id),
             &r.name,
