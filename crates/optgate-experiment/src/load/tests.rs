@@ -612,7 +612,15 @@ fn expect_checks_say_where() {
         "correctness.expect",
         "too many or too long",
     );
-    // Its shape read as such: a problem inside it is reported where it is.
+}
+
+/// `correctness.expect` is read by its YAML shape: a problem inside it is reported where
+/// it is.
+#[test]
+fn expect_shape_problems_say_where() {
+    let at = |c: &str, path: &str, fragment: &str| {
+        one_error(&base(&format!("correctness: {c}\n")), path, fragment)
+    };
     let d = at(
         "{ expect: { wrds: A } }",
         "",
