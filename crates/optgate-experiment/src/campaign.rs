@@ -74,20 +74,7 @@ pub fn is_campaign_text(text: &str) -> bool {
 
 /// Reads and validates the campaign file at `path`, as [`crate::load`] does an experiment.
 pub fn load(path: &Path) -> Result<Campaign, LoadError> {
-    let text =
-        crate::read::read_regular_text(path, yaml::MAX_FILE_BYTES as u64).map_err(|error| {
-            match error {
-                crate::read::ReadError::TooLarge { bytes, .. } => LoadError::TooLarge {
-                    path: path.to_path_buf(),
-                    bytes,
-                },
-                error => LoadError::Read {
-                    path: path.to_path_buf(),
-                    error,
-                },
-            }
-        })?;
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let (text, abs) = crate::load::read_file_text(path)?;
     load_str(&text, &abs)
 }
 

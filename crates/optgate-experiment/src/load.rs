@@ -71,6 +71,14 @@ pub struct Loaded {
 /// is refused before it is opened) of at most [`yaml::MAX_FILE_BYTES`], checked before it
 /// is read, and read no further than that.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    let (text, abs) = read_file_text(path)?;
+    load_str(&text, &abs)
+}
+
+/// The text of the file at `path` (a regular file within `yaml::MAX_FILE_BYTES`, its size
+/// checked before it is read) and its absolute path: what an experiment's and a campaign's
+/// loader read.
+pub(crate) fn read_file_text(path: &Path) -> Result<(String, std::path::PathBuf), LoadError> {
     let limit = yaml::MAX_FILE_BYTES as u64;
     let text = crate::read::read_regular_text(path, limit).map_err(|error| match error {
         crate::read::ReadError::TooLarge { bytes, .. } => LoadError::TooLarge {
@@ -83,7 +91,7 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
         },
     })?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    load_str(&text, &abs)
+    Ok((text, abs))
 }
 
 /// Validates `text` as if read from `path` (which is used for messages and to resolve a
