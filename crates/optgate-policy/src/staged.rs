@@ -69,15 +69,7 @@ pub fn analyse(
     for v in others.iter().filter(|v| closed.contains_key(&v.name)) {
         let d = &closed[&v.name];
         let last = d.blocks.unwrap_or(blocks);
-        let own = ArmData {
-            runs: base
-                .runs
-                .iter()
-                .filter(|r| r.block.is_some_and(|b| b <= last))
-                .cloned()
-                .collect(),
-            ..base.clone()
-        };
+        let own = base.up_to_block(last);
         let mut at = cfg.clone();
         at.alpha = plan
             .look_at(last)
@@ -264,9 +256,23 @@ mod tests {
             StagedPlan::new(6, 20, cfg.alpha, 2, optgate_stats::Design::Independent).unwrap();
         let first = plan.next_look_after(0).unwrap();
         let blocks = plan.next_look_after(first).unwrap();
-        let base = arm("baseline", blocks, |_| 1.0);
+        // Core-seconds per run (10 for the baseline, 5 for `left`) and a guardrail, one
+        // value per run: `left` is compared on its own blocks' values.
+        let mut base = arm("baseline", blocks, |_| 1.0);
+        base.system_metric = vec![10.0; blocks as usize];
+        base.guardrails = BTreeMap::from([("bw".to_string(), vec![2.0; blocks as usize])]);
         let open = arm("open", blocks, |_| 1.02);
-        let left = arm("left", first, |_| 1.5);
+        let mut left = arm("left", first, |_| 1.5);
+        left.system_metric = vec![5.0; first as usize];
+        left.guardrails = BTreeMap::from([("bw".to_string(), vec![2.0; first as usize])]);
+        let cfg = AnalysisConfig {
+            guardrails: vec![optgate_stats::GuardrailSpec {
+                name: "bw".into(),
+                ..Default::default()
+            }],
+            system_better: optgate_stats::Better::Lower,
+            ..cfg
+        };
         let mut d = decision("left", Some(Stop::Efficacy), Some(first));
         d.reason = "accepted".into();
         let closed = BTreeMap::from([("left".to_string(), d)]);
@@ -284,6 +290,19 @@ mod tests {
             left.reason
         );
         assert_eq!(analysis.variants[0].n_baseline, blocks as usize);
+        // Half the baseline's core-seconds: System Impact +50 %, as for the open variant
+        // measured in every block; the guardrail estimated too (both were "not measured
+        // for every run" when the baseline's values were not cut to the variant's blocks).
+        let saved = left.system_impact_pct.unwrap_or_else(|| panic!("{left:?}"));
+        assert!((saved - 50.0).abs() < 1e-9, "{saved}");
+        let (score, app) = (left.weighted_score.unwrap(), left.app_impact_pct.unwrap());
+        assert!((score - (0.5 * app + 25.0)).abs() < 1e-9, "{score} {app}");
+        assert_eq!(left.guardrails[0].impact_pct, Some(0.0), "{left:?}");
+        assert!(
+            !left.warnings.iter().any(|w| w.contains("not measured")),
+            "{:?}",
+            left.warnings
+        );
         // The decisions stored with the look: every variant in the given order, the one
         // that left with the blocks it ran in, the open one with this look's blocks only if
         // it left now (a sort that ignored the order puts the open variant first).

@@ -115,6 +115,48 @@ pub struct ArmData {
     pub guardrails: BTreeMap<String, Vec<f64>>,
 }
 
+impl ArmData {
+    /// This arm in blocks `1..=last` only: its runs of those blocks with their system
+    /// metric and guardrail values, which are one per run and so are kept in step with the
+    /// runs (a value list that did not cover every run becomes empty: still not compared). A
+    /// variant decided at an early look is analysed against the baseline of its own blocks
+    /// this way, its System Impact and guardrails on the same runs as its speed-up.
+    pub fn up_to_block(&self, last: u32) -> ArmData {
+        let kept: Vec<bool> = self
+            .runs
+            .iter()
+            .map(|r| r.block.is_some_and(|b| b <= last))
+            .collect();
+        let keep = |values: &Vec<f64>| -> Vec<f64> {
+            if values.len() != kept.len() {
+                return Vec::new();
+            }
+            values
+                .iter()
+                .zip(&kept)
+                .filter(|(_, k)| **k)
+                .map(|(v, _)| *v)
+                .collect()
+        };
+        ArmData {
+            runs: self
+                .runs
+                .iter()
+                .zip(&kept)
+                .filter(|(_, k)| **k)
+                .map(|(r, _)| r.clone())
+                .collect(),
+            system_metric: keep(&self.system_metric),
+            guardrails: self
+                .guardrails
+                .iter()
+                .map(|(name, values)| (name.clone(), keep(values)))
+                .collect(),
+            ..self.clone()
+        }
+    }
+}
+
 /// A secondary metric that can only veto: its change is estimated and reported, and a
 /// variant that would be accepted is rejected when the change's whole interval is a
 /// regression beyond `max_regression_pct` (docs/STATISTICS.md, "Guardrails").
