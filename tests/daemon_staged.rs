@@ -3,7 +3,9 @@
 //! undecided variants only, the status says why and after how many blocks each variant
 //! left, and the report analyses the decided variant on its own blocks. And the default
 //! rule (no `compare.sequential`) is that staged rule: in the issue's setting a clear
-//! speed-up is decided at the first look and a null effect stops well before the budget.
+//! speed-up is decided at the first look and a null effect stops well before the budget;
+//! a variant decided at the first look keeps a System Impact (on its own blocks) beside
+//! one that runs on.
 
 mod support;
 
@@ -187,3 +189,80 @@ fn the_default_rule_decides_a_clear_speed_up_at_five_blocks_and_a_null_early() {
 
 /// Null experiments of the test above (the issue measured 6; 12 for a steadier mean).
 const NULL_EXPERIMENTS: u32 = 12;
+
+/// System Impact for every decided variant: through the default rule (no
+/// `compare.sequential`), `fast` (30 % faster) is decided at the first look and leaves the
+/// block plan while `slight` (2 % faster) runs on. Both have a numeric System Impact in
+/// the report, `fast`'s on the core-seconds of its own blocks — the baseline's values were
+/// once left uncut to those blocks, so its system metric read "not measured for every run
+/// of both arms" and its System Impact was blank exactly where the result is clearest.
+#[test]
+fn a_variant_decided_at_the_first_look_has_its_system_impact() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let app = dir.path().join("app.sh");
+    std::fs::write(&app, NOISY_APP).unwrap();
+    let yaml = format!(
+        r#"name: impact-early
+app:
+  command: [bash, '{}', '7']
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+replicates: 6
+max_replicates: 12
+seed: 7
+variants:
+  - name: fast
+    dimension: l2_threading_model
+    env: {{ SPEED: "1.3" }}
+  - name: slight
+    dimension: l2_threading_model
+    env: {{ SPEED: "1.02" }}
+"#,
+        app.display()
+    );
+    let exp = write_experiment(dir.path(), &yaml);
+    let o = cli(&home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let o = cli(&home, &["status", &id, "--watch"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = status(&home, &id);
+    let blocks = s["blocks"].as_u64().unwrap();
+    let decision = |name: &str| {
+        s["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["variant"] == name)
+            .unwrap_or_else(|| panic!("{name} in {s:#}"))
+            .clone()
+    };
+    let fast = decision("fast");
+    assert_eq!(fast["decision"], "accept", "{s:#}");
+    let fast_blocks = fast["blocks"].as_u64().expect("fast left the plan");
+    assert!(blocks > fast_blocks, "slight ran on: {s:#}");
+    let o = cli(&home, &["report", &id, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["system_resource"], "core_seconds", "{r:#}");
+    for (name, runs) in [("fast", fast_blocks), ("slight", blocks)] {
+        let v = r["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap();
+        assert_eq!(v["n_variant"].as_u64(), Some(runs), "{name}: {v:#}");
+        assert!(v["system_impact_pct"].is_f64(), "{name}: {v:#}");
+        let app = v["app_impact_pct"].as_f64().unwrap();
+        let system = v["system_impact_pct"].as_f64().unwrap();
+        let score = v["weighted_score"].as_f64().unwrap();
+        assert!((score - 0.5 * (app + system)).abs() < 1e-9, "{name}: {v:#}");
+        let warnings = v["warnings"].to_string();
+        assert!(!warnings.contains("not measured"), "{name}: {warnings}");
+    }
+    let text = stdout(&cli(&home, &["report", &id]));
+    assert!(!text.contains("not measured"), "{text}");
+}
