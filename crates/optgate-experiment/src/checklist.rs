@@ -103,6 +103,22 @@ pub const DIMENSIONS: [Dimension; 10] = [
     },
 ];
 
+/// The dimensions whose changes are safe only when the output is unchanged (a vectorised
+/// loop, another kernel library, other compiler flags, auto-tuned parameters can each
+/// change the computed result): an accepted variant of one of them without a
+/// `correctness` check is shown `accept [output not checked]`, and `validate` warns.
+pub const OUTPUT_MUST_MATCH: [&str; 4] = [
+    "l1_vectorization",
+    "l1_kernel_library",
+    "l2_compiler_runtime_flags",
+    "l2_autotuning",
+];
+
+/// Whether dimension `id`'s changes are safe only when the output is unchanged.
+pub fn output_must_match(id: &str) -> bool {
+    OUTPUT_MUST_MATCH.contains(&id)
+}
+
 pub fn dimension(id: &str) -> Option<&'static Dimension> {
     DIMENSIONS.iter().find(|d| d.id == id)
 }
@@ -117,6 +133,15 @@ pub fn report_order() -> Vec<&'static Dimension> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_dimensions_are_known_ones() {
+        for id in OUTPUT_MUST_MATCH {
+            assert!(dimension(id).is_some(), "{id}");
+        }
+        assert!(output_must_match("l1_kernel_library"));
+        assert!(!output_must_match("l2_threading_model"));
+    }
 
     #[test]
     fn ids_are_unique_and_order_starts_with_io() {

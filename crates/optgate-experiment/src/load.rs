@@ -988,6 +988,26 @@ impl Checker {
             self.check_variant_dimension(v, &p);
             self.check_variant_governor_and_requires(v, &p);
             self.warn_if_variant_changes_nothing(v, &p);
+            self.warn_if_output_unchecked(f, v, &p);
+        }
+    }
+
+    /// A variant of a dimension whose safety rests on unchanged output, in an experiment
+    /// that declares no `correctness` check: its acceptance would say nothing about the
+    /// result it computes.
+    fn warn_if_output_unchecked(&mut self, f: &ExperimentFile, v: &VariantSpec, p: &str) {
+        let Some(d) = v.dimension.as_deref() else {
+            return;
+        };
+        let declared = f.correctness.as_ref().is_some_and(|c| c.declares_a_check());
+        if checklist::output_must_match(d) && !declared {
+            self.warning(
+                p,
+                format!(
+                    "variant {} is a `{d}` change, safe only when the output is unchanged, and the experiment declares no output check: add `correctness.values` (a printed result compared within `rel_tol`), `correctness.files` (files that must be byte-identical) or `correctness.expect` (the verdict every run prints); without one an acceptance is shown `accept [output not checked]`",
+                    quoted(&v.name)
+                ),
+            );
         }
     }
 

@@ -277,6 +277,13 @@ pub struct CorrectnessSpec {
     pub expect: Option<ExpectSpec>,
 }
 
+impl CorrectnessSpec {
+    /// Whether it declares any check at all (`correctness: {}` declares none).
+    pub fn declares_a_check(&self) -> bool {
+        !self.files.is_empty() || self.values.is_some() || self.expect.is_some()
+    }
+}
+
 /// `correctness.expect`: a word, a list of words (any of them), or a mapping with `words`
 /// or `regex` and, optionally, where to look (`pattern`, `source`, `file`).
 /// Read by its YAML shape (a string, a list, a mapping), so that a problem inside it is

@@ -206,13 +206,23 @@ fn strategy_and_description(report: &Report, v: &VariantAnalysis) -> (String, St
     }
 }
 
-/// The decision, marked with what the arm's utilisation found ("keep [idle cores]").
+/// The decision, marked with what the arm's utilisation found ("keep [idle cores]") and
+/// with an acceptance no output check backs ("accept [output not checked]").
 fn decision_cell(report: &Report, v: &VariantAnalysis) -> String {
-    match report.utilisation_finding(&v.name) {
-        Some(f) => format!("{} [{}]", v.decision, f.label()),
-        None => v.decision.to_string(),
+    let mut marks: Vec<&str> = Vec::new();
+    if let Some(f) = report.utilisation_finding(&v.name) {
+        marks.push(f.label());
     }
+    if v.output_not_checked {
+        marks.push(OUTPUT_NOT_CHECKED_MARK);
+    }
+    let marks: String = marks.iter().map(|m| format!(" [{m}]")).collect();
+    format!("{}{marks}", v.decision)
 }
+
+/// The proposal table's mark of an accepted variant whose dimension is safe only with
+/// unchanged output and whose experiment declares no output check.
+pub const OUTPUT_NOT_CHECKED_MARK: &str = "output not checked";
 
 /// The utilisation lines under the decisions: one per arm with task records.
 pub(crate) fn utilisation_lines(report: &Report) -> Vec<String> {

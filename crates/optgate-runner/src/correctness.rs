@@ -71,7 +71,7 @@ pub struct ArmCorrectness {
 pub fn declared(exp: &Experiment) -> bool {
     exp.correctness
         .as_ref()
-        .is_some_and(|c| !c.files.is_empty() || c.values.is_some() || c.expect.is_some())
+        .is_some_and(|c| c.declares_a_check())
 }
 
 /// The run's correctness evidence; None when the experiment declares no checks.

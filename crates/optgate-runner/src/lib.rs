@@ -9,6 +9,7 @@ pub mod failfast;
 pub mod jobs;
 pub mod layout;
 pub mod node_checks;
+pub mod output_check;
 pub mod preflight;
 pub mod provenance;
 pub mod report;

@@ -117,7 +117,8 @@ fn execution_report(
         .iter()
         .position(|a| a.name == AA_CONTROL)
         .map(|i| others.remove(i));
-    let analysis = analyse(&base, &others, &cfg)?;
+    let mut analysis = analyse(&base, &others, &cfg)?;
+    crate::output_check::annotate(exp, collected, &mut analysis);
     let mut report = Report::new(analysis, &base, &others);
     if let Some(aa) = aa {
         report.noise_floor = Some(noise_floor(&base, &aa, &cfg)?);

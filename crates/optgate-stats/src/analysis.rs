@@ -167,6 +167,41 @@ pub struct VariantAnalysis {
     /// The guardrail metrics' changes (`AnalysisConfig::guardrails`, in that order).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guardrails: Vec<GuardrailResult>,
+    /// What the output check compared for this variant; null when the experiment declares
+    /// no correctness check (or for a samples file). The statistics leave it null: the
+    /// report builder, which knows the experiment and its runs' evidence, fills it in.
+    #[serde(default)]
+    pub output_check: Option<OutputCheck>,
+    /// Accepted, of a dimension whose safety rests on unchanged output, with no output
+    /// check declared: the proposal table shows `accept [output not checked]`. The decision
+    /// itself is not changed by it. Set by the report builder, as `output_check` is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_not_checked: bool,
+}
+
+/// One kind of output check an experiment declares (`correctness.files`, `.values`,
+/// `.expect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputCheckKind {
+    Files,
+    Values,
+    Expect,
+}
+
+/// What a variant's output check compared: the kinds of check, how many of its runs had
+/// their outputs compared with their block's baseline, out of its complete runs, and the
+/// sentence the decision's reason ends with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputCheck {
+    pub checked: Vec<OutputCheckKind>,
+    /// The variant's runs whose outputs were compared with their block's baseline.
+    pub runs: u32,
+    /// The variant's complete runs.
+    pub complete_runs: u32,
+    /// In words, e.g. "output: the values matched by `E = (?P<value>…)` equal within rel
+    /// 1e-06 in 19/19 runs".
+    pub summary: String,
 }
 
 /// How the numbers were computed, written into every analysis so a report documents
@@ -1561,6 +1596,8 @@ fn finish_variant(
         per_epoch: p.per_epoch,
         warnings: p.warnings,
         guardrails: p.guardrails,
+        output_check: None,
+        output_not_checked: false,
     }
 }
 
