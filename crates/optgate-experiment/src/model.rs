@@ -182,6 +182,10 @@ pub struct MetricSpec {
     /// The values' unit, shown in the report (`GB/s`); seconds for epoch times.
     #[serde(default)]
     pub unit: Option<String>,
+    /// The `seconds` group is a running clock (OpenFOAM's `ExecutionTime`, LAMMPS's `CPU`
+    /// column): each epoch's time is its advance since the previous epoch's reading.
+    #[serde(default)]
+    pub cumulative: bool,
 }
 
 impl MetricSpec {
@@ -228,6 +232,8 @@ pub struct NamedMetricSpec {
     pub category: Option<String>,
     #[serde(default)]
     pub epoch_marker: Option<String>,
+    #[serde(default)]
+    pub cumulative: bool,
 }
 
 impl NamedMetricSpec {
@@ -242,6 +248,7 @@ impl NamedMetricSpec {
             category: self.category.clone(),
             epoch_marker: self.epoch_marker.clone(),
             unit: self.unit.clone(),
+            cumulative: self.cumulative,
         }
     }
 }

@@ -1,14 +1,16 @@
 //! Metric extraction: a run's stdout or output file in, per-epoch seconds (or plain values)
 //! out. Pure functions over text; the caller reads the files. A run that yields no epochs,
-//! skips an epoch, repeats one or reports a non-positive time is an error that says which
-//! source and line, never a silent zero.
+//! prints epoch labels out of order or reports a non-positive time is an error that says
+//! which source and line, never a silent zero.
 
 use std::collections::BTreeMap;
 
 use regex::Regex;
 
 mod checked;
+mod epochs;
 pub use checked::{Captured, as_number, extract_captures, line_text, same_value};
+pub use epochs::{EpochClock, EpochMatch, LabelledEpochs, epochs_from_matches, extract_epochs};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MetricError {
@@ -30,7 +32,8 @@ pub enum MetricError {
     NonPositive {
         source_name: String,
         line: usize,
-        epoch: u32,
+        /// The epoch's label as printed.
+        epoch: String,
         seconds: f64,
     },
     #[error(
@@ -39,8 +42,30 @@ pub enum MetricError {
     DuplicateEpoch {
         source_name: String,
         line: usize,
-        epoch: u32,
+        epoch: String,
         first_line: usize,
+    },
+    #[error(
+        "{source_name}:{line}: epoch {epoch} follows epoch {previous} (line {previous_line}); epoch labels must be strictly increasing"
+    )]
+    NotIncreasing {
+        source_name: String,
+        line: usize,
+        epoch: String,
+        previous: String,
+        previous_line: usize,
+    },
+    #[error(
+        "{source_name}:{line}: the running clock reads {seconds} s at epoch {epoch}, not after the {previous} s of epoch {previous_epoch} (line {previous_line}); with `metric.cumulative: true` each epoch's time is the clock's advance, which must be positive"
+    )]
+    ClockNotAdvancing {
+        source_name: String,
+        line: usize,
+        epoch: String,
+        seconds: f64,
+        previous_epoch: String,
+        previous: f64,
+        previous_line: usize,
     },
     #[error("{source_name}: epoch {missing} is missing (epochs seen: {seen})")]
     MissingEpoch {
@@ -48,8 +73,6 @@ pub enum MetricError {
         missing: u32,
         seen: String,
     },
-    #[error("{source_name}:{line}: epoch numbers start at 1 (got 0)")]
-    EpochZero { source_name: String, line: usize },
     #[error(
         "{source_name}:{line}: the value {value} is not positive and finite (a figure of merit is compared as a ratio)"
     )]
@@ -60,7 +83,7 @@ pub enum MetricError {
     },
 }
 
-/// One value per epoch, epochs numbered from 1 without gaps.
+/// One value per epoch, by position: 1 is the first epoch the run printed, without gaps.
 pub type EpochSeconds = BTreeMap<u32, f64>;
 
 /// Line number (1-based) of byte offset `at` in `text`.
@@ -68,74 +91,9 @@ pub(crate) fn line_of(text: &str, at: usize) -> usize {
     text[..at].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
-/// Applies `re` (named groups `epoch` and `seconds`) to `text`; every match is one epoch.
-pub fn extract_epochs(
-    re: &Regex,
-    text: &str,
-    source_name: &str,
-) -> Result<EpochSeconds, MetricError> {
-    let mut out = EpochSeconds::new();
-    let mut lines: BTreeMap<u32, usize> = BTreeMap::new();
-    for caps in re.captures_iter(text) {
-        let whole = caps.get(0).expect("group 0 always exists");
-        let line = line_of(text, whole.start());
-        let group = |name: &str| caps.name(name).map(|m| m.as_str()).unwrap_or("");
-        let epoch_text = group("epoch");
-        let epoch: u32 = epoch_text
-            .trim()
-            .parse()
-            .map_err(|_| MetricError::NotANumber {
-                source_name: source_name.to_string(),
-                line,
-                group: "epoch".into(),
-                text: epoch_text.to_string(),
-            })?;
-        if epoch == 0 {
-            return Err(MetricError::EpochZero {
-                source_name: source_name.to_string(),
-                line,
-            });
-        }
-        let sec_text = group("seconds");
-        let seconds: f64 = sec_text
-            .trim()
-            .parse()
-            .map_err(|_| MetricError::NotANumber {
-                source_name: source_name.to_string(),
-                line,
-                group: "seconds".into(),
-                text: sec_text.to_string(),
-            })?;
-        if !(seconds.is_finite() && seconds > 0.0) {
-            return Err(MetricError::NonPositive {
-                source_name: source_name.to_string(),
-                line,
-                epoch,
-                seconds,
-            });
-        }
-        if let Some(first_line) = lines.insert(epoch, line) {
-            return Err(MetricError::DuplicateEpoch {
-                source_name: source_name.to_string(),
-                line,
-                epoch,
-                first_line,
-            });
-        }
-        out.insert(epoch, seconds);
-    }
-    check_contiguous(&out, source_name)?;
-    if out.is_empty() {
-        return Err(MetricError::NoMatch {
-            source_name: source_name.to_string(),
-            pattern: re.as_str().to_string(),
-        });
-    }
-    Ok(out)
-}
-
 /// Epochs must run 1..=N without gaps: a gap means output was lost or the pattern missed a
 /// line, and silently comparing epoch 4 with epoch 5 would break the matched comparison.
+/// (Traces number their epochs themselves; a pattern's epochs are positions already.)
 pub fn check_contiguous(epochs: &EpochSeconds, source_name: &str) -> Result<(), MetricError> {
     for (i, e) in epochs.keys().enumerate() {
         let want = i as u32 + 1;
@@ -225,51 +183,6 @@ pub fn within_tolerance(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn re() -> Regex {
-        Regex::new(r"epoch (?P<epoch>\d+) time (?P<seconds>[0-9.eE+-]+)").unwrap()
-    }
-
-    #[test]
-    fn extracts_epochs_in_order() {
-        let text = "start\nepoch 1 time 0.5\nnoise\nepoch 2 time 0.25\nepoch 3 time 2.5e-1\n";
-        let e = extract_epochs(&re(), text, "stdout").unwrap();
-        assert_eq!(
-            e.into_iter().collect::<Vec<_>>(),
-            vec![(1, 0.5), (2, 0.25), (3, 0.25)]
-        );
-    }
-
-    #[test]
-    fn reports_problems_precisely() {
-        let err = extract_epochs(&re(), "hello\n", "runs/b001-x/stdout").unwrap_err();
-        assert!(matches!(err, MetricError::NoMatch { .. }));
-        assert!(err.to_string().contains("runs/b001-x/stdout"));
-
-        let err = extract_epochs(&re(), "epoch 1 time 1\nepoch 3 time 1\n", "out").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "out: epoch 2 is missing (epochs seen: 1, 3)"
-        );
-
-        let err = extract_epochs(&re(), "epoch 1 time 1\nepoch 1 time 2\n", "out").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "out:2: epoch 1 reported a second time (first on line 1)"
-        );
-
-        let err = extract_epochs(&re(), "x\nepoch 1 time 0\n", "out").unwrap_err();
-        assert!(
-            matches!(err, MetricError::NonPositive { line: 2, .. }),
-            "{err}"
-        );
-
-        let err = extract_epochs(&re(), "epoch 1 time 1.2.3\n", "out").unwrap_err();
-        assert!(
-            matches!(err, MetricError::NotANumber { line: 1, .. }),
-            "{err}"
-        );
-    }
 
     #[test]
     fn tolerance_rules() {

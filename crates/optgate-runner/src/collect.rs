@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use optgate_experiment::{Experiment, MetricSource, Plan, PlannedRun};
-use optgate_metrics::{EpochSeconds, extract_epochs, extract_value, extract_values};
+use optgate_metrics::{EpochClock, EpochSeconds, extract_epochs, extract_value, extract_values};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 use crate::layout::Layout;
@@ -30,9 +30,13 @@ pub struct RunResult {
     pub block: u32,
     pub replicate: u32,
     pub status: RunStatus,
-    /// The primary metric: seconds (or values) per epoch; a figure of merit's one value
-    /// is epoch 1.
+    /// The primary metric: seconds (or values) per epoch by position (1 = the first
+    /// printed); a figure of merit's one value is epoch 1.
     pub epochs: EpochSeconds,
+    /// The epochs' labels as the run printed them (`100`, `0.005`), by position; empty
+    /// when the metric has none (traces, a figure of merit).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub epoch_labels: Vec<String>,
     /// Each guardrail's value in this run, by name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub guardrails: BTreeMap<String, f64>,
@@ -102,7 +106,11 @@ pub fn collect(
             None => collect_run(exp, r, &layout.run_dir(&r.id)),
         })
         .collect();
-    check_epoch_counts(&mut runs);
+    let metric_file =
+        crate::source::source_file(exp.metric.source, exp.metric.file.as_deref()).to_string();
+    crate::epoch_labels::check_epoch_labels(&mut runs, |id| {
+        layout.run_dir(id).join(&metric_file).display().to_string()
+    });
     let correctness = crate::correctness::declared(exp)
         .then(|| crate::correctness::compare_with_baseline(exp, &run_evidence(&runs)));
     Collected { runs, correctness }
@@ -158,6 +166,7 @@ impl RunResult {
             replicate: r.replicate,
             status,
             epochs: EpochSeconds::new(),
+            epoch_labels: Vec::new(),
             guardrails: BTreeMap::new(),
             system_value: None,
             resources: None,
@@ -262,6 +271,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     match run_metric(exp, run_dir) {
         Ok(m) => {
             result.epochs = m.epochs;
+            result.epoch_labels = m.labels;
             result.trace_categories = m.trace_categories;
         }
         Err(e) => {
@@ -340,6 +350,8 @@ fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetr
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunMetric {
     pub epochs: EpochSeconds,
+    /// The epochs' labels as printed, by position (empty for traces and figures of merit).
+    pub labels: Vec<String>,
     /// For DFTracer metrics: the whole run's traced seconds per category.
     pub trace_categories: Option<BTreeMap<String, f64>>,
 }
@@ -351,14 +363,22 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetr
         MetricSource::Stdout | MetricSource::File => {
             let re = exp.patterns.metric.as_ref().expect("validated");
             let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
-            let epochs = if exp.per_run {
+            let (epochs, labels) = if exp.per_run {
                 // A figure of merit: its one value, held as epoch 1.
-                EpochSeconds::from([(1, extract_value(re, &text, &name)?)])
+                let value = extract_value(re, &text, &name)?;
+                (EpochSeconds::from([(1, value)]), Vec::new())
             } else {
-                extract_epochs(re, &text, &name)?
+                let clock = if m.cumulative {
+                    EpochClock::Running
+                } else {
+                    EpochClock::PerEpoch
+                };
+                let e = extract_epochs(re, &text, &name, clock)?;
+                (e.seconds, e.labels)
             };
             Ok(RunMetric {
                 epochs,
+                labels,
                 trace_categories: None,
             })
         }
@@ -385,6 +405,7 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetr
                 .collect();
             Ok(RunMetric {
                 epochs,
+                labels: Vec::new(),
                 trace_categories: Some(categories),
             })
         }
@@ -406,28 +427,6 @@ pub fn trace_summary(
         tracing::warn!("{}:{}: {}", d.file.display(), d.line, d.message);
     }
     Ok(summary)
-}
-
-/// Every complete run must have the same epochs as the others: a run that stopped early
-/// cannot be matched epoch for epoch.
-fn check_epoch_counts(runs: &mut [RunResult]) {
-    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
-    for r in runs.iter().filter(|r| r.status == RunStatus::Complete) {
-        *counts.entry(r.epochs.len()).or_default() += 1;
-    }
-    let Some((&expected, _)) = counts.iter().max_by_key(|(n, c)| (**c, **n)) else {
-        return;
-    };
-    for r in runs.iter_mut().filter(|r| r.status == RunStatus::Complete) {
-        if r.epochs.len() != expected {
-            r.status = RunStatus::Failed {
-                reason: format!(
-                    "yielded {} epochs where the other runs yielded {expected}",
-                    r.epochs.len()
-                ),
-            };
-        }
-    }
 }
 
 pub use crate::node_checks::LOAD_FLAG_RATIO;

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod collect;
 pub mod correctness;
+pub mod epoch_labels;
 pub mod failfast;
 pub mod jobs;
 pub mod layout;

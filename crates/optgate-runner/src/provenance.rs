@@ -222,6 +222,7 @@ mod tests {
                 reason: "exit 1".into(),
             },
             epochs: Default::default(),
+            epoch_labels: Vec::new(),
             guardrails: Default::default(),
             system_value: None,
             resources: None,

@@ -150,6 +150,39 @@ impl Checker {
                 ),
             );
         }
+        let shape = self.check_metric_source(m, at);
+        if m.cumulative {
+            self.check_cumulative(m, at, shape);
+        }
+        shape
+    }
+
+    /// `cumulative: true` reads `seconds` as a running clock: it needs per-epoch lines of
+    /// a pattern (not a figure of merit, not traces) and a time (`better: lower`; a rate
+    /// per epoch is read as printed).
+    fn check_cumulative(&mut self, m: &MetricSpec, at: &str, shape: Option<Shape>) {
+        let why = if m.source == MetricSource::Dftracer {
+            Some(
+                "`cumulative` applies to a pattern's `seconds` group; traces give each epoch's time",
+            )
+        } else if shape == Some(Shape::PerRun) {
+            Some(
+                "`cumulative` applies to per-epoch metrics (groups `epoch` and `seconds`); this pattern is one value per run",
+            )
+        } else if m.better == crate::model::Better::Higher {
+            Some(
+                "`cumulative: true` reads `seconds` as a running clock, a time: it needs `better: lower` (a rate per epoch, `better: higher`, is read as printed)",
+            )
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.error(&format!("{at}.cumulative"), why);
+        }
+    }
+
+    /// The keys of the metric's source and its pattern's shape.
+    fn check_metric_source(&mut self, m: &MetricSpec, at: &str) -> Option<Shape> {
         match m.source {
             MetricSource::Stdout | MetricSource::File => {
                 let shape = match &m.pattern {
