@@ -294,7 +294,7 @@ fn statistics(out: &mut String, report: &Report) {
         list(out, &warnings);
     }
     heading(out, 2, "Matched per-epoch table");
-    let (header, rows) = epoch_table(&report.arms);
+    let (header, rows) = epoch_table(report);
     table(
         out,
         "Epoch N of every arm side by side: median [first–third quartile]",

@@ -146,6 +146,12 @@ pub struct Report {
     pub provenance: Option<serde_json::Value>,
     /// Baseline first, then the variants in analysis order.
     pub arms: Vec<ArmSummary>,
+    /// The epochs' labels as the runs printed them (a step counter `100, 200`, a simulated
+    /// time `0.005`), by position: `epoch_labels[0]` is epoch 1's. Absent when the labels
+    /// are the positions themselves (`1, 2, …`), for traces, figures of merit and a
+    /// samples file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub epoch_labels: Vec<String>,
     /// The A/A control's measured "speed-up": the noise floor, shown next to
     /// `min_effect_pct` (experiments with `aa_control: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,6 +316,7 @@ impl Report {
             checklist: None,
             provenance: None,
             arms,
+            epoch_labels: Vec::new(),
             noise_floor: None,
             breakdown: None,
             interference: Vec::new(),

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use optgate_stats::{Analysis, VariantAnalysis, fmt_p, fmt_signed_pct};
 
 use crate::checklist::{APPLICATION_ORDER, Verdict};
-use crate::{ArmSummary, Report, SystemResource};
+use crate::{Report, SystemResource};
 
 /// The report as pretty JSON (the `Analysis` fields at top level, then metadata).
 pub fn render_json(report: &Report) -> String {
@@ -293,9 +293,15 @@ pub(crate) fn stats_rows(a: &Analysis) -> Vec<[String; 10]> {
 }
 
 /// Header and rows of the matched per-epoch table: epoch N of every arm side by side,
-/// each cell "median [Q1–Q3]".
-pub(crate) fn epoch_table(arms: &[ArmSummary]) -> (Vec<String>, Vec<Vec<String>>) {
+/// each cell "median [Q1–Q3]"; beside the position, the label the runs printed when it
+/// is not the position itself ([`Report::epoch_labels`]).
+pub(crate) fn epoch_table(report: &Report) -> (Vec<String>, Vec<Vec<String>>) {
+    let arms = &report.arms;
+    let labels = &report.epoch_labels;
     let mut header = vec!["Epoch".to_string()];
+    if !labels.is_empty() {
+        header.push("Printed as".to_string());
+    }
     header.extend(arms.iter().map(|a| format!("{} median [IQR]", a.name)));
     let epochs: std::collections::BTreeSet<u32> = arms
         .iter()
@@ -305,6 +311,10 @@ pub(crate) fn epoch_table(arms: &[ArmSummary]) -> (Vec<String>, Vec<Vec<String>>
         .into_iter()
         .map(|e| {
             let mut row = vec![e.to_string()];
+            if !labels.is_empty() {
+                let label = e.checked_sub(1).and_then(|i| labels.get(i as usize));
+                row.push(label.map_or("—".into(), |l| l.clone()));
+            }
             for arm in arms {
                 row.push(match arm.epochs.iter().find(|s| s.epoch == e) {
                     Some(s) => format!("{:.4} [{:.4}–{:.4}]", s.median, s.q1, s.q3),
@@ -672,7 +682,7 @@ fn table_statistics(out: &mut String, report: &Report, width: usize) {
         "Matched per-epoch table (epoch N of every arm side by side)",
         width,
     );
-    let (header, rows) = epoch_table(&report.arms);
+    let (header, rows) = epoch_table(report);
     out.push_str(&text_table(&header, &rows, width));
 }
 
@@ -1063,7 +1073,7 @@ fn md_statistics(out: &mut String, report: &Report) {
         return;
     }
     let _ = writeln!(out, "\n## Matched per-epoch table\n");
-    let (header, rows) = epoch_table(&report.arms);
+    let (header, rows) = epoch_table(report);
     out.push_str(&md_table(&header, &rows));
 }
 

@@ -375,3 +375,51 @@ fn operating_characteristics_are_stated_and_round_trip() {
     let back: Report = serde_json::from_str(&render_json(&r)).unwrap();
     assert_eq!(back.operating_characteristics, Some(oc));
 }
+
+/// Epochs printed as step counters (LAMMPS's `100, 200, …`): the per-epoch table of the
+/// text, Markdown and HTML reports shows each position's label beside it, the JSON holds
+/// them as `epoch_labels` and reads back; without labels the table keeps its one epoch
+/// column and the JSON has no `epoch_labels`. Planted bugs caught: the labels dropped by
+/// a renderer, shifted by one position, or written into a report that has none.
+#[test]
+fn epochs_show_the_labels_the_runs_printed() {
+    let plain = report();
+    assert!(!render_table(&plain).contains("Printed as"));
+    assert!(!render_json(&plain).contains("epoch_labels"));
+    let mut r = report();
+    r.epoch_labels = (1..=5).map(|s| (100 * s).to_string()).collect();
+    // The rows after the per-epoch table's header (the proposal table numbers its rows too).
+    let row = |text: &str, position: u32| -> String {
+        let table = &text[text.find("Printed as").expect("the label column")..];
+        table
+            .lines()
+            .find(|l| {
+                let cells: Vec<&str> = l.split(['|', ' ']).filter(|c| !c.is_empty()).collect();
+                cells.first() == Some(&position.to_string().as_str())
+            })
+            .unwrap_or_else(|| panic!("no row of epoch {position} in\n{text}"))
+            .to_string()
+    };
+    for text in [render_table(&r), render_markdown(&r)] {
+        assert!(text.contains("Printed as"), "{text}");
+        for p in 1..=5u32 {
+            let cells: Vec<String> = row(&text, p)
+                .split(['|', ' '])
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect();
+            assert_eq!(cells[1], (100 * p).to_string(), "{text}");
+        }
+    }
+    let html = optgate_report::render_html(&r).unwrap();
+    assert!(html.contains(">Printed as</th>"), "{html}");
+    assert!(
+        html.contains("<tr><td>3</td><th scope=\"row\">300</th>"),
+        "{html}"
+    );
+    let json = render_json(&r);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["epoch_labels"][2], "300");
+    let back: Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.epoch_labels, r.epoch_labels);
+}

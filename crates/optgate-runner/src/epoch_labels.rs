@@ -30,6 +30,17 @@ pub fn expected_labels(runs: &[RunResult]) -> Option<Vec<String>> {
         .map(|(labels, _)| labels)
 }
 
+/// The labels the report shows beside the positions: those the complete runs printed,
+/// or none when they are the positions themselves (`1, 2, …`) or no run completed.
+pub fn report_labels(runs: &[RunResult]) -> Vec<String> {
+    let labels = expected_labels(runs).unwrap_or_default();
+    let positions = (1..).map(|p: usize| p.to_string());
+    if labels.iter().zip(positions).all(|(l, p)| *l == p) {
+        return Vec::new();
+    }
+    labels
+}
+
 /// How `got` differs from `want` at its first difference, in words; None when equal.
 pub fn first_difference(got: &[String], want: &[String]) -> Option<String> {
     let same = got.iter().zip(want).take_while(|(g, w)| g == w).count();

@@ -125,6 +125,7 @@ fn execution_report(
     }
     report.breakdown = breakdown(exp, collected);
     report.interference = crate::collect::interference(collected);
+    report.epoch_labels = crate::epoch_labels::report_labels(&collected.runs);
     report.system_resource = crate::analysis::system_resource(exp, collected);
     report.isolation = Some(isolation(exp));
     report.utilisation = utilisation(exp, collected);
