@@ -1854,3 +1854,33 @@ fn recheck_problems_are_located_and_reported_together() {
         assert_eq!(e[0].line, Some(5), "{e:#?}");
     }
 }
+
+/// `metric.cumulative` is a running clock of a per-epoch pattern: accepted there (and
+/// carried into the experiment), refused with `better: higher` (a rate is read as
+/// printed), beside a figure of merit and for traces, each at the key with its line and
+/// column. Planted bugs caught: the key dropped by the model, the check skipped, the
+/// error placed at `metric` instead of its key.
+#[test]
+fn cumulative_is_a_running_clock_of_a_per_epoch_pattern() {
+    let with = |body: &str| {
+        format!(
+            "name: t\napp:\n  command: [./app]\nmetric:\n  {body}\n  cumulative: true\n\
+             variants:\n  - {{ {V} }}\n"
+        )
+    };
+    let clock = with("pattern: 'Time = (?P<epoch>\\S+) at (?P<seconds>\\S+) s'");
+    assert!(ok(&clock).experiment.metric.cumulative);
+    let rate = with("pattern: 'step (?P<epoch>\\d+) (?P<seconds>\\S+)'\n  better: higher");
+    let d = one_error(&rate, "metric.cumulative", "needs `better: lower`");
+    assert_eq!((d.line, d.column), (Some(7), Some(15)), "{d:?}");
+    one_error(
+        &with("pattern: 'rate (?P<value>\\S+)'"),
+        "metric.cumulative",
+        "applies to per-epoch metrics",
+    );
+    one_error(
+        &with("source: dftracer\n  dir: traces"),
+        "metric.cumulative",
+        "traces give each epoch's time",
+    );
+}
