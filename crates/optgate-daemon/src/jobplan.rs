@@ -332,6 +332,7 @@ mod tests {
             step_governors: Default::default(),
             nodes: Vec::new(),
             resources: None,
+            core_use: None,
             tasks: Vec::new(),
             isolation: None,
         }

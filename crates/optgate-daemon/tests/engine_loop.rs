@@ -121,6 +121,7 @@ fn run_the_job(spec: &JobSpec, id: &str) {
             nodes: Vec::new(),
             tasks: Vec::new(),
             resources: None,
+            core_use: None,
             isolation: None,
         }
         .write(&run.run_dir)

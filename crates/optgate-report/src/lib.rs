@@ -19,6 +19,7 @@ pub mod figures;
 pub mod history_html;
 pub mod html;
 pub mod junit;
+pub mod load;
 pub mod markup;
 pub mod page;
 pub mod plots;
@@ -38,6 +39,7 @@ pub use history_html::{
 };
 pub use html::{render_html, render_html_with, render_html_with_history};
 pub use junit::{render_junit, render_junit_suites};
+pub use load::LoadSummary;
 pub use plots::{Plot, PlotError, draw_plots, write_plots};
 pub use provenance::{
     DecisionProvenance, JobProvenance, LookProvenance, SamplesProvenance, SequentialProvenance,
@@ -47,7 +49,7 @@ pub use samples_csv::{
     FileProblem, HeaderProblem, LimitProblem, Problem, RowProblem, RunsProblem, Samples,
     SamplesError, parse_samples, read_samples_file,
 };
-pub use utilisation::{ArmUtilisation, TaskUse, UtilisationFinding};
+pub use utilisation::{ArmUtilisation, TaskUse, UseOf, UtilisationFinding};
 
 /// What the experiment declared about itself (the daemon fills this in; a samples file
 /// has none).
@@ -164,6 +166,10 @@ pub struct Report {
     /// when none was found, so that a report's keys never depend on the node's load.
     #[serde(default)]
     pub interference: Vec<InterferenceFlag>,
+    /// The runs measured at a load above their node's CPUs, summarised once (null: none
+    /// was). The per-run list stays in `interference`.
+    #[serde(default)]
+    pub load: Option<LoadSummary>,
     /// What System Impact compares (null: not measured for every run).
     #[serde(default)]
     pub system_resource: Option<SystemResource>,
@@ -172,8 +178,9 @@ pub struct Report {
     #[serde(default)]
     pub isolation: Option<Isolation>,
     /// Per arm, cores allotted and used per task and threads seen (from the tasks'
-    /// records of `optgate step`). Absent when no arm has task records (local runs, a
-    /// samples file); an arm without them has no entry.
+    /// records of `optgate step`, or the `core_use` the run wrapper records for a local
+    /// run). Absent when no arm has either (a samples file, older manifests); an arm
+    /// without them has no entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utilisation: Option<Vec<ArmUtilisation>>,
     /// The staged design's power and expected blocks at the observed noise, from the
@@ -320,6 +327,7 @@ impl Report {
             noise_floor: None,
             breakdown: None,
             interference: Vec::new(),
+            load: None,
             system_resource: None,
             isolation: None,
             utilisation: None,

@@ -50,6 +50,10 @@ pub struct RunResult {
     pub tasks: Vec<optgate_wrapper::tasks::TaskRecord>,
     /// The step's nodes as their first tasks recorded them (the manifest's `nodes`).
     pub nodes: Vec<optgate_wrapper::nodes::NodeRecord>,
+    /// A run without a launcher: the cores it was given and used (the manifest's
+    /// `core_use`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core_use: Option<optgate_wrapper::manifest::CoreUse>,
     pub host: Option<String>,
     pub elapsed_s: Option<f64>,
     /// When the run started and ended (RFC 3339, from its manifest).
@@ -172,6 +176,7 @@ impl RunResult {
             resources: None,
             tasks: Vec::new(),
             nodes: Vec::new(),
+            core_use: None,
             host: None,
             elapsed_s: None,
             interval: None,
@@ -263,6 +268,7 @@ pub fn collect_run(exp: &Experiment, r: &PlannedRun, run_dir: &Path) -> RunResul
     result.resources = manifest.resources;
     result.tasks = manifest.tasks.clone();
     result.nodes = manifest.nodes.clone();
+    result.core_use = manifest.core_use.clone();
     if let Some(reason) = manifest_failure(&manifest, run_dir) {
         result.status = RunStatus::Failed { reason };
         result.stderr_tail = stderr_tail(run_dir);

@@ -9,6 +9,7 @@ pub mod epoch_labels;
 pub mod failfast;
 pub mod jobs;
 pub mod layout;
+pub mod loaded;
 pub mod node_checks;
 pub mod output_check;
 pub mod preflight;

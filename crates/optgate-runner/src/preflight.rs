@@ -465,6 +465,7 @@ mod tests {
             tasks: Vec::new(),
             nodes: Vec::new(),
             resources: None,
+            core_use: None,
             isolation: None,
         }
     }

@@ -227,6 +227,7 @@ mod tests {
             system_value: None,
             resources: None,
             tasks: Vec::new(),
+            core_use: None,
             nodes: Vec::new(),
             host: Some("n1".into()),
             elapsed_s: Some(1.5),

@@ -126,6 +126,7 @@ fn execution_report(
     report.breakdown = breakdown(exp, collected);
     report.interference = crate::collect::interference(collected);
     report.epoch_labels = crate::epoch_labels::report_labels(&collected.runs);
+    report.load = crate::loaded::load_summary(collected);
     report.system_resource = crate::analysis::system_resource(exp, collected);
     report.isolation = Some(isolation(exp));
     report.utilisation = utilisation(exp, collected);
@@ -187,8 +188,9 @@ fn noise_floor(
     })
 }
 
-/// Per arm, the utilisation of the tasks of its complete runs; None when no arm has task
-/// records (local runs), and no entry for an arm without them.
+/// Per arm, the utilisation of the tasks of its complete runs (a local run, without
+/// tasks, counts as one task through its `core_use`); None when no arm has either, and no
+/// entry for an arm without them.
 fn utilisation(
     exp: &Experiment,
     collected: &Collected,
@@ -197,20 +199,49 @@ fn utilisation(
         .arms
         .iter()
         .filter_map(|arm| {
-            let tasks: Vec<optgate_report::TaskUse> = collected
-                .complete_runs(&arm.name)
-                .flat_map(|r| &r.tasks)
-                .map(|t| optgate_report::TaskUse {
-                    cpus_allowed: t.cpus_allowed,
-                    cpu_s: t.cpu_s,
-                    wall_s: t.wall_s,
-                    threads_max: t.threads_max,
-                })
-                .collect();
-            optgate_report::utilisation::arm_utilisation(&arm.name, &tasks)
+            let runs: Vec<&crate::RunResult> = collected.complete_runs(&arm.name).collect();
+            let tasks: Vec<optgate_report::TaskUse> =
+                runs.iter().flat_map(|r| run_core_uses(r)).collect();
+            let of = if runs.iter().any(|r| !r.tasks.is_empty()) {
+                optgate_report::UseOf::Tasks
+            } else {
+                optgate_report::UseOf::Runs
+            };
+            optgate_report::utilisation::arm_utilisation(&arm.name, of, &tasks)
         })
         .collect();
     (!entries.is_empty()).then_some(entries)
+}
+
+/// What run `r` says of its use of cores: one entry per launched task, or the run's own
+/// `core_use` when it ran without a launcher.
+fn run_core_uses(r: &crate::RunResult) -> Vec<optgate_report::TaskUse> {
+    let loaded = crate::loaded::run_load(r).is_some();
+    if !r.tasks.is_empty() {
+        return r
+            .tasks
+            .iter()
+            .map(|t| optgate_report::TaskUse {
+                cpus_allowed: t.cpus_allowed,
+                cpu_s: t.cpu_s,
+                wall_s: t.wall_s,
+                threads_max: t.threads_max,
+                runnable_threads: None,
+                loaded,
+            })
+            .collect();
+    }
+    r.core_use
+        .iter()
+        .map(|u| optgate_report::TaskUse {
+            cpus_allowed: u.cpus_allowed,
+            cpu_s: u.cpu_s,
+            wall_s: u.wall_s,
+            threads_max: u.threads_max,
+            runnable_threads: u.runnable_threads,
+            loaded,
+        })
+        .collect()
 }
 
 /// How each arm's runs were isolated (caches, page cache) and how many inputs were declared.
@@ -460,6 +491,69 @@ mod tests {
         assert_eq!(
             u[0].finding,
             Some(optgate_report::UtilisationFinding::IdleCores)
+        );
+    }
+
+    /// Local runs count through their `core_use`: the baseline's one runnable thread of 2
+    /// cores is idle, the variant's two — under a load that left them 0.8 cores — are not,
+    /// and the load reaches the entry from the runs' conditions. Planted bugs caught:
+    /// `core_use` not read (no entry), the load not carried (`under_load` false), the
+    /// entry said to be of tasks.
+    #[test]
+    fn local_runs_are_judged_on_their_core_use() {
+        let yaml = "name: t\napp: { command: [app] }\nmetric: { pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }\n\
+                    variants:\n  - name: v\n    env: { X: '1' }\n";
+        let exp = optgate_experiment::load_str(yaml, std::path::Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment;
+        let plan = Plan::for_experiment(&exp);
+        let mut collected = Collected {
+            runs: plan
+                .runs()
+                .iter()
+                .map(|r| crate::RunResult::empty(r, crate::RunStatus::Complete))
+                .collect(),
+            correctness: None,
+        };
+        let loaded = optgate_wrapper::manifest::NodeConditions {
+            online_cpus: Some(2),
+            load_avg_start: Some(3.5),
+            load_avg_end: Some(2.5),
+            steal_pct: None,
+        };
+        for r in &mut collected.runs {
+            let (cpu_s, runnable) = if r.arm == "baseline" {
+                (1.0, 1.0)
+            } else {
+                (0.8, 2.0)
+            };
+            r.conditions = Some(loaded);
+            r.core_use = Some(optgate_wrapper::manifest::CoreUse {
+                cpus_allowed: 2,
+                cpus_allowed_list: "0-1".into(),
+                threads_max: Some(1),
+                runnable_threads: Some(runnable),
+                cpu_s,
+                wall_s: 1.0,
+            });
+        }
+        let u = utilisation(&exp, &collected).unwrap();
+        let got: Vec<_> = u
+            .iter()
+            .map(|a| (a.arm.as_str(), a.of, a.under_load, a.finding))
+            .collect();
+        use optgate_report::{UseOf, UtilisationFinding};
+        assert_eq!(
+            got,
+            [
+                (
+                    "baseline",
+                    UseOf::Runs,
+                    true,
+                    Some(UtilisationFinding::IdleCores)
+                ),
+                ("v", UseOf::Runs, true, None),
+            ]
         );
     }
 

@@ -107,6 +107,11 @@ pub struct RunManifest {
     /// the node lets it be read. None in manifests written before optgate recorded it.
     #[serde(default)]
     pub resources: Option<Resources>,
+    /// A run without a launcher: the cores it was given and used, and its threads, as the
+    /// wrapper measured them (a launched run's tasks carry the same in `tasks`). None under
+    /// a launcher and in older manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_use: Option<CoreUse>,
     /// Compile caches and page cache as they were set up before the run.
     #[serde(default)]
     pub isolation: Option<IsolationRecord>,
@@ -172,7 +177,7 @@ pub struct PageCacheRecord {
 }
 
 pub use crate::files::write_atomic;
-pub use crate::resources::{EnergySource, Resources};
+pub use crate::resources::{CoreUse, EnergySource, Resources};
 
 /// How busy a node was while a run ran: the 1-minute load average before and after it,
 /// and the share of CPU time the hypervisor took (steal) over the run. A load above the
@@ -384,6 +389,7 @@ pub(crate) fn test_manifest(outcome: Outcome) -> RunManifest {
         nodes: Vec::new(),
         tasks: Vec::new(),
         resources: None,
+        core_use: None,
         isolation: None,
     }
 }

@@ -70,6 +70,9 @@ pub struct Finished {
     pub end: ProcessEnd,
     /// None only when the wait itself failed after the child ended.
     pub usage: Option<ChildUsage>,
+    /// What the samples of the command's tree's threads found (None: not sampled, such as
+    /// a run stopped before it started).
+    pub threads: Option<crate::step::SampledThreads>,
 }
 
 /// Kills the group if the future that started it is dropped before the child was reaped
@@ -157,6 +160,23 @@ pub async fn run_command(
     let pid = child.id() as i32;
     // The std handle is not used again: the blocking thread below reaps the child.
     drop(child);
+    let sampler = crate::step::ThreadSampler::start(pid);
+    let (end, usage) = reap_or_stop(pid, script, time_limit, cancel).await?;
+    Ok(Finished {
+        end,
+        usage,
+        threads: Some(sampler.stop()),
+    })
+}
+
+/// Waits for the started child `pid` (group leader of its own group) to end, or stops its
+/// group at the time limit or on cancellation; how it ended and what the tree used.
+async fn reap_or_stop(
+    pid: i32,
+    script: &Path,
+    time_limit: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<(ProcessEnd, Option<ChildUsage>), ProcessError> {
     let mut guard = GroupGuard {
         pgid: Pid::from_raw(pid),
         reaped: false,
@@ -184,19 +204,16 @@ pub async fn run_command(
             if end != ProcessEnd::Exited(0)
                 && tokio::time::timeout(CANCEL_RACE, cancel.cancelled()).await.is_ok()
             {
-                return Ok(Finished { end: ProcessEnd::Cancelled, usage: Some(usage) });
+                return Ok((ProcessEnd::Cancelled, Some(usage)));
             }
-            return Ok(Finished { end, usage: Some(usage) });
+            return Ok((end, Some(usage)));
         }
         _ = limit => ProcessEnd::TimedOut,
         _ = cancel.cancelled() => ProcessEnd::Cancelled,
     };
     let usage = stop_group(guard.pgid, &mut waiter).await;
     guard.reaped = true;
-    Ok(Finished {
-        end: stopped,
-        usage: joined(Ok(usage)).ok().map(|(_, u)| u),
-    })
+    Ok((stopped, joined(Ok(usage)).ok().map(|(_, u)| u)))
 }
 
 /// Stops a run's process group: SIGTERM, then SIGKILL once [`GRACE`] has passed if any

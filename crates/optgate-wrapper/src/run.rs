@@ -14,7 +14,7 @@ use crate::claim::{self, Claim, ClaimError};
 use crate::isolation::{apply_page_cache, warm_up_once};
 use crate::manifest::{CacheMode, PageCacheMode};
 use crate::manifest::{
-    EnergySource, IsolationRecord, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome,
+    CoreUse, EnergySource, IsolationRecord, MANIFEST_FILE, MANIFEST_SCHEMA, ManifestError, Outcome,
     PageCacheRecord, Resources, RunManifest, write_atomic,
 };
 use crate::process::{Finished, ProcessEnd, ProcessError, run_command};
@@ -331,6 +331,7 @@ async fn timed_run(
         Finished {
             end: ProcessEnd::Cancelled,
             usage: None,
+            threads: None,
         }
     } else {
         run_command(
@@ -380,6 +381,14 @@ impl TimedRun {
             energy_j,
             energy_source: energy_j.map(|_| EnergySource::Rapl),
         });
+        let core_use = self.finished.usage.filter(|_| measured).map(|u| {
+            CoreUse::of(
+                &crate::step::allowed_cpus(),
+                &u,
+                self.finished.threads,
+                self.elapsed_s,
+            )
+        });
         let (outcome, exit_code, signal) = match self.finished.end {
             ProcessEnd::Exited(0) => (Outcome::Completed, Some(0), None),
             ProcessEnd::Exited(c) => (Outcome::Failed, Some(c), None),
@@ -413,6 +422,7 @@ impl TimedRun {
             step_governors: BTreeMap::new(),
             nodes: Vec::new(),
             tasks: Vec::new(),
+            core_use,
             resources,
             isolation: None,
         }
@@ -668,6 +678,44 @@ mod tests {
         assert!(!text.contains("step_governors"), "{text}");
         // Without a launcher the run is this process's child: its resources are measured.
         assert!(m.resources.is_some_and(|r| r.cpu_s() >= 0.0));
+    }
+
+    /// A local run's `core_use`: the wrapper's mask, the tree's CPU over the run's wall
+    /// time, its threads sampled as `optgate step` samples a task's — one busy loop asks
+    /// for one core, two side by side for two, whatever the machine's load lets them have.
+    /// Planted bugs caught: no record for a local run, the runnable threads of the tree
+    /// not counted across its processes (two loops read as one), the run's bash counted
+    /// as runnable while it waits.
+    #[tokio::test]
+    async fn a_local_run_records_the_cores_it_was_given_and_asked_for() {
+        let busy = "end=$((SECONDS+2)); while [ $SECONDS -lt $end ]; do :; done";
+        let mut asked = Vec::new();
+        for loops in [1, 2] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = run_dir(tmp.path());
+            let script: String = (0..loops).map(|_| format!("( {busy} ) &\n")).collect();
+            std::fs::write(dir.join(RUN_SCRIPT), format!("{script}wait\n")).unwrap();
+            let m = recorded(
+                execute_prepared(&dir, &[], &[], &first(), &CancellationToken::new()).await,
+            );
+            let u = m.core_use.expect("a local run records its use of cores");
+            let cpus = crate::step::allowed_cpus();
+            assert_eq!(u.cpus_allowed as usize, cpus.len());
+            assert_eq!(u.cpus_allowed_list, crate::tasks::format_cpu_list(&cpus));
+            assert_eq!(u.threads_max, Some(1), "{u:?}");
+            assert_eq!(u.wall_s, m.elapsed_s);
+            assert!(
+                u.cpu_s > 0.0 && u.cpu_s <= u.wall_s * f64::from(loops) + 0.5,
+                "{u:?}"
+            );
+            asked.push(u.runnable_threads.expect("sampled"));
+            let back = RunManifest::read(&dir).unwrap().unwrap().core_use.unwrap();
+            assert_eq!(
+                (back.cpus_allowed, back.runnable_threads),
+                (u.cpus_allowed, u.runnable_threads)
+            );
+        }
+        assert_eq!(asked, [1.0, 2.0]);
     }
 
     /// Waits (bounded) until `path` exists.

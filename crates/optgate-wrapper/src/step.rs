@@ -119,7 +119,7 @@ pub fn run_step(run_dir: &Path, attempt: u32, argv: &[String]) -> Result<StepOut
     let sampler = ThreadSampler::start(pid);
     let (status, usage) = crate::process::wait4_blocking(pid).map_err(StepError::Wait)?;
     let wall_s = started.elapsed().as_secs_f64();
-    let threads_max = sampler.stop();
+    let threads_max = sampler.stop().threads_max;
     let measured = Measured {
         cpus,
         threads_max,
@@ -232,45 +232,94 @@ fn spawn_forwarder(signals: SigSet, pid: Pid, target: ForwardTo, last: Arc<Atomi
     });
 }
 
-/// Counts the threads of the app's tree every [`THREAD_SAMPLE_INTERVAL`].
-struct ThreadSampler {
+/// Counts the threads of the app's tree every [`THREAD_SAMPLE_INTERVAL`]: `optgate step`
+/// for a task, and the run wrapper for a run without a launcher (the same sampler, so a
+/// local run's figures mean what a task's do).
+pub(crate) struct ThreadSampler {
     stop: Arc<AtomicBool>,
     most: Arc<AtomicU32>,
+    runnable: Arc<std::sync::Mutex<Vec<u32>>>,
     thread: std::thread::JoinHandle<()>,
 }
 
+/// What the samples of a tree's threads found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampledThreads {
+    /// The most threads one process of the tree had at any sample (None: no sample saw it).
+    pub threads_max: Option<u32>,
+    /// The median over the samples of the tree's runnable threads (state `R`, running or
+    /// waiting for a CPU: the cores the tree asked for, whatever it got); None: no sample.
+    pub runnable_median: Option<f64>,
+}
+
 impl ThreadSampler {
-    fn start(root: i32) -> ThreadSampler {
+    pub(crate) fn start(root: i32) -> ThreadSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let most = Arc::new(AtomicU32::new(0));
-        let (s, m) = (stop.clone(), most.clone());
+        let runnable = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, m, r) = (stop.clone(), most.clone(), runnable.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::SeqCst) {
-                if let Some(n) = most_threads_in_tree(root) {
-                    m.fetch_max(n, Ordering::SeqCst);
+                if let Some(sample) = sample_tree(root) {
+                    m.fetch_max(sample.most_threads, Ordering::SeqCst);
+                    if let Ok(mut v) = r.lock() {
+                        v.push(sample.runnable);
+                    }
                 }
                 std::thread::park_timeout(THREAD_SAMPLE_INTERVAL);
             }
         });
-        ThreadSampler { stop, most, thread }
+        ThreadSampler {
+            stop,
+            most,
+            runnable,
+            thread,
+        }
     }
 
-    /// Stops sampling; the most threads seen, None when no sample found the group.
-    fn stop(self) -> Option<u32> {
+    /// Stops sampling and says what the samples found.
+    pub(crate) fn stop(self) -> SampledThreads {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.thread().unpark();
         let _ = self.thread.join();
-        Some(self.most.load(Ordering::SeqCst)).filter(|n| *n > 0)
+        let runnable = self.runnable.lock().map(|v| v.clone()).unwrap_or_default();
+        SampledThreads {
+            threads_max: Some(self.most.load(Ordering::SeqCst)).filter(|n| *n > 0),
+            runnable_median: median_count(runnable),
+        }
     }
 }
 
-/// The most threads any one process of the app's tree (`root` and its descendants, found
-/// through `/proc/PID/task/TID/children`) has now, from each one's `/proc/PID/stat`: the
-/// cost is the tree's size, not the node's process count.
-fn most_threads_in_tree(root: i32) -> Option<u32> {
+/// The median of sample counts (None when there are none).
+fn median_count(mut v: Vec<u32>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        f64::from(v[n / 2])
+    } else {
+        0.5 * (f64::from(v[n / 2 - 1]) + f64::from(v[n / 2]))
+    })
+}
+
+/// One sample of a tree: the most threads of one process, the runnable threads of all.
+struct TreeSample {
+    most_threads: u32,
+    runnable: u32,
+}
+
+/// One sample of the app's tree (`root` and its descendants, found through
+/// `/proc/PID/task/TID/children`): the most threads any one process has now, from each
+/// one's `/proc/PID/stat`, and how many of all their threads are runnable, from each
+/// thread's `/proc/PID/task/TID/stat`. The cost is the tree's size, not the node's
+/// process count. None when no process of the tree was seen (it ended).
+fn sample_tree(root: i32) -> Option<TreeSample> {
     let mut seen = std::collections::HashSet::new();
     let mut todo = vec![root];
     let mut most = None;
+    let mut runnable = 0;
     while let Some(pid) = todo.pop() {
         if !seen.insert(pid) {
             continue;
@@ -281,25 +330,42 @@ fn most_threads_in_tree(root: i32) -> Option<u32> {
         if let Some(n) = threads_of(&stat) {
             most = most.max(Some(n));
         }
-        todo.extend(children_of(pid));
+        let (children, running) = threads_children_and_runnable(pid);
+        todo.extend(children);
+        runnable += running;
     }
-    most
+    most.map(|most_threads| TreeSample {
+        most_threads,
+        runnable,
+    })
 }
 
-/// The children of every thread of `pid`.
-fn children_of(pid: i32) -> Vec<i32> {
+/// The children of every thread of `pid`, and how many of its threads are runnable.
+fn threads_children_and_runnable(pid: i32) -> (Vec<i32>, u32) {
     let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
+        return (Vec::new(), 0);
     };
-    threads
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
-        })
-        .collect()
+    let mut children = Vec::new();
+    let mut runnable = 0;
+    for t in threads.flatten() {
+        if let Ok(stat) = std::fs::read_to_string(t.path().join("stat"))
+            && state_of(&stat) == Some("R")
+        {
+            runnable += 1;
+        }
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    (children, runnable)
+}
+
+/// The state letter of a `/proc/…/stat` line (after the command's closing parenthesis).
+pub fn state_of(stat: &str) -> Option<&str> {
+    stat.rsplit_once(')')?.1.split_whitespace().next()
 }
 
 /// The thread count of a live process's `/proc/PID/stat` line: after the command's
