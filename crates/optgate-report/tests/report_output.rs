@@ -323,6 +323,9 @@ fn utilisation_is_marked_next_to_the_decision() {
             cores_allotted: 2.0,
             cores_used: 1.0,
             threads: Some(1.0),
+            runnable_threads: None,
+            under_load: false,
+            of: optgate_report::UseOf::Tasks,
             finding: Some(UtilisationFinding::IdleCores),
         },
         ArmUtilisation {
@@ -330,6 +333,9 @@ fn utilisation_is_marked_next_to_the_decision() {
             cores_allotted: 1.0,
             cores_used: 1.0,
             threads: Some(4.0),
+            runnable_threads: None,
+            under_load: false,
+            of: optgate_report::UseOf::Tasks,
             finding: Some(UtilisationFinding::Oversubscribed),
         },
     ]);
