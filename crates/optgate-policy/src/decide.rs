@@ -276,6 +276,7 @@ mod tests {
             correctness_mismatch: None,
             system_metric: vec![],
             guardrails: Default::default(),
+            load: vec![],
         }
     }
 

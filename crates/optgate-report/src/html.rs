@@ -247,6 +247,9 @@ fn notes(out: &mut String, report: &Report) {
     }
     if !report.interference.is_empty() {
         heading(out, 2, "Runs measured under interference");
+        if let Some(l) = &report.load {
+            para(out, &l.describe());
+        }
         let items: Vec<String> = report
             .interference
             .iter()

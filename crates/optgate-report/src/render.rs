@@ -209,12 +209,16 @@ fn strategy_and_description(report: &Report, v: &VariantAnalysis) -> (String, St
 /// The decision, marked with what the arm's utilisation found ("keep [idle cores]") and
 /// with an acceptance no output check backs ("accept [output not checked]").
 fn decision_cell(report: &Report, v: &VariantAnalysis) -> String {
-    let mut marks: Vec<&str> = Vec::new();
+    let mut marks: Vec<String> = Vec::new();
     if let Some(f) = report.utilisation_finding(&v.name) {
-        marks.push(f.label());
+        marks.push(f.label().to_string());
     }
     if v.output_not_checked {
-        marks.push(OUTPUT_NOT_CHECKED_MARK);
+        marks.push(OUTPUT_NOT_CHECKED_MARK.to_string());
+    }
+    if v.loaded_blocks > 0 {
+        let plural = if v.loaded_blocks == 1 { "" } else { "s" };
+        marks.push(format!("{} loaded block{plural}", v.loaded_blocks));
     }
     let marks: String = marks.iter().map(|m| format!(" [{m}]")).collect();
     format!("{}{marks}", v.decision)
@@ -628,11 +632,32 @@ fn table_notes(out: &mut String, report: &Report, width: usize) {
     }
     if !report.interference.is_empty() {
         let _ = writeln!(out, "\nRuns measured under interference");
-        for f in &report.interference {
-            let text = format!("{} ({}): {}", f.run_id, f.arm, f.reason);
-            para(out, "  ", "    ", &text, width);
+        for line in interference_summary(report) {
+            para(out, "  ", "    ", &line, width);
         }
     }
+}
+
+/// The interference said once, for the text and Markdown reports: the loaded runs in one
+/// line, how many more had CPU steal or overlapping runs, and where the per-run list is.
+pub(crate) fn interference_summary(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    let loaded = report.load.as_ref().map_or(0, |l| l.loaded_runs);
+    if let Some(l) = &report.load {
+        lines.push(l.describe());
+    }
+    let other = report.interference.len().saturating_sub(loaded);
+    if other > 0 {
+        let (noun, verb) = if other == 1 { ("run", "was") } else { ("runs", "were") };
+        lines.push(format!(
+            "{other} {noun} {verb} measured beside CPU steal or other runs on the same node."
+        ));
+    }
+    lines.push(format!(
+        "The {} flagged runs, one by one: JSON `interference`, and the HTML report.",
+        report.interference.len()
+    ));
+    lines
 }
 
 /// The steady-state statistics, the warnings and the matched per-epoch table.
@@ -1121,8 +1146,8 @@ fn md_notes_and_method(out: &mut String, report: &Report) {
     }
     if !report.interference.is_empty() {
         let _ = writeln!(out, "\n## Runs measured under interference\n");
-        for f in &report.interference {
-            let _ = writeln!(out, "- `{}` ({}): {}", f.run_id, f.arm, f.reason);
+        for line in interference_summary(report) {
+            let _ = writeln!(out, "{line}\n");
         }
     }
     if let Some(b) = &report.breakdown {

@@ -128,6 +128,11 @@ pub fn arm_data(
                     Some((g.name.clone(), values))
                 })
                 .collect(),
+            load: runs
+                .iter()
+                .map(|r| crate::loaded::load_per_cpu(r))
+                .collect::<Option<Vec<f64>>>()
+                .unwrap_or_default(),
         }
     };
     let baseline = one(BASELINE);

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use optgate_stats::{Analysis, AnalysisConfig, ArmData, WithoutLoadedBlocks};
+
 use crate::node_checks::LOAD_FLAG_RATIO;
 use crate::{Collected, RunResult, RunStatus};
 
@@ -41,6 +43,16 @@ pub fn run_load(r: &RunResult) -> Option<RunLoad> {
         .chain(nodes)
         .filter(|l| l.load > LOAD_FLAG_RATIO * f64::from(l.cpus))
         .max_by(|a, b| (a.load / f64::from(a.cpus)).total_cmp(&(b.load / f64::from(b.cpus))))
+}
+
+/// The load per CPU of run `r`'s own machine (the higher of the 1-minute load averages
+/// before and after it, over the online CPUs), whether or not it was a load to flag; None
+/// when not recorded.
+pub fn load_per_cpu(r: &RunResult) -> Option<f64> {
+    let c = r.conditions?;
+    let load = c.load_avg_start.into_iter().chain(c.load_avg_end).reduce(f64::max)?;
+    let cpus = c.online_cpus.filter(|&n| n > 0)?;
+    Some(load / f64::from(cpus))
 }
 
 /// The complete runs, with their load when they were measured under load.
@@ -81,4 +93,80 @@ pub fn load_summary(collected: &Collected) -> Option<optgate_report::LoadSummary
             .fold(f64::NEG_INFINITY, f64::max),
         loaded_blocks: loaded_blocks(collected).into_iter().collect(),
     })
+}
+
+/// Fewer paired blocks than this left without the loaded ones: no check (`null`); the
+/// analysis needs [`optgate_stats::MIN_REPLICATES`] pairs for a test that can decide.
+pub const MIN_BLOCKS_WITHOUT_LOAD: usize = optgate_stats::MIN_REPLICATES;
+
+/// Checks every variant's decision without the blocks in `loaded`: each variant on its
+/// own blocks without the loaded ones, against the baseline of the same blocks, by the
+/// single-look analysis at the experiment's α in a Holm family of all the proposals (so no
+/// less strict than the decision it checks). Sets `loaded_blocks`, `without_loaded_blocks`
+/// and, when the decision would differ, says so at the end of the reason. The decisions
+/// are not changed.
+pub fn check_without_loaded_blocks(
+    base: &ArmData,
+    others: &[ArmData],
+    cfg: &AnalysisConfig,
+    loaded: &BTreeSet<u32>,
+    analysis: &mut Analysis,
+) {
+    if loaded.is_empty() {
+        return;
+    }
+    let family = others.len().saturating_sub(1);
+    for v in &mut analysis.variants {
+        let Some(arm) = others.iter().find(|o| o.name == v.name) else {
+            continue;
+        };
+        let own: BTreeSet<u32> = arm.runs.iter().filter_map(|r| r.block).collect();
+        let paired: BTreeSet<u32> = base
+            .runs
+            .iter()
+            .filter_map(|r| r.block)
+            .filter(|b| own.contains(b))
+            .collect();
+        v.loaded_blocks = paired.intersection(loaded).count() as u32;
+        if v.loaded_blocks == 0 {
+            continue;
+        }
+        let kept = |b: u32| paired.contains(&b) && !loaded.contains(&b);
+        let (b, a) = (base.in_blocks(kept), arm.in_blocks(kept));
+        let blocks = b.runs.len().min(a.runs.len());
+        if blocks < MIN_BLOCKS_WITHOUT_LOAD {
+            continue;
+        }
+        let Ok(mut again) = optgate_stats::analyze_in_family(&b, &[a], cfg, family) else {
+            continue;
+        };
+        let va = again.variants.remove(0);
+        let Some(speedup) = va.speedup.estimate else {
+            continue;
+        };
+        let check = WithoutLoadedBlocks {
+            blocks: blocks as u32,
+            decision: va.decision,
+            speedup,
+        };
+        v.reason = format!("{}; {}", v.reason, without_load_words(v.decision, &check, v.loaded_blocks));
+        v.without_loaded_blocks = Some(check);
+    }
+}
+
+/// The reason's last words on the check: the same decision, or the one it would be.
+fn without_load_words(decision: optgate_stats::Decision, c: &WithoutLoadedBlocks, loaded: u32) -> String {
+    let plural = if loaded == 1 { "" } else { "s" };
+    if c.decision == decision {
+        format!(
+            "without its {loaded} loaded block{plural} ({} left) still {} at {:.2}×",
+            c.blocks, c.decision, c.speedup
+        )
+    } else {
+        format!(
+            "without its {loaded} loaded block{plural} ({} left) it would be {} ({:.2}×): \
+             the load may have decided it",
+            c.blocks, c.decision, c.speedup
+        )
+    }
 }

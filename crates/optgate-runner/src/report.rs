@@ -119,6 +119,8 @@ fn execution_report(
         .map(|i| others.remove(i));
     let mut analysis = analyse(&base, &others, &cfg)?;
     crate::output_check::annotate(exp, collected, &mut analysis);
+    let loaded = crate::loaded::loaded_blocks(collected);
+    crate::loaded::check_without_loaded_blocks(&base, &others, &cfg, &loaded, &mut analysis);
     let mut report = Report::new(analysis, &base, &others);
     if let Some(aa) = aa {
         report.noise_floor = Some(noise_floor(&base, &aa, &cfg)?);

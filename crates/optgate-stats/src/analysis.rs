@@ -177,6 +177,29 @@ pub struct VariantAnalysis {
     /// itself is not changed by it. Set by the report builder, as `output_check` is.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_not_checked: bool,
+    /// The same variant analysed again on the blocks in which no run was measured under
+    /// load; null when no block was loaded or too few blocks remain. Set by the report
+    /// builder, which knows the runs' loads.
+    #[serde(default)]
+    pub without_loaded_blocks: Option<WithoutLoadedBlocks>,
+    /// How many of the variant's paired blocks had a run measured under load (the
+    /// proposal table marks the decision `[N loaded blocks]`). Set by the report builder.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub loaded_blocks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A decision checked without the blocks measured under load: how many blocks remain, and
+/// what the single-look analysis of them at the experiment's α decides and estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WithoutLoadedBlocks {
+    pub blocks: u32,
+    pub decision: Decision,
+    /// The speed-up's point estimate on those blocks (baseline time / variant time).
+    pub speedup: f64,
 }
 
 /// One kind of output check an experiment declares (`correctness.files`, `.values`,
@@ -392,6 +415,8 @@ struct Run<'a> {
     block: Option<u32>,
     raw: &'a BTreeMap<u32, f64>,
     t: BTreeMap<u32, f64>,
+    /// The load per CPU the run was measured at (`ArmData::load`), when known.
+    load: Option<f64>,
 }
 
 struct Arm<'a> {
@@ -608,8 +633,11 @@ fn validate_config(cfg: &AnalysisConfig) -> Result<(), StatsError> {
 
 fn prepare(arm: &ArmData, better: Better) -> Result<Arm<'_>, StatsError> {
     let mut runs = Vec::with_capacity(arm.runs.len());
-    for run in &arm.runs {
-        runs.push(prepare_run(&arm.name, run, better)?);
+    let loads_known = arm.load.len() == arm.runs.len();
+    for (i, run) in arm.runs.iter().enumerate() {
+        let mut prepared = prepare_run(&arm.name, run, better)?;
+        prepared.load = loads_known.then(|| arm.load[i]);
+        runs.push(prepared);
     }
     for &v in &arm.system_metric {
         if !(v.is_finite() && v > 0.0) {
@@ -657,6 +685,7 @@ fn prepare_run<'a>(arm: &str, run: &'a RunSamples, better: Better) -> Result<Run
         block: run.block,
         raw: &run.epochs,
         t,
+        load: None,
     })
 }
 
@@ -875,19 +904,20 @@ fn replicate_drift(
         return;
     }
     // Values here are "lower is better": a falling series is a speeding-up one.
-    let (direction, cause) = if slope < 0.0 {
-        (
-            "faster",
-            "something that outlives a run is warming the later ones — a compile cache \
-             (see `caches:`), the page cache of the inputs (see `page_cache:`), a JIT or \
-             file cache",
-        )
-    } else {
-        (
-            "slower",
-            "something accumulates from run to run — heat (thermal throttling), a filling \
-             disk or scratch space, state the app keeps between runs",
-        )
+    let direction = if slope < 0.0 { "faster" } else { "slower" };
+    let cause = match load_follows(&runs, slope) {
+        Some((from, to)) => format!(
+            "the machine's measured load per CPU moved the same way over the same runs \
+             ({from:.2} → {to:.2}; see the interference summary): other work on the machine, \
+             not the app, is the likely cause"
+        ),
+        None if slope < 0.0 => "something that outlives a run is warming the later ones — \
+             a compile cache (see `caches:`), the page cache of the inputs (see \
+             `page_cache:`), a JIT or file cache"
+            .to_string(),
+        None => "something accumulates from run to run — heat (thermal throttling), a \
+             filling disk or scratch space, state the app keeps between runs"
+            .to_string(),
     };
     out.push(format!(
         "{}: {label} gets {direction} from replicate to replicate in the order they ran \
@@ -896,6 +926,22 @@ fn replicate_drift(
         fmt_p(mk.p_value),
         series.len(),
     ));
+}
+
+/// When the runs' load per CPU (in the order they ran) trends the way the drift goes —
+/// falling while the app gets faster, rising while it gets slower — at Mann–Kendall p <
+/// [`TREND_ALPHA`]: the median load of the first and of the last third of the runs.
+fn load_follows(runs: &[&Run], drift_slope: f64) -> Option<(f64, f64)> {
+    let loads = runs.iter().map(|r| r.load).collect::<Option<Vec<f64>>>()?;
+    let mk = mann_kendall(&loads)?;
+    let load_slope = sen_slope(&loads).unwrap_or(0.0);
+    if mk.p_value >= TREND_ALPHA || load_slope * drift_slope <= 0.0 {
+        return None;
+    }
+    let third = (loads.len() / 3).max(1);
+    let from = median(&loads[..third]);
+    let to = median(&loads[loads.len() - third..]);
+    Some((from, to))
 }
 
 /// Results of the comparison before Holm's adjustment and the decision.
@@ -1598,6 +1644,8 @@ fn finish_variant(
         guardrails: p.guardrails,
         output_check: None,
         output_not_checked: false,
+        without_loaded_blocks: None,
+        loaded_blocks: 0,
     }
 }
 

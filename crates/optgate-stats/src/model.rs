@@ -113,6 +113,11 @@ pub struct ArmData {
     /// arms gets no estimate (the analysis warns).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub guardrails: BTreeMap<String, Vec<f64>>,
+    /// The machine's load per CPU each run of `runs` was measured at (1-minute load
+    /// average over online CPUs), in the same order; empty = not known. A replicate drift
+    /// that follows it is put down to the load, not to a cache.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<f64>,
 }
 
 impl ArmData {
@@ -122,10 +127,22 @@ impl ArmData {
     /// variant decided at an early look is analysed against the baseline of its own blocks
     /// this way, its System Impact and guardrails on the same runs as its speed-up.
     pub fn up_to_block(&self, last: u32) -> ArmData {
+        self.in_blocks(|b| b <= last)
+    }
+
+    /// This arm without the runs of `blocks` (and their system metric and guardrail
+    /// values): a decision is checked without the blocks measured under load this way.
+    pub fn without_blocks(&self, blocks: &std::collections::BTreeSet<u32>) -> ArmData {
+        self.in_blocks(|b| !blocks.contains(&b))
+    }
+
+    /// This arm's runs whose block satisfies `keep` (a run with no block is dropped), with
+    /// the per-run value lists cut in step.
+    pub fn in_blocks(&self, keep_block: impl Fn(u32) -> bool) -> ArmData {
         let kept: Vec<bool> = self
             .runs
             .iter()
-            .map(|r| r.block.is_some_and(|b| b <= last))
+            .map(|r| r.block.is_some_and(&keep_block))
             .collect();
         let keep = |values: &Vec<f64>| -> Vec<f64> {
             if values.len() != kept.len() {
@@ -152,6 +169,7 @@ impl ArmData {
                 .iter()
                 .map(|(name, values)| (name.clone(), keep(values)))
                 .collect(),
+            load: keep(&self.load),
             ..self.clone()
         }
     }

@@ -1275,6 +1275,39 @@ fn b_as_var(b: &ArmData, v: &ArmData) -> ArmData {
     out
 }
 
+/// A drift that follows the machine's measured load (falling as the app gets faster) is put
+/// down to the load, with the load's first and last figures; a load that does not move
+/// leaves the cache explanation. Planted bugs caught: the load's direction ignored (a
+/// rising load would also be blamed), the loads not passed to the runs.
+#[test]
+fn a_drift_that_follows_the_load_is_put_down_to_the_load() {
+    let cfg = AnalysisConfig::default();
+    let mut v = faster(6);
+    for (i, r) in v.runs.iter_mut().enumerate() {
+        r.epochs.insert(1, 3.0 - 0.4 * i as f64);
+    }
+    let drift = |v: &ArmData| -> String {
+        let a = analyze(&base(6), std::slice::from_ref(v), &cfg).unwrap();
+        a.variants[0]
+            .warnings
+            .iter()
+            .find(|w| w.contains("epoch 1 gets faster from replicate to replicate"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no drift warning: {:#?}", a.variants[0].warnings))
+    };
+    v.load = vec![2.5, 2.3, 1.9, 1.6, 1.4, 1.0];
+    let w = drift(&v);
+    assert!(w.contains("measured load per CPU moved the same way"), "{w}");
+    assert!(w.contains("2.40 → 1.20"), "{w}");
+    assert!(!w.contains("compile cache"), "{w}");
+    // A load rising while the app gets faster does not explain it.
+    v.load.reverse();
+    assert!(drift(&v).contains("compile cache"));
+    // Nor does a load that stays put.
+    v.load = vec![1.0; 6];
+    assert!(drift(&v).contains("compile cache"));
+}
+
 /// Replicates that get faster in the order they ran (a compile cache surviving between
 /// runs) are flagged with the likely cause; the same values in a shuffled order are not.
 #[test]
