@@ -648,7 +648,11 @@ pub(crate) fn interference_summary(report: &Report) -> Vec<String> {
     }
     let other = report.interference.len().saturating_sub(loaded);
     if other > 0 {
-        let (noun, verb) = if other == 1 { ("run", "was") } else { ("runs", "were") };
+        let (noun, verb) = if other == 1 {
+            ("run", "was")
+        } else {
+            ("runs", "were")
+        };
         lines.push(format!(
             "{other} {noun} {verb} measured beside CPU steal or other runs on the same node."
         ));

@@ -50,7 +50,11 @@ pub fn run_load(r: &RunResult) -> Option<RunLoad> {
 /// when not recorded.
 pub fn load_per_cpu(r: &RunResult) -> Option<f64> {
     let c = r.conditions?;
-    let load = c.load_avg_start.into_iter().chain(c.load_avg_end).reduce(f64::max)?;
+    let load = c
+        .load_avg_start
+        .into_iter()
+        .chain(c.load_avg_end)
+        .reduce(f64::max)?;
     let cpus = c.online_cpus.filter(|&n| n > 0)?;
     Some(load / f64::from(cpus))
 }
@@ -149,13 +153,21 @@ pub fn check_without_loaded_blocks(
             decision: va.decision,
             speedup,
         };
-        v.reason = format!("{}; {}", v.reason, without_load_words(v.decision, &check, v.loaded_blocks));
+        v.reason = format!(
+            "{}; {}",
+            v.reason,
+            without_load_words(v.decision, &check, v.loaded_blocks)
+        );
         v.without_loaded_blocks = Some(check);
     }
 }
 
 /// The reason's last words on the check: the same decision, or the one it would be.
-fn without_load_words(decision: optgate_stats::Decision, c: &WithoutLoadedBlocks, loaded: u32) -> String {
+fn without_load_words(
+    decision: optgate_stats::Decision,
+    c: &WithoutLoadedBlocks,
+    loaded: u32,
+) -> String {
     let plural = if loaded == 1 { "" } else { "s" };
     if c.decision == decision {
         format!(
@@ -168,5 +180,92 @@ fn without_load_words(decision: optgate_stats::Decision, c: &WithoutLoadedBlocks
              the load may have decided it",
             c.blocks, c.decision, c.speedup
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use optgate_stats::{Decision, analyze, fixtures::blocked_arm};
+
+    use super::*;
+
+    /// A variant 25 % faster in its quiet blocks and slower in its two loaded ones: the
+    /// check drops exactly those, re-analyses the six left, and says what it would decide.
+    /// Planted bugs caught: loaded blocks kept, the baseline's other blocks kept (unpaired),
+    /// the count of loaded blocks taken from all blocks, no words when the decision differs.
+    #[test]
+    fn a_decision_is_checked_without_its_loaded_blocks() {
+        let cfg = AnalysisConfig::default();
+        let base = blocked_arm("baseline", 8, |_| 10.0);
+        let v = blocked_arm("v", 8, |b| {
+            if b <= 2 {
+                14.0
+            } else {
+                8.0 + 0.01 * f64::from(b)
+            }
+        });
+        let mut a = analyze(&base, std::slice::from_ref(&v), &cfg).unwrap();
+        let before = a.variants[0].decision;
+        assert_ne!(before, Decision::Accept, "the loaded blocks hold it back");
+        check_without_loaded_blocks(
+            &base,
+            std::slice::from_ref(&v),
+            &cfg,
+            &BTreeSet::from([1, 2]),
+            &mut a,
+        );
+        let va = &a.variants[0];
+        assert_eq!(va.decision, before, "the decision itself is not changed");
+        assert_eq!(va.loaded_blocks, 2);
+        let w = va.without_loaded_blocks.unwrap();
+        assert_eq!((w.blocks, w.decision), (6, Decision::Accept));
+        assert!((w.speedup - 10.0 / 8.045).abs() < 0.01, "{}", w.speedup);
+        assert!(
+            va.reason
+                .contains("without its 2 loaded blocks (6 left) it would be accept"),
+            "{}",
+            va.reason
+        );
+    }
+
+    /// No loaded block, or too few left: nothing is set. A loaded block outside the
+    /// variant's own blocks does not count.
+    #[test]
+    fn too_few_blocks_left_or_none_loaded_leave_no_check() {
+        let cfg = AnalysisConfig::default();
+        let base = blocked_arm("baseline", 6, |_| 10.0);
+        let v = blocked_arm("v", 6, |_| 8.0);
+        let fresh = || analyze(&base, std::slice::from_ref(&v), &cfg).unwrap();
+        let mut a = fresh();
+        check_without_loaded_blocks(
+            &base,
+            std::slice::from_ref(&v),
+            &cfg,
+            &BTreeSet::new(),
+            &mut a,
+        );
+        assert_eq!(a, fresh());
+        let mut a = fresh();
+        check_without_loaded_blocks(
+            &base,
+            std::slice::from_ref(&v),
+            &cfg,
+            &BTreeSet::from([1, 2]),
+            &mut a,
+        );
+        assert_eq!(a.variants[0].loaded_blocks, 2);
+        assert!(
+            a.variants[0].without_loaded_blocks.is_none(),
+            "4 blocks are fewer than 5"
+        );
+        let mut a = fresh();
+        check_without_loaded_blocks(
+            &base,
+            std::slice::from_ref(&v),
+            &cfg,
+            &BTreeSet::from([9]),
+            &mut a,
+        );
+        assert_eq!(a.variants[0].loaded_blocks, 0);
     }
 }

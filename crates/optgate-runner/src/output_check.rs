@@ -133,3 +133,144 @@ fn tolerance_words(rel_tol: Option<f64>, abs_tol: Option<f64>) -> String {
         format!("equal within {}", tols.join(" or "))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use optgate_stats::{AnalysisConfig, analyze, fixtures::blocked_arm};
+
+    use super::*;
+
+    /// An experiment with variant `v` of `dimension`, and `correctness` (a YAML flow
+    /// mapping, or empty for none).
+    fn experiment(dimension: &str, correctness: &str) -> Experiment {
+        let correctness = if correctness.is_empty() {
+            String::new()
+        } else {
+            format!("correctness: {correctness}\n")
+        };
+        let yaml = format!(
+            "name: t\napp: {{ command: [app] }}\n\
+             metric: {{ pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }}\n\
+             {correctness}replicates: 6\n\
+             variants:\n  - {{ name: v, dimension: {dimension}, env: {{ X: '1' }} }}\n"
+        );
+        optgate_experiment::load_str(&yaml, Path::new("/exp/t.yaml"))
+            .unwrap()
+            .experiment
+    }
+
+    /// The kinds declared, the runs compared and the sentence, for values with a relative
+    /// tolerance and byte-identical files. Planted bugs caught: a kind left out, the
+    /// compared count taken from the complete runs, the tolerance's name dropped.
+    #[test]
+    fn the_check_says_what_was_compared_in_how_many_runs() {
+        let exp = experiment(
+            "l1_kernel_library",
+            "{ files: [out.dat], values: { pattern: 'E = (?P<value>\\S+)', rel_tol: 1e-6 } }",
+        );
+        let spec = exp.correctness.clone().unwrap();
+        let c = ArmCorrectness {
+            blocks_compared: 19,
+            mismatch: None,
+        };
+        let check = output_check(&exp, &spec, &c, 19);
+        assert_eq!(
+            check.checked,
+            vec![OutputCheckKind::Files, OutputCheckKind::Values]
+        );
+        assert_eq!((check.runs, check.complete_runs), (19, 19));
+        assert_eq!(
+            check.summary,
+            "output: the file `out.dat` byte-identical to the baseline's and the values \
+             matched by `E = (?P<value>\\S+)` equal within rel 1e-6 in 19/19 runs"
+        );
+        let partly = ArmCorrectness {
+            blocks_compared: 4,
+            mismatch: Some("block 4: out.dat differs".into()),
+        };
+        let check = output_check(&exp, &spec, &partly, 7);
+        assert_eq!((check.runs, check.complete_runs), (4, 7));
+        assert!(
+            check
+                .summary
+                .ends_with("in 4/7 runs, until the first difference (the reason above)")
+        );
+    }
+
+    /// An accepted kernel-library swap that nothing checked is marked and its reason says
+    /// so; the same swap with a check, or a dimension whose output may change, is not.
+    /// Planted bugs caught: the mark on a rejected variant, on an unlisted dimension, or on
+    /// a checked one.
+    #[test]
+    fn an_unchecked_accept_of_an_output_sensitive_dimension_is_marked() {
+        let cfg = AnalysisConfig::default();
+        let analysed = || {
+            let base = blocked_arm("baseline", 8, |_| 10.0);
+            let v = blocked_arm("v", 8, |b| 8.0 + 0.01 * f64::from(b));
+            analyze(&base, &[v], &cfg).unwrap()
+        };
+        let mut a = analysed();
+        assert_eq!(a.variants[0].decision, Decision::Accept);
+        annotate(
+            &experiment("l1_kernel_library", ""),
+            &Collected {
+                runs: vec![],
+                correctness: None,
+            },
+            &mut a,
+        );
+        assert!(a.variants[0].output_not_checked);
+        assert!(a.variants[0].output_check.is_none());
+        assert!(
+            a.variants[0].reason.ends_with(NOT_CHECKED_WORDS),
+            "{}",
+            a.variants[0].reason
+        );
+
+        let mut a = analysed();
+        annotate(
+            &experiment("l2_threading_model", ""),
+            &Collected {
+                runs: vec![],
+                correctness: None,
+            },
+            &mut a,
+        );
+        assert!(!a.variants[0].output_not_checked);
+
+        let exp = experiment(
+            "l1_kernel_library",
+            "{ values: { pattern: 'E = (?P<value>\\S+)' } }",
+        );
+        let collected = Collected {
+            correctness: Some(
+                [(
+                    "v".to_string(),
+                    ArmCorrectness {
+                        blocks_compared: 8,
+                        mismatch: None,
+                    },
+                )]
+                .into(),
+            ),
+            runs: vec![],
+        };
+        let mut a = analysed();
+        annotate(&exp, &collected, &mut a);
+        let v = &a.variants[0];
+        assert!(!v.output_not_checked);
+        let check = v.output_check.as_ref().unwrap();
+        assert_eq!(
+            (check.checked.as_slice(), check.runs),
+            ([OutputCheckKind::Values].as_slice(), 8)
+        );
+        assert!(
+            v.reason
+                .contains("; output: the values matched by `E = (?P<value>\\S+)` equal in 8/"),
+            "{}",
+            v.reason
+        );
+    }
+}

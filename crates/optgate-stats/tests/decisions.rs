@@ -1297,7 +1297,10 @@ fn a_drift_that_follows_the_load_is_put_down_to_the_load() {
     };
     v.load = vec![2.5, 2.3, 1.9, 1.6, 1.4, 1.0];
     let w = drift(&v);
-    assert!(w.contains("measured load per CPU moved the same way"), "{w}");
+    assert!(
+        w.contains("measured load per CPU moved the same way"),
+        "{w}"
+    );
     assert!(w.contains("2.40 → 1.20"), "{w}");
     assert!(!w.contains("compile cache"), "{w}");
     // A load rising while the app gets faster does not explain it.
