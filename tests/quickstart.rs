@@ -62,6 +62,51 @@ fn quickstart_runs_end_to_end_and_reports_every_arm() {
         assert_eq!(v["steady_epochs"], serde_json::json!([2, 3, 4, 5]));
         assert!(v["speedup"]["estimate"].as_f64().unwrap() > 0.0);
         assert!(v["first_epoch"]["change_pct"].is_number());
+        // Every variant's checksum was compared with its block's baseline in all 7 runs,
+        // and the reason says so.
+        assert_eq!(
+            v["output_check"]["checked"],
+            serde_json::json!(["values"]),
+            "{v:#}"
+        );
+        assert_eq!(v["output_check"]["runs"], 7);
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains("rel 1e-12 in 7/7 runs"),
+            "{}",
+            v["reason"]
+        );
+        // Core-seconds are measured for every run: System Impact is never left blank.
+        assert!(v["system_impact_pct"].is_number(), "{v:#}");
+    }
+    // Utilisation on the local backend too: the 1-thread baseline keeps one of this
+    // machine's cores busy; the variant running a thread per core keeps them all busy.
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    let util = |arm: &str| -> serde_json::Value {
+        report["utilisation"]
+            .as_array()
+            .expect("utilisation for local runs")
+            .iter()
+            .find(|u| u["arm"] == arm)
+            .cloned()
+            .unwrap_or_else(|| panic!("no utilisation for {arm}: {:#}", report["utilisation"]))
+    };
+    let base = util("baseline");
+    assert_eq!(base["of"], "runs");
+    assert_eq!(base["cores_allotted"].as_f64(), Some(cores));
+    if cores >= 2.0 {
+        assert_eq!(base["finding"], "idle_cores", "{base:#}");
+    }
+    if cores == 2.0 {
+        let all = util("threads-match-cores");
+        assert!(all["finding"].is_null(), "{all:#}");
+        // Its two threads asked for both cores; under other load it may get less of them.
+        assert!(all["runnable_threads"].as_f64().unwrap() > 1.2, "{all:#}");
+        if all["under_load"] == false {
+            assert!(all["cores_used"].as_f64().unwrap() > 1.2, "{all:#}");
+        }
     }
 
     // The samples file holds every arm's 7 replicates × 5 epochs, all positive.

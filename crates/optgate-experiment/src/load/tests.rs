@@ -1884,3 +1884,46 @@ fn cumulative_is_a_running_clock_of_a_per_epoch_pattern() {
         "traces give each epoch's time",
     );
 }
+
+/// A kernel-library swap with no output check is warned about at the variant, naming it
+/// and the `correctness` keys to add; declaring a check, or a dimension whose output may
+/// change, silences it. Planted bugs caught: the warning on every dimension, or despite a
+/// declared check.
+#[test]
+fn an_output_sensitive_variant_without_a_check_is_warned_about() {
+    let kernel = "name: fast-blas, dimension: l1_kernel_library, env: { W: \"1\" }";
+    let w = warnings(&yaml_with("", kernel));
+    let unchecked: Vec<&Diagnostic> = w
+        .iter()
+        .filter(|d| d.message.contains("declares no output check"))
+        .collect();
+    assert_eq!(unchecked.len(), 1, "{w:#?}");
+    assert_eq!(unchecked[0].path, "variants[0]");
+    assert!(unchecked[0].line.is_some());
+    for words in [
+        "`fast-blas`",
+        "`l1_kernel_library`",
+        "`correctness.values`",
+        "accept [output not checked]",
+    ] {
+        assert!(
+            unchecked[0].message.contains(words),
+            "{} lacks {words}",
+            unchecked[0].message
+        );
+    }
+    let checked = yaml_with(
+        "correctness: { values: { pattern: 'E = (?P<value>\\S+)', rel_tol: 1e-6 } }\n",
+        kernel,
+    );
+    assert!(
+        !warnings(&checked)
+            .iter()
+            .any(|d| d.message.contains("declares no output check"))
+    );
+    assert!(
+        !warnings(&base(""))
+            .iter()
+            .any(|d| d.message.contains("declares no output check"))
+    );
+}
