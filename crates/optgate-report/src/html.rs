@@ -224,7 +224,11 @@ fn decisions(out: &mut String, report: &Report) {
     out.push_str("</ol>\n");
     let lines = utilisation_lines(report);
     if !lines.is_empty() {
-        heading(out, 3, "Utilisation (per task, median over runs)");
+        heading(
+            out,
+            3,
+            "Utilisation (per launched task or local run, median over runs)",
+        );
         list(out, &lines);
     }
 }

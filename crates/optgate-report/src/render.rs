@@ -609,7 +609,10 @@ fn table_proposals(out: &mut String, report: &Report, width: usize) {
     }
     let lines = utilisation_lines(report);
     if !lines.is_empty() {
-        let _ = writeln!(out, "\nUtilisation (per task, median over runs)");
+        let _ = writeln!(
+            out,
+            "\nUtilisation (per launched task or local run, median over runs)"
+        );
         for line in lines {
             para(out, "  ", "    ", &line, width);
         }
@@ -1059,7 +1062,10 @@ fn md_proposals(out: &mut String, report: &Report) {
     let _ = writeln!(out, "\n{}", system_resource_line(report));
     let lines = utilisation_lines(report);
     if !lines.is_empty() {
-        let _ = writeln!(out, "\nUtilisation (per task, median over runs):\n");
+        let _ = writeln!(
+            out,
+            "\nUtilisation (per launched task or local run, median over runs):\n"
+        );
         for line in lines {
             let _ = writeln!(out, "- {}", md(&line));
         }

@@ -139,6 +139,13 @@ pub fn check_without_loaded_blocks(
         let (b, a) = (base.in_blocks(kept), arm.in_blocks(kept));
         let blocks = b.runs.len().min(a.runs.len());
         if blocks < MIN_BLOCKS_WITHOUT_LOAD {
+            v.reason = format!(
+                "{}; {} of its {} blocks were measured under load, too many to check the \
+                 decision without them ({blocks} left, fewer than {MIN_BLOCKS_WITHOUT_LOAD})",
+                v.reason,
+                v.loaded_blocks,
+                paired.len()
+            );
             continue;
         }
         let Ok(mut again) = optgate_stats::analyze_in_family(&b, &[a], cfg, family) else {
