@@ -24,16 +24,22 @@ command -v xmllint >/dev/null || need_apt+=(libxml2-utils)
 # Debian's HPC Challenge suite and both BLAS libraries: experiments/hpcc-blas.yaml and its test.
 command -v hpcc >/dev/null || need_apt+=(hpcc)
 [ -e /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 ] || need_apt+=(libblas3)
+# Debian's LAMMPS: experiments/lammps-melt.yaml and tests/lammps_example.rs (which fails,
+# rather than skips, without it here: OPTGATE_REQUIRE_LAMMPS below).
+command -v lmp >/dev/null || need_apt+=(lammps)
 [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need_apt+=(libopenblas0-pthread)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "==> installing ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
-# hpcc pulls in Open MPI, which takes over `mpicc`/`mpirun`; the MPI examples use MPICH.
+# hpcc and lammps pull in Open MPI, which takes over `mpicc`/`mpirun`; the MPI examples use
+# MPICH.
 if [ -e /usr/bin/mpicc.mpich ]; then
   update-alternatives --quiet --set mpi /usr/bin/mpicc.mpich
   update-alternatives --quiet --set mpirun /usr/bin/mpirun.mpich
 fi
+
+export OPTGATE_REQUIRE_LAMMPS=1
 
 if [ -x schedulers/slurm/setup.sh ]; then
   echo "==> one-node Slurm"

@@ -70,6 +70,11 @@ pub struct RunResult {
     pub stderr_tail: Option<String>,
     #[serde(skip)]
     pub evidence: Option<Evidence>,
+    /// Failed by the check across runs (`epoch_labels`: it printed other epochs than the
+    /// others), not by anything in its own directory: the run itself completed, and a
+    /// look must not run it again for it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub labels_differ: bool,
 }
 
 pub use crate::correctness::{ArmCorrectness, Evidence};
@@ -154,6 +159,7 @@ pub fn changed_since_recorded(
         .iter()
         .filter(|r| recorded_completed.contains(&r.id))
         .filter(|r| matches!(r.status, RunStatus::Failed { .. } | RunStatus::NotRun))
+        .filter(|r| !r.labels_differ)
         .map(|r| r.id.clone())
         .collect()
 }
@@ -184,6 +190,7 @@ impl RunResult {
             trace_categories: None,
             stderr_tail: None,
             evidence: None,
+            labels_differ: false,
         }
     }
 }
@@ -649,12 +656,25 @@ mod interference_tests {
         na.status = RunStatus::NotApplicable {
             reason: "the step ran another governor".into(),
         };
+        // A run that completed but printed other epochs than the others: failed by the
+        // check across runs, not changed (running it again would print the same: a loop).
+        let mut other_labels = run("b003-v1", "n1", t, t, None);
+        other_labels.status = RunStatus::Failed {
+            reason: "its epoch 1 is labelled 0.01 where the other runs print 0.005".into(),
+        };
+        other_labels.labels_differ = true;
         let collected = Collected {
-            runs: vec![run("b001-baseline", "n1", t, t, None), replaced, never, na],
+            runs: vec![
+                run("b001-baseline", "n1", t, t, None),
+                replaced,
+                never,
+                na,
+                other_labels,
+            ],
             correctness: None,
         };
         let recorded: std::collections::BTreeSet<String> =
-            ["b001-baseline", "b001-v1", "b001-perf"]
+            ["b001-baseline", "b001-v1", "b001-perf", "b003-v1"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();

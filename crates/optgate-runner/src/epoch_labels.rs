@@ -71,6 +71,7 @@ pub fn check_epoch_labels(runs: &mut [RunResult], output_of: impl Fn(&str) -> St
     };
     for r in runs.iter_mut().filter(|r| r.status == RunStatus::Complete) {
         if let Some(diff) = first_difference(&printed_labels(r), &want) {
+            r.labels_differ = true;
             r.status = RunStatus::Failed {
                 reason: format!(
                     "{}: {diff}; every run must print the same epochs to be compared epoch by epoch",

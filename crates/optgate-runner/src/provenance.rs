@@ -236,6 +236,7 @@ mod tests {
             trace_categories: None,
             stderr_tail: None,
             evidence: None,
+            labels_differ: false,
         };
         let collected = Collected {
             runs: vec![run],
