@@ -400,7 +400,7 @@ fn system_impact_is_measured_under_flux() {
     system_impact_is_measured_under("flux");
 }
 
-/// The most threads of the app are counted at `step::THREAD_SAMPLE_INTERVAL` (100 ms):
+/// The most threads of the app are counted at `threads::THREAD_SAMPLE_INTERVAL` (100 ms):
 /// an app holding 4 extra threads for 1.5 s is seen with 5 (its main thread too), not the
 /// 1 of the shell around it. Planted bugs caught: an interval past the threads' life (1,
 /// the first sample only), the shell's threads counted instead of its child's, the

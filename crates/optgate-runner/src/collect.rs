@@ -7,11 +7,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use optgate_experiment::{Experiment, MetricSource, Plan, PlannedRun};
+use optgate_experiment::{Experiment, MetricSource, PlannedRun};
 use optgate_metrics::{EpochClock, EpochSeconds, extract_epochs, extract_value, extract_values};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
-
-use crate::layout::Layout;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -92,37 +90,6 @@ impl Collected {
             .iter()
             .filter(move |r| r.arm == arm && r.status == RunStatus::Complete)
     }
-}
-
-/// Reads the outcome of every planned run. `not_applicable` maps arms that were not run
-/// to the reason.
-pub fn collect(
-    exp: &Experiment,
-    plan: &Plan,
-    layout: &Layout,
-    not_applicable: &BTreeMap<String, String>,
-) -> Collected {
-    let mut runs: Vec<RunResult> = plan
-        .runs()
-        .iter()
-        .map(|r| match not_applicable.get(&r.arm) {
-            Some(reason) => RunResult::empty(
-                r,
-                RunStatus::NotApplicable {
-                    reason: reason.clone(),
-                },
-            ),
-            None => collect_run(exp, r, &layout.run_dir(&r.id)),
-        })
-        .collect();
-    let metric_file =
-        crate::source::source_file(exp.metric.source, exp.metric.file.as_deref()).to_string();
-    crate::epoch_labels::check_epoch_labels(&mut runs, |id| {
-        layout.run_dir(id).join(&metric_file).display().to_string()
-    });
-    let correctness = crate::correctness::declared(exp)
-        .then(|| crate::correctness::compare_with_baseline(exp, &run_evidence(&runs)));
-    Collected { runs, correctness }
 }
 
 /// The correctness evidence of the complete runs among `runs`.
@@ -464,12 +431,7 @@ pub fn interference(collected: &Collected) -> Vec<InterferenceFlag> {
     for r in &complete {
         let mut why = Vec::new();
         if let Some(c) = r.conditions {
-            let load = c
-                .load_avg_start
-                .into_iter()
-                .chain(c.load_avg_end)
-                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
-            if let (Some(load), Some(cpus)) = (load, c.online_cpus)
+            if let (Some(load), Some(cpus)) = (c.load_avg_max(), c.online_cpus)
                 && load > LOAD_FLAG_RATIO * f64::from(cpus)
             {
                 why.push(format!("load average {load:.2} on {cpus} CPU(s)"));

@@ -7,6 +7,7 @@ pub mod collect;
 pub mod correctness;
 pub mod epoch_labels;
 pub mod failfast;
+pub mod gather;
 pub mod jobs;
 pub mod layout;
 pub mod loaded;
@@ -18,5 +19,6 @@ pub mod report;
 pub mod root;
 mod source;
 
-pub use collect::{Collected, RunResult, RunStatus, collect};
+pub use collect::{Collected, RunResult, RunStatus};
+pub use gather::collect;
 pub use layout::Layout;

@@ -23,13 +23,8 @@ pub struct RunLoad {
 /// own machine (before and after), or any node of its step (before the step).
 pub fn run_load(r: &RunResult) -> Option<RunLoad> {
     let own = r.conditions.and_then(|c| {
-        let load = c
-            .load_avg_start
-            .into_iter()
-            .chain(c.load_avg_end)
-            .reduce(f64::max)?;
         Some(RunLoad {
-            load,
+            load: c.load_avg_max()?,
             cpus: c.online_cpus?,
         })
     });
@@ -50,11 +45,7 @@ pub fn run_load(r: &RunResult) -> Option<RunLoad> {
 /// when not recorded.
 pub fn load_per_cpu(r: &RunResult) -> Option<f64> {
     let c = r.conditions?;
-    let load = c
-        .load_avg_start
-        .into_iter()
-        .chain(c.load_avg_end)
-        .reduce(f64::max)?;
+    let load = c.load_avg_max()?;
     let cpus = c.online_cpus.filter(|&n| n > 0)?;
     Some(load / f64::from(cpus))
 }

@@ -458,19 +458,16 @@ mod tests {
         }
     }
 
-    /// Local runs (no task records) give no `utilisation` at all; once one arm's complete
-    /// runs have records, that arm alone gets an entry, and a failed run's tasks are not
-    /// counted. Planted bugs caught: an empty list instead of None, an entry for an arm
-    /// without records, tasks of failed runs read.
-    #[test]
-    fn utilisation_only_for_arms_whose_runs_left_task_records() {
+    /// An experiment of a baseline and one variant `v`, and its plan's runs all complete
+    /// with nothing recorded beyond that.
+    fn baseline_and_v_all_complete() -> (Experiment, Collected) {
         let yaml = "name: t\napp: { command: [app] }\nmetric: { pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }\n\
                     variants:\n  - name: v\n    env: { X: '1' }\n";
         let exp = optgate_experiment::load_str(yaml, std::path::Path::new("/tmp/t.yaml"))
             .unwrap()
             .experiment;
         let plan = Plan::for_experiment(&exp);
-        let mut collected = Collected {
+        let collected = Collected {
             runs: plan
                 .runs()
                 .iter()
@@ -478,6 +475,16 @@ mod tests {
                 .collect(),
             correctness: None,
         };
+        (exp, collected)
+    }
+
+    /// Local runs (no task records) give no `utilisation` at all; once one arm's complete
+    /// runs have records, that arm alone gets an entry, and a failed run's tasks are not
+    /// counted. Planted bugs caught: an empty list instead of None, an entry for an arm
+    /// without records, tasks of failed runs read.
+    #[test]
+    fn utilisation_only_for_arms_whose_runs_left_task_records() {
+        let (exp, mut collected) = baseline_and_v_all_complete();
         assert_eq!(utilisation(&exp, &collected), None);
         for r in collected.runs.iter_mut().filter(|r| r.arm == "baseline") {
             r.tasks = vec![task(2, 1.0)];
@@ -503,20 +510,7 @@ mod tests {
     /// entry said to be of tasks.
     #[test]
     fn local_runs_are_judged_on_their_core_use() {
-        let yaml = "name: t\napp: { command: [app] }\nmetric: { pattern: '(?P<epoch>\\d) (?P<seconds>\\d)' }\n\
-                    variants:\n  - name: v\n    env: { X: '1' }\n";
-        let exp = optgate_experiment::load_str(yaml, std::path::Path::new("/tmp/t.yaml"))
-            .unwrap()
-            .experiment;
-        let plan = Plan::for_experiment(&exp);
-        let mut collected = Collected {
-            runs: plan
-                .runs()
-                .iter()
-                .map(|r| crate::RunResult::empty(r, crate::RunStatus::Complete))
-                .collect(),
-            correctness: None,
-        };
+        let (exp, mut collected) = baseline_and_v_all_complete();
         let loaded = optgate_wrapper::manifest::NodeConditions {
             online_cpus: Some(2),
             load_avg_start: Some(3.5),

@@ -1585,7 +1585,7 @@ fn finish_variant(
     let app = p.app_impact_pct;
     let weighted_score = app.map(|a| 0.5 * a + 0.5 * p.system_impact_pct.unwrap_or(0.0));
 
-    let (mut decision, mut reason) = decide(&DecisionInput {
+    let (decision, reason) = decide(&DecisionInput {
         p: &p,
         adj_imp,
         adj_nw,
@@ -1597,14 +1597,7 @@ fn finish_variant(
         cfg,
         production_epochs,
     });
-    // The guardrail veto: the one place an acceptance meets the guardrails (every look of
-    // every rule is made by this analysis). It only turns an accept into a reject.
-    if decision == Decision::Accept
-        && let Some(why) = veto_reason(&p.guardrails, 100.0 * (1.0 - 2.0 * cfg.alpha))
-    {
-        decision = Decision::Reject;
-        reason = format!("{why}; the primary metric alone: {reason}");
-    }
+    let (decision, reason) = guardrail_veto(decision, reason, &p.guardrails, cfg);
     let not_applicable = matches!(decision, Decision::NotApplicable | Decision::Failed);
     let p_method = (!not_applicable)
         .then(|| p.p_imp.map(|t| p_method_text(cfg.design, t.method)))
@@ -1647,6 +1640,25 @@ fn finish_variant(
         without_loaded_blocks: None,
         loaded_blocks: 0,
     }
+}
+
+/// The guardrail veto: the one place an acceptance meets the guardrails (every look of
+/// every rule is made by this analysis). It only turns an accept into a reject.
+fn guardrail_veto(
+    decision: Decision,
+    reason: String,
+    guardrails: &[GuardrailResult],
+    cfg: &AnalysisConfig,
+) -> (Decision, String) {
+    if decision == Decision::Accept
+        && let Some(why) = veto_reason(guardrails, 100.0 * (1.0 - 2.0 * cfg.alpha))
+    {
+        return (
+            Decision::Reject,
+            format!("{why}; the primary metric alone: {reason}"),
+        );
+    }
+    (decision, reason)
 }
 
 /// Normal-theory planning figures: the minimum detectable effect now (percent speed-up)

@@ -16,3 +16,4 @@ pub mod signal;
 pub mod step;
 pub mod step_governor;
 pub mod tasks;
+pub mod threads;

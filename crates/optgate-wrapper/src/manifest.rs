@@ -191,6 +191,17 @@ pub struct NodeConditions {
     pub steal_pct: Option<f64>,
 }
 
+impl NodeConditions {
+    /// The higher of the 1-minute load averages before and after the run (either, when
+    /// only one was read).
+    pub fn load_avg_max(&self) -> Option<f64> {
+        self.load_avg_start
+            .into_iter()
+            .chain(self.load_avg_end)
+            .reduce(f64::max)
+    }
+}
+
 /// A snapshot of `/proc/loadavg` and the `cpu` line of `/proc/stat` (pure parse in
 /// [`parse_loadavg`] and [`parse_cpu_ticks`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -72,7 +72,7 @@ pub struct Finished {
     pub usage: Option<ChildUsage>,
     /// What the samples of the command's tree's threads found (None: not sampled, such as
     /// a run stopped before it started).
-    pub threads: Option<crate::step::SampledThreads>,
+    pub threads: Option<crate::threads::SampledThreads>,
 }
 
 /// Kills the group if the future that started it is dropped before the child was reaped
@@ -160,7 +160,7 @@ pub async fn run_command(
     let pid = child.id() as i32;
     // The std handle is not used again: the blocking thread below reaps the child.
     drop(child);
-    let sampler = crate::step::ThreadSampler::start(pid);
+    let sampler = crate::threads::ThreadSampler::start(pid);
     let (end, usage) = reap_or_stop(pid, script, time_limit, cancel).await?;
     Ok(Finished {
         end,

@@ -47,7 +47,7 @@ pub struct CoreUse {
     pub cpus_allowed: u32,
     pub cpus_allowed_list: String,
     /// The most threads one process of the run's tree had at any sample (every
-    /// [`crate::step::THREAD_SAMPLE_INTERVAL`]); None when no sample saw the run.
+    /// [`crate::threads::THREAD_SAMPLE_INTERVAL`]); None when no sample saw the run.
     pub threads_max: Option<u32>,
     /// The median over the samples of the tree's runnable threads (running or waiting for
     /// a CPU): the cores the run asked for, whatever the node's load let it have.
@@ -64,12 +64,12 @@ impl CoreUse {
     pub fn of(
         cpus: &[usize],
         usage: &crate::process::ChildUsage,
-        threads: Option<crate::step::SampledThreads>,
+        threads: Option<crate::threads::SampledThreads>,
         wall_s: f64,
     ) -> CoreUse {
         CoreUse {
             cpus_allowed: u32::try_from(cpus.len()).unwrap_or(u32::MAX),
-            cpus_allowed_list: crate::tasks::format_cpu_list(cpus),
+            cpus_allowed_list: crate::threads::format_cpu_list(cpus),
             threads_max: threads.and_then(|t| t.threads_max),
             runnable_threads: threads.and_then(|t| t.runnable_median),
             cpu_s: usage.user_s + usage.system_s,

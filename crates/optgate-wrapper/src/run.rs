@@ -383,7 +383,7 @@ impl TimedRun {
         });
         let core_use = self.finished.usage.filter(|_| measured).map(|u| {
             CoreUse::of(
-                &crate::step::allowed_cpus(),
+                &crate::threads::allowed_cpus(),
                 &u,
                 self.finished.threads,
                 self.elapsed_s,
@@ -699,9 +699,9 @@ mod tests {
                 execute_prepared(&dir, &[], &[], &first(), &CancellationToken::new()).await,
             );
             let u = m.core_use.expect("a local run records its use of cores");
-            let cpus = crate::step::allowed_cpus();
+            let cpus = crate::threads::allowed_cpus();
             assert_eq!(u.cpus_allowed as usize, cpus.len());
-            assert_eq!(u.cpus_allowed_list, crate::tasks::format_cpu_list(&cpus));
+            assert_eq!(u.cpus_allowed_list, crate::threads::format_cpu_list(&cpus));
             assert_eq!(u.threads_max, Some(1), "{u:?}");
             assert_eq!(u.wall_s, m.elapsed_s);
             assert!(

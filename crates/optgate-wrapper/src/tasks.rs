@@ -115,7 +115,7 @@ pub struct TaskRecord {
     pub cpus_allowed_list: String,
     /// The most threads one process of the app's tree (it and its descendants) had at
     /// any sample
-    /// (every [`crate::step::THREAD_SAMPLE_INTERVAL`]); None when no sample saw the app.
+    /// (every [`crate::threads::THREAD_SAMPLE_INTERVAL`]); None when no sample saw the app.
     pub threads_max: Option<u32>,
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
@@ -129,30 +129,6 @@ pub struct TaskRecord {
     /// the step at a time limit or a cancel), when any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forwarded_signal: Option<i32>,
-}
-
-/// The CPU numbers as a kernel-style list: `[0, 1, 2, 3, 8]` → `0-3,8`.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
 }
 
 /// The task records of one attempt, in rank order; files that do not parse are skipped
@@ -271,13 +247,6 @@ mod tests {
         assert_eq!(flux_broker_rank("local:///run/local-").as_deref(), None);
         assert_eq!(flux_broker_rank("ssh://host/run/x").as_deref(), None);
         assert_eq!(flux_broker_rank("local:///run/local-1x").as_deref(), None);
-    }
-
-    #[test]
-    fn cpu_lists_are_written_as_ranges() {
-        assert_eq!(format_cpu_list(&[3, 0, 1, 2, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(format_cpu_list(&[5]), "5");
-        assert_eq!(format_cpu_list(&[]), "");
     }
 
     fn task(rank: u32, host: &str, cpu: f64, rss: u64, size: Option<u32>) -> TaskRecord {
