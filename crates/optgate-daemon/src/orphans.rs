@@ -75,17 +75,19 @@ mod tests {
     fn an_orphaned_build_is_found_by_its_environment_and_stopped() {
         let dir = tempfile::tempdir().unwrap();
         let build_dir = dir.path().join("builds/build-1");
-        let mut child = std::process::Command::new("bash")
-            .args(["-c", "sleep 60"])
+        // `sleep` itself, not `bash -c`: spawn returns once the exec is done, and no later
+        // exec (bash replacing itself by sleep) can hide the environment mid-scan.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
             .env("OPTGATE_BUILD_DIR", &build_dir)
             .process_group(0)
             .spawn()
             .unwrap();
-        // The child may not have exec'd yet: wait until its environment is readable.
         let value = build_dir.display().to_string();
-        while processes_with_env("OPTGATE_BUILD_DIR", &value).is_empty() {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert_eq!(
+            processes_with_env("OPTGATE_BUILD_DIR", &value),
+            vec![child.id() as i32]
+        );
         assert!(stop_orphan_builds(&build_dir) >= 1);
         let status = child.wait().unwrap();
         assert!(!status.success());
