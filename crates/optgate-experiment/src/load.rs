@@ -961,7 +961,7 @@ impl Checker {
         if f.variants.is_empty() {
             self.key_error(
                 "variants",
-                "the experiment has no variants: list at least one proposal to compare with the baseline",
+                "the experiment has no variants: list at least one proposal to compare with the baseline, or let `optgate propose FILE` measure the baseline and write them",
             );
         }
         if f.variants.len() > MAX_VARIANTS {

@@ -71,6 +71,9 @@ pub struct ExperimentFile {
     pub inputs: Vec<String>,
     #[serde(default)]
     pub baseline: ArmSpec,
+    /// Absent in a baseline-only file (`optgate propose` reads one); `validate` and `run`
+    /// still need at least one.
+    #[serde(default)]
     pub variants: Vec<VariantSpec>,
     /// A verdict for every checklist dimension not covered by a variant.
     #[serde(default)]
