@@ -82,6 +82,25 @@ pub enum Command {
         #[arg(long)]
         here: bool,
     },
+    /// Measure the baseline and write the experiment to run: the proposals its measured
+    /// facts call for, and a verdict for every other checklist dimension.
+    ///
+    /// Runs the baseline of EXPERIMENT (whose `variants` may be absent) a few times on its
+    /// scheduler, through the engine (locally here, on Slurm or Flux through the daemon),
+    /// then writes EXPERIMENT's text with `variants:` and `checklist:` added, each entry
+    /// carrying the measured fact behind it (docs/PROPOSE.md lists the rules).
+    Propose {
+        experiment: PathBuf,
+        /// Where to write (default: beside EXPERIMENT, as NAME.proposed.yaml).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// Replace OUT when it exists.
+        #[arg(long)]
+        force: bool,
+        /// No progress while the baseline runs.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Check an experiment file: schema errors with file:line:column, then pre-flight checks.
     Validate {
         experiment: PathBuf,

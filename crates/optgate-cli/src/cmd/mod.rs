@@ -10,6 +10,8 @@ mod history;
 mod plan;
 pub mod probe;
 mod progress;
+mod propose;
+mod propose_measure;
 mod report;
 mod run;
 pub(crate) mod status;
@@ -47,6 +49,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             here,
         ),
         Command::Validate { experiment, strict } => validate_file(&experiment, strict),
+        Command::Propose {
+            experiment,
+            out,
+            force,
+            quiet,
+        } => propose::propose(&experiment, out, force, quiet),
         Command::Plan { experiment, out } => plan::plan(&experiment, &out),
         Command::Analyze {
             samples,

@@ -1425,10 +1425,7 @@ fn a_missing_required_key_hides_nothing_after_it() {
         // key's message names it.
         (
             file_with_typos("name", "command", "metric", "variant"),
-            vec![
-                ("unknown key `variant`, expected one of", 5, 1),
-                alpah,
-            ],
+            vec![("unknown key `variant`, expected one of", 5, 1), alpah],
         ),
     ];
     for (text, expected) in cases {
