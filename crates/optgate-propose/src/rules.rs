@@ -55,8 +55,8 @@ fn usage_figure(u: &Usage) -> String {
 }
 
 /// `l2_threading_model`: idle allotted cores with `OMP_NUM_THREADS` unset or below the
-/// allotment → as many threads as cores (bound, spread, one per core; the launcher's
-/// `cpus_per_task` kept explicit); more threads than cores, all busy → as many threads as
+/// allotment → as many threads as cores (bound, spread, one per core; `cpus_per_task`
+/// set to them); more threads than cores, all busy → as many threads as
 /// cores; otherwise nothing to change.
 pub fn threads(f: &Facts) -> Outcome {
     const DIM: &str = "l2_threading_model";
@@ -106,7 +106,8 @@ pub fn threads(f: &Facts) -> Outcome {
         description,
         figure,
         env: thread_env(cores, &f.linked),
-        cpus_per_task: f.launcher.map(|l| l.cpus_per_task),
+        // Pre-flight refuses more threads than the arm's CPUs, locally too.
+        cpus_per_task: Some(cores),
         build: None,
         governor: None,
     })

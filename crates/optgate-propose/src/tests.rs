@@ -116,7 +116,7 @@ fn idle_cores_under_flux_give_one_thread_per_allotted_core() {
     );
 }
 
-/// Locally (no launcher, `OMP_NUM_THREADS` unset) no `cpus_per_task`; MKL and OpenBLAS
+/// Locally (no launcher, `OMP_NUM_THREADS` unset) `cpus_per_task` is the allotment too; MKL and OpenBLAS
 /// linked get their own thread counts (catches the library check reading the wrong list).
 #[test]
 fn local_idle_cores_and_linked_thread_libraries() {
@@ -134,7 +134,7 @@ fn local_idle_cores_and_linked_thread_libraries() {
     assert_eq!(v.env["OMP_NUM_THREADS"], "4");
     assert_eq!(v.env["MKL_NUM_THREADS"], "4");
     assert_eq!(v.env["OPENBLAS_NUM_THREADS"], "4");
-    assert_eq!(v.cpus_per_task, None);
+    assert_eq!(v.cpus_per_task, Some(4));
     assert!(v.description.contains("OMP_NUM_THREADS unset"));
 }
 
