@@ -6,6 +6,10 @@
  * naturally slower than the steady epochs — the warm-up optgate must not mistake for a
  * speed-up. The checksum is summed serially so it does not depend on the thread count.
  *
+ * Built with -DONE_THREAD_UNLESS_SET it runs one thread when OMP_NUM_THREADS is unset, as
+ * many real codes do by default (LAMMPS' OPENMP package, for one): the baseline of
+ * experiments/propose-stencil.yaml, which keeps 1 of the node's cores busy.
+ *
  * Usage: stencil [--n N] [--epochs E] [--sweeps S]
  */
 #include <omp.h>
@@ -27,6 +31,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stencil: need --n >= 8, --epochs >= 1, --sweeps >= 1\n");
         return 2;
     }
+#ifdef ONE_THREAD_UNLESS_SET
+    if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
+#endif
     double *u = malloc(sizeof(double) * n * n);
     double *v = malloc(sizeof(double) * n * n);
     if (!u || !v) {

@@ -49,6 +49,23 @@ pub struct Usage {
     pub cores_allotted: f64,
     pub cores_used: f64,
     pub threads: Option<f64>,
+    /// Runnable threads, the median of the samples' (None: not sampled).
+    pub runnable_threads: Option<f64>,
+    /// Most of the baseline's tasks were measured under load.
+    pub under_load: bool,
+}
+
+impl Usage {
+    /// The figures optgate-report judges a finding on.
+    pub fn figures(&self) -> optgate_report::utilisation::CoreFigures {
+        optgate_report::utilisation::CoreFigures {
+            allotted: self.cores_allotted,
+            used: self.cores_used,
+            threads: self.threads,
+            runnable: self.runnable_threads,
+            loaded: self.under_load,
+        }
+    }
 }
 
 /// The scheduler whose launcher starts the tasks.
@@ -74,7 +91,59 @@ pub struct TraceTimes {
     pub compute_s: f64,
 }
 
+/// The checklist area a DFTracer category's time counts toward; None for categories that
+/// say nothing of where the time went (DFTracer's own records, configuration, the
+/// benchmark's outer regions, which nest the others).
+pub fn area_of_category(category: &str) -> Option<optgate_experiment::checklist::Area> {
+    use optgate_experiment::checklist::Area;
+    let c = category.to_ascii_lowercase();
+    let is = |names: &[&str]| names.iter().any(|n| c == *n);
+    if is(&[
+        "posix",
+        "stdio",
+        "io",
+        "storage",
+        "reader",
+        "data_loader",
+        "checkpoint",
+        "hdf5",
+        "mpiio",
+    ]) {
+        Some(Area::Io)
+    } else if is(&["mpi", "comm", "communication", "nccl", "rccl", "collective"]) {
+        Some(Area::Communication)
+    } else if is(&["memory", "mem", "memcpy", "cuda_memcpy"]) {
+        Some(Area::Memory)
+    } else if is(&["compute", "cpu", "gpu", "kernel"]) {
+        Some(Area::Compute)
+    } else {
+        None
+    }
+}
+
 impl TraceTimes {
+    /// Seconds per category (a report's breakdown row) grouped into the four areas; None
+    /// when no category maps to one.
+    pub fn from_categories<'a>(
+        categories: impl IntoIterator<Item = (&'a str, f64)>,
+    ) -> Option<TraceTimes> {
+        use optgate_experiment::checklist::Area;
+        let mut t = TraceTimes::default();
+        let mut any = false;
+        for (category, seconds) in categories {
+            let slot = match area_of_category(category) {
+                Some(Area::Io) => &mut t.io_s,
+                Some(Area::Communication) => &mut t.communication_s,
+                Some(Area::Memory) => &mut t.memory_s,
+                Some(Area::Compute) => &mut t.compute_s,
+                None => continue,
+            };
+            *slot += seconds.max(0.0);
+            any = true;
+        }
+        any.then_some(t)
+    }
+
     /// Each area's share of the traced time, in canonical order (0 for all when empty).
     pub fn shares(&self) -> [(optgate_experiment::checklist::Area, f64); 4] {
         use optgate_experiment::checklist::Area;

@@ -45,7 +45,7 @@ fn num(v: f64) -> String {
 fn usage_figure(u: &Usage) -> String {
     let threads = u
         .threads
-        .map(|t| format!(", {} thread(s)", num(t)))
+        .map(|t| format!(", {} thread{}", num(t), if t == 1.0 { "" } else { "s" }))
         .unwrap_or_default();
     format!(
         "{:.1} of {} allotted cores busy per task{threads}",
@@ -74,7 +74,7 @@ pub fn threads(f: &Facts) -> Outcome {
     let omp_words = omp.map_or("OMP_NUM_THREADS unset".to_string(), |n| {
         format!("OMP_NUM_THREADS={n}")
     });
-    let description = match finding(u.cores_allotted, u.cores_used, u.threads) {
+    let description = match finding(&u.figures()) {
         Some(UtilisationFinding::IdleCores) if omp.is_none_or(|n| n < cores) => format!(
             "the baseline kept {figure} with {omp_words}: one OpenMP thread per allotted core, spread and bound"
         ),
@@ -134,7 +134,8 @@ fn thread_env(cores: u32, linked: &[String]) -> BTreeMap<String, String> {
 pub fn binding(f: &Facts) -> Outcome {
     const DIM: &str = "l3_numa_affinity";
     let n = f.node.numa_nodes;
-    let figure = format!("{n} NUMA node(s) on {}", f.node.hostname);
+    let nodes = if n == 1 { "NUMA node" } else { "NUMA nodes" };
+    let figure = format!("{n} {nodes} on {}", f.node.hostname);
     if n <= 1 {
         return Outcome::verdict(
             DIM,
@@ -295,6 +296,14 @@ pub fn capability(f: &Facts) -> Outcome {
 /// share → `not_applicable` with it, else for a variant by hand; no trace → by hand.
 pub fn overlap(f: &Facts) -> [Outcome; 2] {
     let one = |dim: &'static str, area: Area| {
+        if area == Area::Communication && f.launcher.is_none() && !links_mpi(&f.linked) {
+            return Outcome::verdict(
+                dim,
+                Verdict::NotApplicable,
+                "one process: no launcher and no MPI library linked, so nothing to overlap",
+                None,
+            );
+        }
         let Some(t) = &f.trace else {
             return Outcome::verdict(
                 dim,
@@ -323,6 +332,11 @@ pub fn overlap(f: &Facts) -> [Outcome; 2] {
         one("l1_io_overlap", Area::Io),
         one("comm_overlap", Area::Communication),
     ]
+}
+
+/// Whether the app links an MPI library (Open MPI's `libmpi`, MPICH's `libmpich`, …).
+fn links_mpi(linked: &[String]) -> bool {
+    linked.iter().any(|l| l.starts_with("libmpi"))
 }
 
 /// The campaign order the trace asks for — the canonical order (I/O → communication →

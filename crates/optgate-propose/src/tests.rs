@@ -63,6 +63,8 @@ fn flux_baseline(node: NodeFacts) -> Facts {
             cores_allotted: 2.0,
             cores_used: 1.0,
             threads: Some(1.0),
+            runnable_threads: None,
+            under_load: false,
         }),
         env: BTreeMap::from([("OMP_NUM_THREADS".into(), "1".into())]),
         launcher: Some(Launcher {
@@ -128,6 +130,8 @@ fn local_idle_cores_and_linked_thread_libraries() {
         cores_allotted: 4.0,
         cores_used: 1.02,
         threads: None,
+        runnable_threads: None,
+        under_load: false,
     });
     f.linked = vec!["libmkl_rt.so.2".into(), "libopenblas.so.0".into()];
     let v = variant(rules::threads(&f));
@@ -148,6 +152,8 @@ fn threads_without_idle_cores() {
         cores_allotted: 2.0,
         cores_used: used,
         threads: Some(threads),
+        runnable_threads: None,
+        under_load: false,
     };
     f.usage = Some(at(1.95, 2.0));
     assert_eq!(verdict(rules::threads(&f)).0, Verdict::NotApplicable);
@@ -175,7 +181,7 @@ fn binding_from_the_numa_nodes() {
     let v = variant(rules::binding(&flux_baseline(xeon)));
     assert_eq!(v.dimension, "l3_numa_affinity");
     assert_eq!(v.env["OMP_PROC_BIND"], "spread");
-    assert!(v.figure.starts_with("2 NUMA node(s)"), "{}", v.figure);
+    assert!(v.figure.starts_with("2 NUMA nodes"), "{}", v.figure);
     let (_d, i7) = node(I7);
     let (v, why) = verdict(rules::binding(&flux_baseline(i7)));
     assert_eq!(v, Verdict::NotApplicable);
@@ -348,4 +354,57 @@ fn existing_variants_and_verdicts_are_kept() {
             .any(|v| v.dimension == "l2_compiler_runtime_flags")
     );
     assert_eq!(p.verdicts.len() + 1 + 2, 10, "{:?}", p.verdicts);
+}
+
+/// A real DLIO trace's categories (the committed fixtures': POSIX, STDIO, storage, reader,
+/// data_loader, compute, and DFTracer's own) grouped into areas; nesting regions and
+/// DFTracer's records count toward none (catches a category filed under the wrong area).
+#[test]
+fn trace_categories_grouped_into_areas() {
+    use optgate_experiment::checklist::Area;
+    assert_eq!(crate::facts::area_of_category("POSIX"), Some(Area::Io));
+    assert_eq!(
+        crate::facts::area_of_category("MPI"),
+        Some(Area::Communication)
+    );
+    assert_eq!(crate::facts::area_of_category("dftracer"), None);
+    let t = TraceTimes::from_categories([
+        ("POSIX", 3.0),
+        ("STDIO", 1.0),
+        ("MPI", 0.5),
+        ("compute", 2.0),
+        ("dftracer", 99.0),
+        ("dlio_benchmark", 50.0),
+    ])
+    .unwrap();
+    assert_eq!(
+        t,
+        TraceTimes {
+            io_s: 4.0,
+            communication_s: 0.5,
+            memory_s: 0.0,
+            compute_s: 2.0
+        }
+    );
+    assert_eq!(TraceTimes::from_categories([("config", 1.0)]), None);
+}
+
+/// Local runs of a program with no MPI library have nothing to overlap; under a launcher,
+/// or linking MPI, the dimension stays open (catches the check reading the launcher only).
+#[test]
+fn communication_overlap_needs_a_second_process() {
+    let (_d, n) = node(I7);
+    let mut f = flux_baseline(n);
+    let comm = |f: &Facts| verdict(rules::overlap(f)[1].clone());
+    assert_eq!(comm(&f).0, Verdict::ApplicableNotMeasured);
+    f.launcher = None;
+    assert_eq!(
+        comm(&f).0,
+        Verdict::ApplicableNotMeasured,
+        "libmpich is linked"
+    );
+    f.linked = vec!["libgomp.so.1".into()];
+    let (v, why) = comm(&f);
+    assert_eq!(v, Verdict::NotApplicable);
+    assert!(why.contains("no MPI library"), "{why}");
 }

@@ -10,9 +10,8 @@ use anyhow::{Context, Result};
 use optgate_daemon::client;
 use optgate_daemon::protocol::{Request, Response, StatusRequest, SubmitRequest};
 use optgate_experiment::{BASELINE, CommandSpec, Experiment, SchedulerKind};
-use optgate_propose::{Facts, Launcher, LauncherKind, NodeFacts, Usage};
+use optgate_propose::{Facts, Launcher, LauncherKind, NodeFacts, TraceTimes, Usage};
 use optgate_runner::Layout;
-use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 use crate::exit;
 
@@ -94,8 +93,9 @@ pub fn facts(exp: &Experiment, root: &Path) -> Result<Facts> {
         cpus_per_task: arm.resources.cpus_per_task,
     };
     let build = arm.build.map(|i| &exp.builds[i]);
+    let report = read_report(&layout)?;
     Ok(Facts {
-        usage: usage(&layout, &probe)?,
+        usage: usage(&report),
         node: NodeFacts::from_probe(&probe, tunability),
         env: arm.env.clone(),
         launcher: match exp.kind {
@@ -106,7 +106,7 @@ pub fn facts(exp: &Experiment, root: &Path) -> Result<Facts> {
         build: build.map(|b| command_text(b.command())),
         has_correctness: exp.correctness.is_some(),
         linked: linked_libraries(exp, &layout, build.map(|b| b.id.as_str())),
-        trace: None,
+        trace: trace_times(&report),
     })
 }
 
@@ -118,11 +118,36 @@ pub fn command_text(c: &CommandSpec) -> String {
     }
 }
 
-/// The baseline's utilisation: the report's (tasks measured by `optgate step`), else —
-/// runs without a launcher record no tasks — CPU seconds over wall seconds of its
-/// completed runs' manifests, on the cores this process (whose affinity the local runs
-/// inherit) may use.
-fn usage(layout: &Layout, probe: &optgate_probe::Probe) -> Result<Option<Usage>> {
+/// The baseline's utilisation as its report has it: its tasks measured by `optgate step`,
+/// or — local runs have no tasks — its runs' `core_use`.
+fn usage(report: &optgate_report::Report) -> Option<Usage> {
+    report
+        .utilisation
+        .iter()
+        .flatten()
+        .find(|u| u.arm == BASELINE)
+        .map(|u| Usage {
+            cores_allotted: u.cores_allotted,
+            cores_used: u.cores_used,
+            threads: u.threads,
+            runnable_threads: u.runnable_threads,
+            under_load: u.under_load,
+        })
+}
+
+/// The baseline's traced seconds per area: its breakdown row's categories (a DFTracer
+/// metric's runs), grouped.
+fn trace_times(report: &optgate_report::Report) -> Option<TraceTimes> {
+    let row = report
+        .breakdown
+        .iter()
+        .flatten()
+        .find(|b| b.arm == BASELINE)?;
+    TraceTimes::from_categories(row.categories.iter().map(|(c, s)| (c.as_str(), *s)))
+}
+
+/// The measuring experiment's report, as it wrote it into `layout`.
+fn read_report(layout: &Layout) -> Result<optgate_report::Report> {
     let path = layout.report_json();
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
@@ -130,38 +155,7 @@ fn usage(layout: &Layout, probe: &optgate_probe::Probe) -> Result<Option<Usage>>
             path.display()
         )
     })?;
-    let report: optgate_report::Report = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a report", path.display()))?;
-    if let Some(u) = report
-        .utilisation
-        .iter()
-        .flatten()
-        .find(|u| u.arm == BASELINE)
-    {
-        return Ok(Some(Usage {
-            cores_allotted: u.cores_allotted,
-            cores_used: u.cores_used,
-            threads: u.threads,
-        }));
-    }
-    let allotted = probe.allocation.as_ref().and_then(|a| a.allowed_cpu_count);
-    let mut used: Vec<f64> = Vec::new();
-    for entry in std::fs::read_dir(layout.runs_dir())?.flatten() {
-        if let Ok(Some(m)) = RunManifest::read(&entry.path())
-            && m.arm == BASELINE
-            && m.outcome == Outcome::Completed
-            && m.elapsed_s > 0.0
-            && let Some(r) = &m.resources
-        {
-            used.push(r.cpu_s() / m.elapsed_s);
-        }
-    }
-    used.sort_by(f64::total_cmp);
-    Ok(allotted.zip(used.get(used.len() / 2)).map(|(a, u)| Usage {
-        cores_allotted: f64::from(a),
-        cores_used: *u,
-        threads: None,
-    }))
+    serde_json::from_str(&text).with_context(|| format!("{} is not a report", path.display()))
 }
 
 /// The shared libraries of the app's program (`ldd`), by file name; empty when the
