@@ -15,49 +15,12 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
 /// A guard against hanging forever; nothing is asserted about how long anything took.
 const DEADLINE: Duration = Duration::from_secs(600);
-
-/// Brokers the test instance must have: 2 for the experiment, 2 more so that blocks can
-/// queue and run side by side as on a real cluster.
-const BROKERS: u32 = 4;
-
-const SETUP: &str = "run `eval \"$(sudo schedulers/flux/setup-one-node.sh --brokers 4)\"` (it \
-                     starts a 4-broker test instance and prints `export OPTGATE_FLUX_URI_4=…`; \
-                     tests/run-all.sh does this, and installs mpich/libmpich-dev) and try again";
-
-/// The URI of the 4-broker instance; fails (never skips) when none answers there.
-fn require_four_brokers() -> String {
-    let uri = std::env::var("OPTGATE_FLUX_URI_4")
-        .unwrap_or_else(|_| panic!("OPTGATE_FLUX_URI_4 is not set: {SETUP}"));
-    let out = Command::new("flux")
-        .args(["getattr", "size"])
-        .env("FLUX_URI", &uri)
-        .output()
-        .unwrap_or_else(|e| panic!("`flux` does not run ({e}): {SETUP}"));
-    assert!(
-        out.status.success(),
-        "no Flux instance answers at OPTGATE_FLUX_URI_4={uri:?} ({}): {SETUP}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    let size = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert_eq!(
-        size,
-        BROKERS.to_string(),
-        "the instance at {uri} has {size} brokers"
-    );
-    let mpicc = Command::new("mpicc").arg("-show").output();
-    assert!(
-        mpicc.is_ok_and(|o| o.status.success()),
-        "`mpicc` is missing (apt-get install mpich libmpich-dev): {SETUP}"
-    );
-    uri
-}
 
 /// The shipped experiment, its workdir pointed at a private copy of the example (so its
 /// runs land in the test's temporary directory, not in the checkout).
@@ -125,7 +88,7 @@ fn check_run(run: &Path) {
 
 #[test]
 fn a_two_node_hybrid_mpi_openmp_experiment_is_decided_with_every_task_measured() {
-    let uri = require_four_brokers();
+    let uri = support::require_four_brokers();
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let _guard = support::StopOnDrop(home.clone());

@@ -284,3 +284,39 @@ pub fn runs_left_to_run(job: &optgate_sched::JobSpec) -> Vec<String> {
         .map(|(id, _)| id)
         .collect()
 }
+
+/// Brokers the multi-node Flux tests' instance must have: 2 for an experiment's nodes, 2
+/// more so that blocks can queue and run side by side as on a real cluster.
+pub const BROKERS: u32 = 4;
+
+pub const FOUR_BROKER_SETUP: &str = "run `eval \"$(sudo schedulers/flux/setup-one-node.sh --brokers 4)\"` (it \
+                     starts a 4-broker test instance and prints `export OPTGATE_FLUX_URI_4=…`; \
+                     tests/run-all.sh does this, and installs mpich/libmpich-dev) and try again";
+
+/// The URI of the 4-broker instance; fails (never skips) when none answers there.
+pub fn require_four_brokers() -> String {
+    let uri = std::env::var("OPTGATE_FLUX_URI_4")
+        .unwrap_or_else(|_| panic!("OPTGATE_FLUX_URI_4 is not set: {FOUR_BROKER_SETUP}"));
+    let out = std::process::Command::new("flux")
+        .args(["getattr", "size"])
+        .env("FLUX_URI", &uri)
+        .output()
+        .unwrap_or_else(|e| panic!("`flux` does not run ({e}): {FOUR_BROKER_SETUP}"));
+    assert!(
+        out.status.success(),
+        "no Flux instance answers at OPTGATE_FLUX_URI_4={uri:?} ({}): {FOUR_BROKER_SETUP}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let size = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(
+        size,
+        BROKERS.to_string(),
+        "the instance at {uri} has {size} brokers"
+    );
+    let mpicc = std::process::Command::new("mpicc").arg("-show").output();
+    assert!(
+        mpicc.is_ok_and(|o| o.status.success()),
+        "`mpicc` is missing (apt-get install mpich libmpich-dev): {FOUR_BROKER_SETUP}"
+    );
+    uri
+}

@@ -125,6 +125,33 @@ fn add_stages(text: &str, p: &Proposal, dominant: Area, share: f64) -> String {
     out
 }
 
+/// `text` with its top-level `replicates:` raised to `needed` — the smallest number whose
+/// exact test can decide the file's variants with the proposed ones added — when it is
+/// below that; unchanged when it is not, or the file leaves `replicates` to the loader.
+pub fn with_enough_replicates(text: &str, given: u32, needed: u32) -> String {
+    let Some(b) = text::blocks(text)
+        .into_iter()
+        .find(|b| b.key == "replicates")
+    else {
+        return text.to_string();
+    };
+    if given >= needed {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if i == b.start {
+            out += &format!(
+                "replicates: {needed}   # optgate propose: was {given}, too few to decide this many variants\n"
+            );
+        } else if !(b.start..b.end).contains(&i) {
+            out += line;
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// The experiment that measures the baseline: `text` without its variants, checklist,
 /// replicates and re-check, named `name`, running the baseline [`PROBE_RUNS`] times beside
 /// an identical arm.
@@ -151,6 +178,22 @@ pub fn probe_text(text: &str, name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Too few replicates for the variants now in the file are raised, the rest of the text
+    /// kept; enough, or none given, leave the text as it was.
+    #[test]
+    fn replicates_raised_only_when_too_few() {
+        let text = "name: x\nreplicates: 5 # five\nseed: 1\n";
+        assert_eq!(
+            super::with_enough_replicates(text, 5, 6),
+            "name: x\nreplicates: 6   # optgate propose: was 5, too few to decide this many variants\nseed: 1\n"
+        );
+        assert_eq!(super::with_enough_replicates(text, 5, 5), text);
+        assert_eq!(
+            super::with_enough_replicates("name: x\n", 5, 6),
+            "name: x\n"
+        );
+    }
+
     use std::collections::BTreeMap;
 
     use super::*;

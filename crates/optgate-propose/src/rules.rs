@@ -41,16 +41,17 @@ fn num(v: f64) -> String {
     }
 }
 
-/// "1.0 of 2 allotted cores busy per task, 1 thread".
-fn usage_figure(u: &Usage) -> String {
+/// "1.0 of 2 allotted cores busy per task, 1 thread" ("per run" for local runs).
+fn usage_figure(u: &Usage, launched: bool) -> String {
     let threads = u
         .threads
         .map(|t| format!(", {} thread{}", num(t), if t == 1.0 { "" } else { "s" }))
         .unwrap_or_default();
     format!(
-        "{:.1} of {} allotted cores busy per task{threads}",
+        "{:.1} of {} allotted cores busy per {}{threads}",
         u.cores_used,
-        num(u.cores_allotted)
+        num(u.cores_allotted),
+        if launched { "task" } else { "run" }
     )
 }
 
@@ -68,7 +69,7 @@ pub fn threads(f: &Facts) -> Outcome {
             None,
         );
     };
-    let figure = usage_figure(&u);
+    let figure = usage_figure(&u, f.launcher.is_some());
     let cores = u.cores_allotted.round() as u32;
     let omp: Option<u32> = f.env.get("OMP_NUM_THREADS").and_then(|v| v.parse().ok());
     let omp_words = omp.map_or("OMP_NUM_THREADS unset".to_string(), |n| {

@@ -49,6 +49,7 @@ pub fn propose(path: &Path, out: Option<PathBuf>, force: bool, quiet: bool) -> R
     let facts = propose_measure::facts(&exp, &root)?;
     let proposal = optgate_propose::propose(&facts, &existing);
     let proposed = render::add_proposal(&source_text, &proposal).map_err(|e| invalid(e.into()))?;
+    let proposed = enough_replicates(&proposed, &file, proposal.variants.len());
     check_output(&proposed, &out, proposal.campaign.is_some())?;
     write_atomic(&out, &proposed, force)?;
     for v in &proposal.variants {
@@ -65,6 +66,23 @@ pub fn propose(path: &Path, out: Option<PathBuf>, force: bool, quiet: bool) -> R
         root.display()
     );
     Ok(exit::OK)
+}
+
+/// `text` with the file's `replicates` raised to what can decide its variants and the
+/// `added` ones (a file that allows few replicates keeps its number).
+fn enough_replicates(text: &str, file: &ExperimentFile, added: usize) -> String {
+    let family = file.variants.len() + added;
+    let needed = optgate_experiment::load::smallest_deciding_replicates(
+        file.design.stats(),
+        family,
+        file.compare.alpha,
+    );
+    match needed {
+        Some(n) if !file.allow_few_replicates && family > 0 => {
+            render::with_enough_replicates(text, file.replicates, n)
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// `FILE.yaml` → `FILE.proposed.yaml`, beside it.
