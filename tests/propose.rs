@@ -175,7 +175,7 @@ fn a_file_with_the_variant_keeps_it_and_gains_only_what_is_missing() {
     let threads: Vec<&str> = proposed
         .variants
         .iter()
-        .filter(|v| v.env.get("OMP_NUM_THREADS").is_some())
+        .filter(|v| v.env.contains_key("OMP_NUM_THREADS"))
         .map(|v| v.name.as_str())
         .collect();
     assert_eq!(
