@@ -62,6 +62,21 @@ impl UntrustedError {
             if source.kind() == std::io::ErrorKind::NotFound)
     }
 
+    /// The error without the file's path in front (for a message that names it already).
+    pub fn reason(&self) -> String {
+        let text = self.to_string();
+        let prefix = format!("{}: ", self.path().display());
+        text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+    }
+
+    /// The same error as an `io::Error` of its reason, for callers that carry those.
+    pub fn into_io(self) -> std::io::Error {
+        match self {
+            UntrustedError::Io { source, .. } => source,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.reason()),
+        }
+    }
+
     /// The file the error is about.
     pub fn path(&self) -> &Path {
         match self {
@@ -244,6 +259,41 @@ pub fn record_names(dir: &Path, rel: &Path) -> Result<Vec<String>, UntrustedErro
         .collect();
     names.sort();
     Ok(names)
+}
+
+/// Why a folder of records gives no figure: the file (relative to the run directory) and
+/// the rule it broke, or why it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {why}")]
+pub struct RecordProblem {
+    pub file: String,
+    pub why: String,
+}
+
+/// Every record file of the folder `run_dir/folder` ([`record_names`]), each read as
+/// untrusted (at most [`MAX_RECORD_BYTES`]) and parsed, with its path relative to
+/// `run_dir`; the first file that cannot be read or is not a record is the problem.
+pub fn read_json_records<T: serde::de::DeserializeOwned>(
+    run_dir: &Path,
+    folder: &Path,
+) -> Result<Vec<(String, T)>, RecordProblem> {
+    let problem = |file: &Path, why: String| RecordProblem {
+        file: file.display().to_string(),
+        why,
+    };
+    // The error names the whole path; the problem names the file once.
+    let unreadable = |file: &Path, e: UntrustedError| problem(file, e.reason());
+    let names = record_names(run_dir, folder).map_err(|e| unreadable(folder, e))?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let file = folder.join(&name);
+        let bytes =
+            read_bytes(run_dir, &file, MAX_RECORD_BYTES).map_err(|e| unreadable(&file, e))?;
+        let record = serde_json::from_slice(&bytes)
+            .map_err(|e| problem(&file, format!("not a record ({e})")))?;
+        out.push((file.display().to_string(), record));
+    }
+    Ok(out)
 }
 
 /// An output file's text as read for one reader: the text (invalid UTF-8 replaced) and what
