@@ -150,7 +150,7 @@ pub fn write_record(
     let dir = nodes_dir(run_dir, attempt);
     let path = dir.join(name);
     let write = || -> Result<(), std::io::Error> {
-        std::fs::create_dir_all(&dir)?;
+        crate::files::ensure_real_dir(&dir)?;
         let json = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
         crate::files::write_atomic(&path, &json)
     };
