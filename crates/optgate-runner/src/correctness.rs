@@ -25,13 +25,15 @@ pub struct RunEvidence<'a> {
     pub evidence: &'a Evidence,
 }
 
-/// The run's `source` as text and its name for messages; the error as a reason.
+/// The run's `source` as text and its name for messages (of a huge output, the lines
+/// `keep` accepts); the error as a reason.
 fn read_source(
     run_dir: &Path,
     source: optgate_experiment::MetricSource,
     file: Option<&str>,
+    keep: &dyn Fn(&str) -> bool,
 ) -> Result<(String, String), String> {
-    read_text(run_dir, source, file)
+    read_text(run_dir, source, file, keep)
         .map_err(|(path, e)| format!("cannot read {}: {e}", path.display()))
 }
 
@@ -79,12 +81,7 @@ pub fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
     let c = exp.correctness.as_ref()?;
     let mut ev = Evidence::default();
     for f in &c.files {
-        let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
-            Sha256::digest(&b)
-                .iter()
-                .map(|x| format!("{x:02x}"))
-                .collect::<String>()
-        });
+        let hash = file_sha256(run_dir, f);
         ev.files.insert(f.clone(), hash);
     }
     if let Some(v) = &c.values {
@@ -104,11 +101,33 @@ pub fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
                 file,
             } => captures(run_dir, pattern, *source, file.as_deref())
                 .and_then(|v| check_captures(e, &v)),
-            ExpectPlace::Lines { source, file } => read_source(run_dir, *source, file.as_deref())
-                .and_then(|(text, name)| check_lines(e, &text, &name)),
+            ExpectPlace::Lines { source, file } => {
+                read_source(run_dir, *source, file.as_deref(), &|l| e.in_line(l))
+                    .and_then(|(text, name)| check_lines(e, &text, &name))
+            }
         });
     }
     Some(ev)
+}
+
+/// The SHA-256 of the run's declared file `rel`, streamed; None when the run did not write
+/// it as a regular file of at most the output cap (a link, a pipe or a device is not read).
+fn file_sha256(run_dir: &Path, rel: &str) -> Option<String> {
+    use optgate_wrapper::untrusted::{MAX_OUTPUT_BYTES, open_regular};
+    let (file, _) = open_regular(run_dir, Path::new(rel), MAX_OUTPUT_BYTES).ok()?;
+    let mut hasher = Sha256::new();
+    std::io::copy(
+        &mut std::io::Read::take(file, MAX_OUTPUT_BYTES),
+        &mut hasher,
+    )
+    .ok()?;
+    Some(
+        hasher
+            .finalize()
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect(),
+    )
 }
 
 /// Every capture of `re` in the run's `source`; an error naming the file when it cannot be
@@ -119,7 +138,7 @@ fn captures(
     source: optgate_experiment::MetricSource,
     file: Option<&str>,
 ) -> Result<Values, String> {
-    let (text, name) = read_source(run_dir, source, file)?;
+    let (text, name) = read_source(run_dir, source, file, &|l| re.is_match(l))?;
     let captured = extract_captures(re, &text);
     if captured.is_empty() {
         return Err(format!(
