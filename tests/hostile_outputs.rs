@@ -112,3 +112,29 @@ fn a_pipe_at_the_metric_file_fails_the_run_instead_of_blocking() {
     assert!(said.contains("metric.txt"), "{said}");
     assert!(said.contains("not a regular file"), "{said}");
 }
+
+/// A 10 GB sparse metric file (holes read as NUL bytes): refused by its size before a
+/// byte is read, naming the file and the cap, under a 2 GiB cap (a 1.1 GB one aborted).
+#[test]
+fn a_ten_gigabyte_sparse_metric_file_is_refused_by_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = r#"truncate -s 10G "$OPTGATE_RUN_DIR/metric.txt"; echo ok"#;
+    let yaml =
+        experiment(app).replace("metric:\n", "metric:\n  source: file\n  file: metric.txt\n");
+    let exp = write_experiment(dir.path(), &yaml);
+    let root = dir.path().join("exec");
+    let o = run_capped(
+        &[
+            "run",
+            exp.to_str().unwrap(),
+            "--out",
+            root.to_str().unwrap(),
+            "--quiet",
+        ],
+        2 << 20,
+    );
+    let said = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{said}");
+    assert!(said.contains("metric.txt"), "{said}");
+    assert!(said.contains("more than the limit of"), "{said}");
+}

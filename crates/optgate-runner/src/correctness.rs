@@ -165,10 +165,10 @@ fn check_captures(expected: &Expected, values: &Values) -> Result<(), String> {
     match values.captured.iter().find(|c| !expected.accepts(&c.text)) {
         None => Ok(()),
         Some(c) => Err(format!(
-            "{}:{}: `{}` where {} is expected (the line: {})",
+            "{}:{}: {} where {} is expected (the line: {})",
             values.source,
             c.line,
-            c.text,
+            quote_line(&c.text),
             expected.describe(),
             quote_line(&c.line_text)
         )),
@@ -347,10 +347,10 @@ fn first_value_difference(
                 ((vn - bn) / bn.abs().max(f64::MIN_POSITIVE)).abs()
             ),
             _ => format!(
-                "checked value #{} is `{}` where the baseline has `{}` ({at})",
+                "checked value #{} is {} where the baseline has {} ({at})",
                 i + 1,
-                v.text,
-                b.text
+                quote_line(&v.text),
+                quote_line(&b.text)
             ),
         },
     )
@@ -462,6 +462,25 @@ mod tests {
             m.unwrap()
                 .contains("stdout:1: `NO` where `PASSED` or `OK` is expected")
         );
+    }
+
+    /// A 5 MB verdict, and a 5 MB checked value that differs, are quoted by their first
+    /// [`QUOTED_LINE_CHARS`] characters: the reason stays a paragraph (it was 5 MB, and so
+    /// was every report carrying it).
+    #[test]
+    fn a_huge_captured_value_is_quoted_by_its_prefix() {
+        let huge = "F".repeat(5 << 20);
+        let exp = experiment(CHECK);
+        let out = format!("check {huge}\n");
+        let (m, _) = judged(&exp, &[(1, "baseline", "check PASSED\n"), (1, "v", &out)]);
+        let m = m.unwrap();
+        assert!(m.len() < 4 * QUOTED_LINE_CHARS, "{} bytes", m.len());
+        assert!(m.contains(&format!("`{}…`", "F".repeat(QUOTED_LINE_CHARS))), "{m}");
+        let values = experiment("{ values: { pattern: 'check (?P<value>\\S+)' } }");
+        let (m, _) = judged(&values, &[(1, "baseline", "check A\n"), (1, "v", &out)]);
+        let m = m.unwrap();
+        assert!(m.len() < 4 * QUOTED_LINE_CHARS, "{} bytes", m.len());
+        assert!(m.contains("where the baseline has `A`"), "{m}");
     }
 
     /// A baseline printing `FAILED` is the experiment's error — its run, output line and
