@@ -138,3 +138,43 @@ fn a_ten_gigabyte_sparse_metric_file_is_refused_by_its_size() {
     assert!(said.contains("metric.txt"), "{said}");
     assert!(said.contains("more than the limit of"), "{said}");
 }
+
+/// Through the daemon, a variant that leaves pipes where its task record, node record and
+/// declared output file go: its runs end (the output named, not a regular file), an
+/// experiment submitted after it is decided meanwhile (the engine never blocked on the
+/// pipes), and `daemon stop` says stopped (it exited 3 after 60 s when the engine hung).
+#[test]
+fn pipes_in_a_run_directory_hold_up_nothing_under_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let plant = r#"if [ -n "$BIG" ]; then d=$OPTGATE_RUN_DIR; mkdir -p $d/tasks.attempt-1 $d/nodes.attempt-1; mkfifo $d/tasks.attempt-1/rank-0.json $d/nodes.attempt-1/$(hostname).json $d/out.dat; else echo same > $OPTGATE_RUN_DIR/out.dat; fi; echo "epoch 1 took 0.1 s""#;
+    let hostile = experiment(plant)
+        .replace("name: outputs", "name: pipes")
+        .replace(
+            "allow_few_replicates: true\n",
+            "allow_few_replicates: true\ncorrectness: { files: [out.dat] }\n",
+        );
+    let plain = experiment(r#"echo "epoch 1 took 0.1 s""#).replace("name: outputs", "name: plain");
+    let submit = |name: &str, yaml: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        let o = cli(&home, &["submit", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o).trim().to_string()
+    };
+    let (hostile_id, plain_id) = (submit("pipes", &hostile), submit("plain", &plain));
+    for id in [&plain_id, &hostile_id] {
+        wait_for("the experiment to end", DEADLINE, || {
+            let s = status(&home, id);
+            (!matches!(s["state"].as_str(), Some("planned" | "running"))).then_some(())
+        });
+    }
+    assert_eq!(status(&home, &plain_id)["state"], "decided");
+    let o = cli(&home, &["report", &hostile_id, "--json"]);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(report.contains("out.dat"), "{report}");
+    assert!(report.contains("not a regular file"), "{report}");
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -413,7 +413,9 @@ mod tests {
         assert_eq!(at(Some("\n  \n\t\n")), "(nothing: the output is empty)");
         let missing = at(None);
         assert!(
-            missing.starts_with('(') && missing.ends_with("/stdout cannot be read)"),
+            missing.starts_with('(')
+                && missing.contains("/stdout cannot be read: ")
+                && missing.ends_with("(os error 2))"),
             "{missing}"
         );
     }
