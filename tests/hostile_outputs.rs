@@ -178,3 +178,27 @@ fn pipes_in_a_run_directory_hold_up_nothing_under_the_daemon() {
     let o = cli(&home, &["daemon", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A read of a run directory that does not return (stalled here by the `read-run-files`
+/// test hook, as a hung file system would): `daemon stop` still says stopped, within its
+/// wait (it waited for the pass, past `STOP_WAIT`, and exited 3).
+#[test]
+fn a_read_that_never_returns_does_not_hold_up_daemon_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let _guard = StopOnDrop(home.clone());
+    let exp = write_experiment(dir.path(), &experiment(r#"echo "epoch 1 took 0.1 s""#));
+    let o = optgate()
+        .args(["submit", exp.to_str().unwrap()])
+        .env("OPTGATE_HOME", &home)
+        .env("OPTGATE_STALL", "read-run-files:600000")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    wait_for("the read to stall", DEADLINE, || {
+        let log = std::fs::read_to_string(home.join("daemon.log")).unwrap_or_default();
+        log.contains("stall read-run-files").then_some(())
+    });
+    let o = cli(&home, &["daemon", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
