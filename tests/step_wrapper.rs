@@ -515,6 +515,60 @@ fn an_app_that_cannot_start_exits_as_a_shell_would() {
     assert!(!dir.path().join("tasks.attempt-1").exists());
 }
 
+/// `optgate step` refuses a RUN_DIR that is a link, or whose task-record folder is one,
+/// before the app starts (exit 2, nothing written where the link points); a `run.json`
+/// planted as a pipe does not block it. Needs no launcher. Planted bugs caught: the
+/// records written through the linked folder (a file appears in the target), `run.json`
+/// opened as it is (the step hangs in `open` until the test's own timeout kills it).
+#[test]
+fn a_run_dir_that_is_a_link_is_refused_and_a_planted_pipe_does_not_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    let target = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::create_dir_all(&target).unwrap();
+    let linked = tmp.path().join("linked");
+    std::os::unix::fs::symlink(&real, &linked).unwrap();
+    let step = |dir: &Path, app: &str| {
+        let mut child = optgate()
+            .args(["step", dir.to_str().unwrap(), "--", "sh", "-c", app])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A blocked step never exits: bounded, so the test fails instead of hanging.
+        for _ in 0..600 {
+            if child.try_wait().unwrap().is_some() {
+                return child.wait_with_output().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        panic!("optgate step did not end: {:?}", child.wait_with_output());
+    };
+    let out = step(&linked, "echo ran");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is a symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty());
+    std::os::unix::fs::symlink(&target, real.join("tasks.attempt-1")).unwrap();
+    let out = step(&real, "echo ran");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    std::fs::remove_file(real.join("tasks.attempt-1")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(real.join("run.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = step(&real, "echo ran");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(real.join("tasks.attempt-1").read_dir().unwrap().count() == 1);
+}
+
 /// On a terminal (`srun --pty`; here util-linux's `script` gives the wrapper one) the app
 /// reads stdin: it stays in the terminal's foreground group, where a read is not stopped.
 /// Planted bug caught: the app always in a group of its own (stopped by SIGTTIN at its

@@ -334,6 +334,7 @@ mod tests {
             resources: None,
             core_use: None,
             tasks: Vec::new(),
+            not_measured: Vec::new(),
             isolation: None,
         }
         .write(dir)

@@ -120,6 +120,7 @@ fn run_the_job(spec: &JobSpec, id: &str) {
             step_governors: Default::default(),
             nodes: Vec::new(),
             tasks: Vec::new(),
+            not_measured: Vec::new(),
             resources: None,
             core_use: None,
             isolation: None,

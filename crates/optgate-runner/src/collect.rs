@@ -211,12 +211,14 @@ pub enum RunMetricError {
     },
 }
 
+/// The run's `source` as text, keeping (of a huge output) the lines `re` matches.
 fn read_source(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
+    re: &regex::Regex,
 ) -> Result<(String, String), RunMetricError> {
-    crate::source::read_text(run_dir, source, file)
+    crate::source::read_text(run_dir, source, file, &|line| re.is_match(line))
         .map_err(|(path, source)| RunMetricError::Read { path, source })
 }
 
@@ -309,7 +311,7 @@ fn guardrail_values(
     let mut out = BTreeMap::new();
     for (g, re) in exp.guardrails.iter().zip(&exp.patterns.guardrails) {
         let re = re.as_ref().expect("validated");
-        let (text, name) = read_source(run_dir, g.spec.source, g.spec.file.as_deref())?;
+        let (text, name) = read_source(run_dir, g.spec.source, g.spec.file.as_deref(), re)?;
         out.insert(g.name.clone(), extract_value(re, &text, &name)?);
     }
     Ok(out)
@@ -322,7 +324,7 @@ fn system_value(exp: &Experiment, run_dir: &Path) -> Result<Option<f64>, RunMetr
         return Ok(None);
     };
     let re = exp.patterns.system_metric.as_ref().expect("validated");
-    let (text, name) = read_source(run_dir, sm.source, sm.file.as_deref())?;
+    let (text, name) = read_source(run_dir, sm.source, sm.file.as_deref(), re)?;
     Ok(extract_values(re, &text, &name)?.last().copied())
 }
 
@@ -342,7 +344,7 @@ pub fn run_metric(exp: &Experiment, run_dir: &Path) -> Result<RunMetric, RunMetr
     match m.source {
         MetricSource::Stdout | MetricSource::File => {
             let re = exp.patterns.metric.as_ref().expect("validated");
-            let (text, name) = read_source(run_dir, m.source, m.file.as_deref())?;
+            let (text, name) = read_source(run_dir, m.source, m.file.as_deref(), re)?;
             let (epochs, labels) = if exp.per_run {
                 // A figure of merit: its one value, held as epoch 1.
                 let value = extract_value(re, &text, &name)?;

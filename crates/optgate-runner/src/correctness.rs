@@ -25,13 +25,15 @@ pub struct RunEvidence<'a> {
     pub evidence: &'a Evidence,
 }
 
-/// The run's `source` as text and its name for messages; the error as a reason.
+/// The run's `source` as text and its name for messages (of a huge output, the lines
+/// `keep` accepts); the error as a reason.
 fn read_source(
     run_dir: &Path,
     source: optgate_experiment::MetricSource,
     file: Option<&str>,
+    keep: &dyn Fn(&str) -> bool,
 ) -> Result<(String, String), String> {
-    read_text(run_dir, source, file)
+    read_text(run_dir, source, file, keep)
         .map_err(|(path, e)| format!("cannot read {}: {e}", path.display()))
 }
 
@@ -42,13 +44,35 @@ pub const QUOTED_LINE_CHARS: usize = 200;
 /// What a run's outputs were, for the correctness comparison with the baseline.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Evidence {
-    /// Declared file → SHA-256, or None when the run did not write it.
-    pub files: BTreeMap<String, Option<String>>,
+    /// Declared file → its SHA-256, or why it has none.
+    pub files: BTreeMap<String, FileHash>,
     /// What `correctness.values.pattern` captured, or why nothing could be read.
     pub values: Option<Result<Values, String>>,
     /// The `correctness.expect` check: None without one, else the run's output quoted
     /// where it does not say the expected verdict.
     pub verdict: Option<Result<(), String>>,
+}
+
+/// A declared output file of one run: its SHA-256, or why it has none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileHash {
+    Sha256(String),
+    /// The run did not write it.
+    Missing,
+    /// It is there but is not read: a link, a pipe, a device, too large, unreadable.
+    Unreadable(String),
+}
+
+impl FileHash {
+    /// What a difference says of a file without a hash in `whose` run.
+    fn why_none(&self, file: &str, whose: &str) -> String {
+        match self {
+            FileHash::Unreadable(why) => {
+                format!("`{file}` in the {whose}'s run is not read: {why}")
+            }
+            _ => format!("`{file}` is missing from the {whose}'s run"),
+        }
+    }
 }
 
 /// The values one run's output gave, with the file they were read from.
@@ -79,12 +103,7 @@ pub fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
     let c = exp.correctness.as_ref()?;
     let mut ev = Evidence::default();
     for f in &c.files {
-        let hash = std::fs::read(run_dir.join(f)).ok().map(|b| {
-            Sha256::digest(&b)
-                .iter()
-                .map(|x| format!("{x:02x}"))
-                .collect::<String>()
-        });
+        let hash = file_sha256(run_dir, f);
         ev.files.insert(f.clone(), hash);
     }
     if let Some(v) = &c.values {
@@ -104,11 +123,38 @@ pub fn evidence(exp: &Experiment, run_dir: &Path) -> Option<Evidence> {
                 file,
             } => captures(run_dir, pattern, *source, file.as_deref())
                 .and_then(|v| check_captures(e, &v)),
-            ExpectPlace::Lines { source, file } => read_source(run_dir, *source, file.as_deref())
-                .and_then(|(text, name)| check_lines(e, &text, &name)),
+            ExpectPlace::Lines { source, file } => {
+                read_source(run_dir, *source, file.as_deref(), &|l| e.in_line(l))
+                    .and_then(|(text, name)| check_lines(e, &text, &name))
+            }
         });
     }
     Some(ev)
+}
+
+/// The SHA-256 of the run's declared file `rel`, streamed; None when the run did not write
+/// it as a regular file of at most the output cap (a link, a pipe or a device is not read).
+fn file_sha256(run_dir: &Path, rel: &str) -> FileHash {
+    use optgate_wrapper::untrusted::{MAX_OUTPUT_BYTES, open_regular};
+    let file = match open_regular(run_dir, Path::new(rel), MAX_OUTPUT_BYTES) {
+        Ok((file, _)) => file,
+        Err(e) if e.is_absent() => return FileHash::Missing,
+        Err(e) => return FileHash::Unreadable(e.reason()),
+    };
+    let mut hasher = Sha256::new();
+    if let Err(e) = std::io::copy(
+        &mut std::io::Read::take(file, MAX_OUTPUT_BYTES),
+        &mut hasher,
+    ) {
+        return FileHash::Unreadable(e.to_string());
+    }
+    FileHash::Sha256(
+        hasher
+            .finalize()
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect(),
+    )
 }
 
 /// Every capture of `re` in the run's `source`; an error naming the file when it cannot be
@@ -119,7 +165,7 @@ fn captures(
     source: optgate_experiment::MetricSource,
     file: Option<&str>,
 ) -> Result<Values, String> {
-    let (text, name) = read_source(run_dir, source, file)?;
+    let (text, name) = read_source(run_dir, source, file, &|l| re.is_match(l))?;
     let captured = extract_captures(re, &text);
     if captured.is_empty() {
         return Err(format!(
@@ -146,10 +192,10 @@ fn check_captures(expected: &Expected, values: &Values) -> Result<(), String> {
     match values.captured.iter().find(|c| !expected.accepts(&c.text)) {
         None => Ok(()),
         Some(c) => Err(format!(
-            "{}:{}: `{}` where {} is expected (the line: {})",
+            "{}:{}: {} where {} is expected (the line: {})",
             values.source,
             c.line,
-            c.text,
+            quote_line(&c.text),
             expected.describe(),
             quote_line(&c.line_text)
         )),
@@ -189,10 +235,15 @@ fn baseline_problem(ev: &Evidence) -> Option<String> {
     if let Some(Err(why)) = &ev.values {
         return Some(format!("has no checked value to compare with: {why}"));
     }
-    ev.files
-        .iter()
-        .find(|(_, hash)| hash.is_none())
-        .map(|(f, _)| format!("did not write `{f}`, a file `correctness.files` compares"))
+    ev.files.iter().find_map(|(f, hash)| match hash {
+        FileHash::Sha256(_) => None,
+        FileHash::Missing => Some(format!(
+            "did not write `{f}`, a file `correctness.files` compares"
+        )),
+        FileHash::Unreadable(why) => Some(format!(
+            "wrote `{f}`, a file `correctness.files` compares, but it is not read: {why}"
+        )),
+    })
 }
 
 /// The error of the experiment when a completed baseline run fails its own correctness
@@ -271,12 +322,28 @@ fn first_difference(
     abs_tol: Option<f64>,
 ) -> Option<String> {
     for (file, bh) in &base.files {
-        let vh = var.files.get(file).cloned().flatten();
-        match (bh, vh) {
-            (None, None) => return Some(format!("`{file}` was written by neither run")),
-            (Some(_), None) => return Some(format!("`{file}` is missing from the variant's run")),
-            (None, Some(_)) => return Some(format!("`{file}` is missing from the baseline's run")),
-            (Some(a), Some(b)) if *a != b => {
+        let vh = var.files.get(file).cloned().unwrap_or(FileHash::Missing);
+        match (bh, &vh) {
+            (FileHash::Missing, FileHash::Missing) => {
+                return Some(format!("`{file}` was written by neither run"));
+            }
+            (
+                FileHash::Missing | FileHash::Unreadable(_),
+                FileHash::Missing | FileHash::Unreadable(_),
+            ) => {
+                return Some(format!(
+                    "{}; {}",
+                    bh.why_none(file, "baseline"),
+                    vh.why_none(file, "variant")
+                ));
+            }
+            (FileHash::Sha256(_), _) if !matches!(vh, FileHash::Sha256(_)) => {
+                return Some(vh.why_none(file, "variant"));
+            }
+            (_, FileHash::Sha256(_)) if !matches!(bh, FileHash::Sha256(_)) => {
+                return Some(bh.why_none(file, "baseline"));
+            }
+            (FileHash::Sha256(a), FileHash::Sha256(b)) if a != b => {
                 return Some(format!(
                     "`{file}` differs from the baseline's (sha256 {}… vs {}…)",
                     &a[..12],
@@ -328,10 +395,10 @@ fn first_value_difference(
                 ((vn - bn) / bn.abs().max(f64::MIN_POSITIVE)).abs()
             ),
             _ => format!(
-                "checked value #{} is `{}` where the baseline has `{}` ({at})",
+                "checked value #{} is {} where the baseline has {} ({at})",
                 i + 1,
-                v.text,
-                b.text
+                quote_line(&v.text),
+                quote_line(&b.text)
             ),
         },
     )
@@ -443,6 +510,28 @@ mod tests {
             m.unwrap()
                 .contains("stdout:1: `NO` where `PASSED` or `OK` is expected")
         );
+    }
+
+    /// A 5 MB verdict, and a 5 MB checked value that differs, are quoted by their first
+    /// [`QUOTED_LINE_CHARS`] characters: the reason stays a paragraph (it was 5 MB, and so
+    /// was every report carrying it).
+    #[test]
+    fn a_huge_captured_value_is_quoted_by_its_prefix() {
+        let huge = "F".repeat(5 << 20);
+        let exp = experiment(CHECK);
+        let out = format!("check {huge}\n");
+        let (m, _) = judged(&exp, &[(1, "baseline", "check PASSED\n"), (1, "v", &out)]);
+        let m = m.unwrap();
+        assert!(m.len() < 4 * QUOTED_LINE_CHARS, "{} bytes", m.len());
+        assert!(
+            m.contains(&format!("`{}…`", "F".repeat(QUOTED_LINE_CHARS))),
+            "{m}"
+        );
+        let values = experiment("{ values: { pattern: 'check (?P<value>\\S+)' } }");
+        let (m, _) = judged(&values, &[(1, "baseline", "check A\n"), (1, "v", &out)]);
+        let m = m.unwrap();
+        assert!(m.len() < 4 * QUOTED_LINE_CHARS, "{} bytes", m.len());
+        assert!(m.contains("where the baseline has `A`"), "{m}");
     }
 
     /// A baseline printing `FAILED` is the experiment's error — its run, output line and

@@ -5,6 +5,7 @@
 //! the reason instead of executing every run first.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use crate::collect::{RunResult, RunStatus};
 use crate::layout::Layout;
@@ -100,11 +101,24 @@ pub fn judge(exp: &Experiment, layout: &Layout, block: u32, done: &[RunResult]) 
 
 /// The first lines of the run's metric source, `file` in its run directory.
 fn excerpt(layout: &Layout, r: &RunResult, file: &str) -> String {
-    let path = layout.run_dir(&r.id).join(file);
-    let Ok(bytes) = std::fs::read(&path) else {
-        return format!("({} cannot be read)", path.display());
-    };
-    let head = &bytes[..bytes.len().min(4 * STDOUT_EXCERPT_BYTES)];
+    let run_dir = layout.run_dir(&r.id);
+    let path = run_dir.join(file);
+    // Only its head is read, and never through a link, a pipe or a device.
+    let cap = 4 * STDOUT_EXCERPT_BYTES as u64;
+    let opened = optgate_wrapper::untrusted::open_regular(
+        &run_dir,
+        Path::new(file),
+        optgate_wrapper::untrusted::MAX_OUTPUT_BYTES,
+    );
+    let mut bytes = Vec::new();
+    let read = opened.map_err(|e| e.reason()).and_then(|(f, _)| {
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, cap), &mut bytes)
+            .map_err(|e| e.to_string())
+    });
+    if let Err(why) = read {
+        return format!("({} cannot be read: {why})", path.display());
+    }
+    let head = &bytes[..];
     let text = String::from_utf8_lossy(head);
     let lines: Vec<&str> = text
         .lines()
@@ -399,7 +413,9 @@ mod tests {
         assert_eq!(at(Some("\n  \n\t\n")), "(nothing: the output is empty)");
         let missing = at(None);
         assert!(
-            missing.starts_with('(') && missing.ends_with("/stdout cannot be read)"),
+            missing.starts_with('(')
+                && missing.contains("/stdout cannot be read: ")
+                && missing.ends_with("(os error 2))"),
             "{missing}"
         );
     }

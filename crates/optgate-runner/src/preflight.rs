@@ -463,6 +463,7 @@ mod tests {
                 .map(|(h, g)| (h.to_string(), g.to_string()))
                 .collect(),
             tasks: Vec::new(),
+            not_measured: Vec::new(),
             nodes: Vec::new(),
             resources: None,
             core_use: None,

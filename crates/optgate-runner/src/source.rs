@@ -17,18 +17,21 @@ pub(crate) fn source_file(source: MetricSource, file: Option<&str>) -> &str {
 }
 
 /// The text of the run's `source` file (invalid UTF-8 replaced) and its path as messages
-/// name it; the path and the error when it cannot be read.
+/// name it; the path and the error when it cannot be read. Read as untrusted
+/// (`optgate_wrapper::untrusted::read_lines`): never through a link, a pipe or a device;
+/// refused past its size cap; a file over the whole-read size keeps only the lines `keep`
+/// accepts (the others stay as empty lines, so line numbers hold), so memory stays bounded
+/// whatever the app printed.
 pub(crate) fn read_text(
     run_dir: &Path,
     source: MetricSource,
     file: Option<&str>,
+    keep: &dyn Fn(&str) -> bool,
 ) -> Result<(String, String), (PathBuf, std::io::Error)> {
-    let path = run_dir.join(source_file(source, file));
-    match std::fs::read(&path) {
-        Ok(text) => Ok((
-            String::from_utf8_lossy(&text).into_owned(),
-            path.display().to_string(),
-        )),
-        Err(e) => Err((path, e)),
+    let rel = source_file(source, file);
+    let path = run_dir.join(rel);
+    match optgate_wrapper::untrusted::read_lines(run_dir, Path::new(rel), keep) {
+        Ok(kept) => Ok((kept.text, path.display().to_string())),
+        Err(e) => Err((path, e.into_io())),
     }
 }

@@ -17,3 +17,4 @@ pub mod step;
 pub mod step_governor;
 pub mod tasks;
 pub mod threads;
+pub mod untrusted;

@@ -103,6 +103,11 @@ pub struct RunManifest {
     /// older manifests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::nodes::NodeRecord>,
+    /// The step's records that were not believed, each `FILE: the rule it broke` (or why
+    /// it could not be read): their figures are left out — no `tasks`, no `resources` from
+    /// them, or no `nodes` — rather than shown as measured. Empty when every record held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_measured: Vec<String>,
     /// What the run used: CPU time and peak memory of its process tree, and energy where
     /// the node lets it be read. None in manifests written before optgate recorded it.
     #[serde(default)]
@@ -353,14 +358,19 @@ impl RunManifest {
     /// Reads a run's manifest; `Ok(None)` when the run has not finished (no manifest).
     pub fn read(run_dir: &Path) -> Result<Option<RunManifest>, ManifestError> {
         let path = run_dir.join(MANIFEST_FILE);
-        let bytes = match std::fs::read(&path) {
+        let read = crate::untrusted::read_bytes(
+            run_dir,
+            Path::new(MANIFEST_FILE),
+            crate::untrusted::MAX_MANIFEST_BYTES,
+        );
+        let bytes = match read {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
+            Err(e) if e.is_absent() => return Ok(None),
+            Err(e) => {
                 return Err(ManifestError::Io {
                     op: "read",
                     path,
-                    source,
+                    source: e.into_io(),
                 });
             }
         };
@@ -399,6 +409,7 @@ pub(crate) fn test_manifest(outcome: Outcome) -> RunManifest {
         step_governors: Default::default(),
         nodes: Vec::new(),
         tasks: Vec::new(),
+        not_measured: Vec::new(),
         resources: None,
         core_use: None,
         isolation: None,

@@ -150,7 +150,7 @@ pub fn write_record(
     let dir = nodes_dir(run_dir, attempt);
     let path = dir.join(name);
     let write = || -> Result<(), std::io::Error> {
-        std::fs::create_dir_all(&dir)?;
+        crate::files::ensure_real_dir(&dir)?;
         let json = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
         crate::files::write_atomic(&path, &json)
     };
@@ -161,23 +161,56 @@ pub fn write_record(
     Ok(path)
 }
 
-/// An attempt's node records, by host then node; files that are not whole records are
-/// left out.
-pub fn read_records(dir: &Path) -> Vec<NodeRecord> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut records: Vec<NodeRecord> = entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.ends_with(".json") && !name.starts_with('.')
-        })
-        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
-        .collect();
+/// Cores a node record may claim at most (past any machine built).
+pub const MAX_NODE_CORES: u32 = 1 << 16;
+/// A node's 1-minute load average may be at most this many times its cores: a load past
+/// it is not a reading of a machine that still runs the step.
+pub const MAX_LOAD_PER_CORE: f64 = 100.0;
+
+/// What is wrong with one node record, if anything: its cores within
+/// [`MAX_NODE_CORES`], its load finite, ≥ 0 and at most [`MAX_LOAD_PER_CORE`] × cores,
+/// its energy finite and ≥ 0.
+pub fn check_node(n: &NodeRecord) -> Result<(), String> {
+    if let Some(c) = n.cores
+        && !(1..=MAX_NODE_CORES).contains(&c)
+    {
+        return Err(format!("cores {c} is not within 1..={MAX_NODE_CORES}"));
+    }
+    if let Some(load) = n.load_avg {
+        let cores = n.cores.unwrap_or(MAX_NODE_CORES);
+        let most = f64::from(cores) * MAX_LOAD_PER_CORE;
+        if !(load.is_finite() && (0.0..=most).contains(&load)) {
+            return Err(format!(
+                "load average {load} is not within 0..={most} ({MAX_LOAD_PER_CORE} per core)"
+            ));
+        }
+    }
+    if let Some(j) = n.energy_j
+        && !(j.is_finite() && j >= 0.0)
+    {
+        return Err(format!("energy_j {j} is not a finite number ≥ 0"));
+    }
+    Ok(())
+}
+
+/// An attempt's node records (`nodes.attempt-N/` of `run_dir`), by host then node, each
+/// read as untrusted ([`crate::untrusted`]) and checked ([`check_node`]); the first
+/// problem, naming the file, when any is unreadable or fails a rule.
+pub fn read_records(
+    run_dir: &Path,
+    attempt: u32,
+) -> Result<Vec<NodeRecord>, crate::untrusted::RecordProblem> {
+    let folder = PathBuf::from(crate::files::attempt_file(NODES_DIR, attempt));
+    let records: Vec<(String, NodeRecord)> = crate::untrusted::read_json_records(run_dir, &folder)?;
+    for (file, n) in &records {
+        check_node(n).map_err(|why| crate::untrusted::RecordProblem {
+            file: file.clone(),
+            why,
+        })?;
+    }
+    let mut records: Vec<NodeRecord> = records.into_iter().map(|(_, n)| n).collect();
     records.sort_by(|a, b| (&a.host, &a.node).cmp(&(&b.host, &b.node)));
-    records
+    Ok(records)
 }
 
 #[cfg(test)]
@@ -250,8 +283,9 @@ mod tests {
     }
 
     /// Records written for two hosts read back whole and by host; a half-written
-    /// temporary (dot name) and a torn file are left out. Planted bugs caught: records
-    /// read unsorted, temporaries counted, a torn file failing the whole read.
+    /// temporary (dot name) is left out, a file that is not a record is the problem, named.
+    /// Planted bugs caught: records read unsorted, temporaries counted, a foreign file
+    /// believed or skipped silently.
     #[test]
     fn node_records_round_trip_by_host() {
         let tmp = tempfile::tempdir().unwrap();
@@ -260,10 +294,40 @@ mod tests {
         assert_eq!(p, tmp.path().join("nodes.attempt-2/n1+0.json"));
         let dir = nodes_dir(tmp.path(), 2);
         std::fs::write(dir.join(".n3.json.tmp"), "{").unwrap();
-        std::fs::write(dir.join("n4.json"), "{\"host\":").unwrap();
-        let got = read_records(&dir);
+        let got = read_records(tmp.path(), 2).unwrap();
         assert_eq!(got, vec![record("n1"), record("n2")]);
-        assert!(read_records(&nodes_dir(tmp.path(), 1)).is_empty());
+        assert!(read_records(tmp.path(), 1).unwrap().is_empty());
+        std::fs::write(dir.join("n4.json"), "{\"host\":").unwrap();
+        let err = read_records(tmp.path(), 2).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("nodes.attempt-2/n4.json: not a record"),
+            "{err}"
+        );
+    }
+
+    /// Planted bugs caught: a load of 100,000,000 believed, a negative or infinite energy
+    /// summed, 0 cores accepted.
+    #[test]
+    fn an_implausible_node_record_is_refused_naming_the_rule() {
+        assert_eq!(check_node(&record("n1")), Ok(()));
+        let mut n = record("n1");
+        n.load_avg = Some(1e8);
+        assert!(
+            check_node(&n)
+                .unwrap_err()
+                .contains("load average 100000000")
+        );
+        n.load_avg = Some(-1.0);
+        assert!(check_node(&n).is_err());
+        let mut n = record("n1");
+        n.energy_j = Some(f64::INFINITY);
+        assert!(check_node(&n).unwrap_err().contains("energy_j inf"));
+        n.energy_j = Some(-3.0);
+        assert!(check_node(&n).is_err());
+        let mut n = record("n1");
+        n.cores = Some(0);
+        assert!(check_node(&n).unwrap_err().contains("cores 0"));
     }
 
     /// A host name that would leave the folder or hide the file is refused.
@@ -294,7 +358,7 @@ mod tests {
         unnamed.node = None;
         let p = write_record(tmp.path(), 1, &unnamed).unwrap();
         assert_eq!(p, tmp.path().join("nodes.attempt-1/other.json"));
-        let got = read_records(&nodes_dir(tmp.path(), 1));
+        let got = read_records(tmp.path(), 1).unwrap();
         assert_eq!(got, vec![unnamed, record("vm"), second]);
     }
 }

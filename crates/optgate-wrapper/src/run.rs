@@ -209,10 +209,20 @@ async fn execute_attempt(
     if let Some(g) = governor.as_mut() {
         g.restore()?;
     }
-    // Under a launcher, what each task's `optgate step` measured inside the step.
-    let tasks = crate::tasks::read_records(&tasks_dir);
-    let nodes = crate::nodes::read_records(&nodes_dir);
-    let step_totals = crate::tasks::totals(&tasks, &hostname(), timed.energy_j, &nodes);
+    let step = StepRecords::read(run_dir, attempt.number, !launcher.is_empty());
+    let step_totals = step
+        .tasks
+        .as_ref()
+        .ok()
+        .and_then(|tasks| match &step.nodes {
+            Ok(nodes) => crate::tasks::totals(tasks, &hostname(), timed.energy_j, nodes),
+            // Node records not believed: the CPU figures stand, no energy from them.
+            Err(_) => crate::tasks::totals(tasks, &hostname(), None, &[]).map(|r| Resources {
+                energy_j: None,
+                energy_source: None,
+                ..r
+            }),
+        });
     let manifest = timed.manifest(record, launcher.is_empty());
     let manifest = RunManifest {
         environment,
@@ -223,11 +233,43 @@ async fn execute_attempt(
         script: run_dir.join(RUN_SCRIPT),
         step_governors: step_governors(run_dir),
         resources: manifest.resources.or(step_totals),
-        tasks,
-        nodes,
+        not_measured: step.problems(),
+        tasks: step.tasks.unwrap_or_default(),
+        nodes: step.nodes.unwrap_or_default(),
         ..manifest
     };
     commit(run_dir, attempt.number, manifest)
+}
+
+/// What each task's and each node's `optgate step` recorded inside the run's step, or the
+/// first record not believed ([`crate::tasks::read_records`], [`crate::nodes::read_records`]).
+struct StepRecords {
+    tasks: Result<Vec<crate::tasks::TaskRecord>, crate::untrusted::RecordProblem>,
+    nodes: Result<Vec<crate::nodes::NodeRecord>, crate::untrusted::RecordProblem>,
+}
+
+impl StepRecords {
+    /// The attempt's records; none at all without a launcher (a local run has no step, so
+    /// a record there was planted, not measured, and is never read).
+    fn read(run_dir: &Path, attempt: u32, under_launcher: bool) -> StepRecords {
+        if !under_launcher {
+            return StepRecords {
+                tasks: Ok(Vec::new()),
+                nodes: Ok(Vec::new()),
+            };
+        }
+        StepRecords {
+            tasks: crate::tasks::read_records(run_dir, attempt),
+            nodes: crate::nodes::read_records(run_dir, attempt),
+        }
+    }
+
+    /// Each record not believed, as `FILE: why`.
+    fn problems(&self) -> Vec<String> {
+        let task = self.tasks.as_ref().err().map(|p| p.to_string());
+        let node = self.nodes.as_ref().err().map(|p| p.to_string());
+        task.into_iter().chain(node).collect()
+    }
 }
 
 /// Reads `run.json` and its time limit.
@@ -238,9 +280,13 @@ fn read_record(run_dir: &Path) -> Result<(RunRecord, Option<Duration>), RunError
         path: record_path.clone(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     };
-    let record: RunRecord =
-        serde_json::from_slice(&std::fs::read(&record_path).map_err(io("read", &record_path))?)
-            .map_err(|e| invalid(e.to_string()))?;
+    let bytes = crate::untrusted::read_bytes(
+        run_dir,
+        Path::new(RUN_RECORD),
+        crate::untrusted::MAX_RECORD_BYTES,
+    )
+    .map_err(|e| io("read", &record_path)(e.into_io()))?;
+    let record: RunRecord = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
     // The record is optgate's own file, but a person may have edited it: a limit no
     // `Duration` holds (negative, NaN, past u64 seconds) is an error, not a panic.
     let time_limit = match record.time_limit_s {
@@ -423,6 +469,7 @@ impl TimedRun {
             nodes: Vec::new(),
             tasks: Vec::new(),
             core_use,
+            not_measured: Vec::new(),
             resources,
             isolation: None,
         }
@@ -628,7 +675,7 @@ mod tests {
     fn task_json(rank: u32, size: u32, cpu: f64, rss: u64) -> String {
         let host = hostname();
         format!(
-            r#"{{"rank":{rank},"node":"n1","host":"{host}","step_size":{size},"cpus_allowed":1,"cpus_allowed_list":"0","threads_max":1,"cpu_user_s":{cpu},"cpu_system_s":0.25,"cpu_s":{cpu},"max_rss_kib":{rss},"wall_s":1.0,"end":"exited","exit_code":0,"signal":null}}"#
+            r#"{{"rank":{rank},"node":"n1","host":"{host}","step_size":{size},"cpus_allowed":4,"cpus_allowed_list":"0-3","threads_max":1,"cpu_user_s":{cpu},"cpu_system_s":0.25,"cpu_s":{cpu},"max_rss_kib":{rss},"wall_s":1.0,"end":"exited","exit_code":0,"signal":null}}"#
         )
     }
 
@@ -663,6 +710,59 @@ mod tests {
         );
         let back = RunManifest::read(&dir).unwrap().unwrap();
         assert_eq!(back.tasks, m.tasks);
+    }
+
+    /// A planted record (rank 1 of a step of 2 using 50 CPU seconds in 1 s on 4 cores)
+    /// beside a true one: no tasks, no resources, the file and the rule named; a node
+    /// record planted as a pipe does not block the wrapper. Planted bugs caught: records
+    /// believed without their checks (resources 51.5 s), a pipe opened (the test hangs).
+    #[tokio::test]
+    async fn a_planted_task_record_is_not_measured_and_names_its_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        let script = format!(
+            "mkdir -p tasks.attempt-1 nodes.attempt-1; mkfifo nodes.attempt-1/h.json; echo '{}' > tasks.attempt-1/rank-0.json; echo '{}' > tasks.attempt-1/rank-1.json; exec \"$@\"",
+            task_json(0, 2, 1.5, 100),
+            task_json(1, 2, 50.0, 300)
+        );
+        let probe: Vec<String> = ["bash", "-c", &script, "step"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let launcher = vec!["env".to_string()];
+        let cancel = CancellationToken::new();
+        let m = recorded(execute_prepared(&dir, &launcher, &probe, &first(), &cancel).await);
+        assert!(m.tasks.is_empty() && m.nodes.is_empty(), "{m:?}");
+        assert_eq!(m.resources, None);
+        assert_eq!(m.not_measured.len(), 2, "{:?}", m.not_measured);
+        assert!(
+            m.not_measured[0].starts_with("tasks.attempt-1/rank-1.json: 50.25 CPU seconds in 1 s"),
+            "{:?}",
+            m.not_measured
+        );
+        assert_eq!(
+            m.not_measured[1],
+            "nodes.attempt-1/h.json: a pipe, not a regular file"
+        );
+    }
+
+    /// A local run has no step: a task record its app leaves is never read. Planted bug
+    /// caught: records read whatever the launcher (the run's tasks would hold rank 0).
+    #[tokio::test]
+    async fn a_local_run_ignores_task_records_its_app_leaves() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = run_dir(tmp.path());
+        let script = format!(
+            "mkdir -p tasks.attempt-1; echo '{}' > tasks.attempt-1/rank-0.json",
+            task_json(0, 1, 0.5, 100)
+        );
+        std::fs::write(dir.join(RUN_SCRIPT), script).unwrap();
+        let cancel = CancellationToken::new();
+        let m = recorded(execute_prepared(&dir, &[], &[], &first(), &cancel).await);
+        assert!(dir.join("tasks.attempt-1/rank-0.json").exists());
+        assert!(m.tasks.is_empty() && m.not_measured.is_empty(), "{m:?}");
+        // The wrapper's own measure of its child stands.
+        assert!(m.resources.is_some());
     }
 
     #[tokio::test]

@@ -63,6 +63,39 @@ pub struct StepOutcome {
     pub written: Result<PathBuf, std::io::Error>,
 }
 
+/// Why `optgate step` refuses its `RUN_DIR`.
+#[derive(Debug, thiserror::Error)]
+#[error("RUN_DIR {}: {why}", path.display())]
+pub struct RunDirRefused {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// Checks, before anything runs, that `run_dir` is a real folder (not a link) this process
+/// may write, and that the attempt's record folders, where they exist already, are real
+/// folders too: records are never written through a link to wherever it points.
+pub fn check_run_dir(run_dir: &Path, attempt: u32) -> Result<(), RunDirRefused> {
+    let refused = |why: String| RunDirRefused {
+        path: run_dir.to_path_buf(),
+        why,
+    };
+    crate::files::real_dir(run_dir).map_err(|e| refused(e.to_string()))?;
+    nix::unistd::access(run_dir, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| refused(format!("not writable ({e})")))?;
+    for dir in [
+        tasks_dir(run_dir, attempt),
+        crate::nodes::nodes_dir(run_dir, attempt),
+    ] {
+        match crate::files::real_dir(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(refused(e.to_string()));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Runs `argv` as this task's app and records it in `RUN_DIR/tasks.attempt-N/`.
 pub fn run_step(run_dir: &Path, attempt: u32, argv: &[String]) -> Result<StepOutcome, StepError> {
     use std::os::unix::process::CommandExt;
@@ -179,7 +212,7 @@ fn write_record(
     record: &TaskRecord,
 ) -> Result<PathBuf, std::io::Error> {
     let dir = tasks_dir(run_dir, attempt);
-    std::fs::create_dir_all(&dir)?;
+    crate::files::ensure_real_dir(&dir)?;
     let path = dir.join(identity.record_name(std::process::id()));
     let json = serde_json::to_vec_pretty(record).expect("task record serialises");
     crate::manifest::write_atomic(&path, &json)?;

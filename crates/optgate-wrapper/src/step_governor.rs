@@ -169,9 +169,14 @@ impl AppliedGovernor {
 /// The plan for this task from its run directory's `run.json` (the arm's governor and the
 /// experiment's helper) and the launcher's variables.
 pub fn plan_for_run(run_dir: &Path, identity: &TaskIdentity, root: &Path) -> StepGovernorPlan {
-    let record: Option<crate::run::RunRecord> = std::fs::read(run_dir.join(crate::run::RUN_RECORD))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    // Read as untrusted: a pipe or a link planted as `run.json` never blocks the step.
+    let record: Option<crate::run::RunRecord> = crate::untrusted::read_bytes(
+        run_dir,
+        Path::new(crate::run::RUN_RECORD),
+        crate::untrusted::MAX_RECORD_BYTES,
+    )
+    .ok()
+    .and_then(|b| serde_json::from_slice(&b).ok());
     let Some(record) = record else {
         return StepGovernorPlan::Nothing;
     };

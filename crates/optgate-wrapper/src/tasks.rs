@@ -131,23 +131,72 @@ pub struct TaskRecord {
     pub forwarded_signal: Option<i32>,
 }
 
-/// The task records of one attempt, in rank order; files that do not parse are skipped
-/// (a record is written whole or not at all, so only a foreign file fails).
-pub fn read_records(dir: &Path) -> Vec<TaskRecord> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut records: Vec<TaskRecord> = entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.ends_with(".json") && !name.starts_with('.')
-        })
-        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
-        .collect();
+/// A task record's CPU may exceed its wall time × allotted cores by this factor (the
+/// kernel's accounting and the record's clock are read at slightly different moments);
+/// past it the record is not a measurement of that task.
+pub const CPU_WALL_TOLERANCE: f64 = 1.25;
+/// Seconds of CPU a task record may show beyond that product (clock-tick granularity of a
+/// short task).
+pub const CPU_SLACK_S: f64 = 0.1;
+
+pub use crate::untrusted::RecordProblem;
+
+/// What is wrong with one task record, if anything: figures finite and non-negative, at
+/// least one allotted CPU, its rank within the step, CPU ≤ wall × allotted cores ×
+/// [`CPU_WALL_TOLERANCE`] + [`CPU_SLACK_S`].
+pub fn check_task(t: &TaskRecord) -> Result<(), String> {
+    for (name, v) in [
+        ("cpu_user_s", t.cpu_user_s),
+        ("cpu_system_s", t.cpu_system_s),
+        ("cpu_s", t.cpu_s),
+        ("wall_s", t.wall_s),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("{name} {v} is not a finite number ≥ 0"));
+        }
+    }
+    if t.cpus_allowed == 0 {
+        return Err("cpus_allowed is 0".into());
+    }
+    if let (Some(rank), Some(size)) = (t.rank, t.step_size)
+        && rank >= size
+    {
+        return Err(format!("rank {rank} is not within a step of {size} tasks"));
+    }
+    let cpu = t.cpu_s.max(t.cpu_user_s + t.cpu_system_s);
+    let most = t.wall_s * f64::from(t.cpus_allowed) * CPU_WALL_TOLERANCE + CPU_SLACK_S;
+    if cpu > most {
+        return Err(format!(
+            "{cpu} CPU seconds in {} s of wall time on {} allotted cores is more than a task can use",
+            t.wall_s, t.cpus_allowed
+        ));
+    }
+    Ok(())
+}
+
+/// The task records of one attempt (`tasks.attempt-N/` of `run_dir`), in rank order, each
+/// read as untrusted ([`crate::untrusted`]) and checked ([`check_task`], ranks unique);
+/// the first problem, naming the file, when any record is unreadable or fails a rule (a
+/// figure from part of the step, or from a planted file, would be a wrong figure).
+pub fn read_records(run_dir: &Path, attempt: u32) -> Result<Vec<TaskRecord>, RecordProblem> {
+    let folder = PathBuf::from(crate::files::attempt_file(TASKS_DIR, attempt));
+    let records: Vec<(String, TaskRecord)> = crate::untrusted::read_json_records(run_dir, &folder)?;
+    let mut ranks = std::collections::BTreeMap::new();
+    for (file, r) in &records {
+        let problem = |why: String| RecordProblem {
+            file: file.clone(),
+            why,
+        };
+        check_task(r).map_err(problem)?;
+        if let Some(rank) = r.rank
+            && let Some(first) = ranks.insert(rank, file.clone())
+        {
+            return Err(problem(format!("rank {rank} again (first in {first})")));
+        }
+    }
+    let mut records: Vec<TaskRecord> = records.into_iter().map(|(_, r)| r).collect();
     records.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.host.clone()));
-    records
+    Ok(records)
 }
 
 /// The run's resources from its tasks: CPU seconds summed, RSS the largest task's peak;
@@ -257,8 +306,8 @@ mod tests {
             node: Some(host.into()),
             host: host.into(),
             step_size: size,
-            cpus_allowed: 1,
-            cpus_allowed_list: "0".into(),
+            cpus_allowed: 2,
+            cpus_allowed_list: "0-1".into(),
             threads_max: Some(1),
             cpu_user_s: cpu,
             cpu_system_s: 0.5,
@@ -342,20 +391,74 @@ mod tests {
         assert_eq!((t.energy_j, t.energy_source), (None, None));
     }
 
+    /// Planted bugs caught (each alone makes its record a figure): no finiteness check
+    /// (`1e308` summed to inf), negative CPU accepted, duplicate rank counted, rank past
+    /// the step, CPU beyond wall × cores (a planted record's "50.3 of 1.5 cores").
     #[test]
-    fn records_are_read_back_in_rank_order_and_foreign_files_are_skipped() {
+    fn a_record_that_breaks_a_rule_is_not_measured_naming_the_file_and_the_rule() {
+        let ok = task(0, "n1", 1.0, 1, Some(2));
+        assert_eq!(check_task(&ok), Ok(()));
+        let bad = |f: &dyn Fn(&mut TaskRecord)| {
+            let mut t = ok.clone();
+            f(&mut t);
+            check_task(&t).unwrap_err()
+        };
+        assert!(bad(&|t| t.cpu_user_s = -1000.0).contains("cpu_user_s -1000"));
+        assert!(bad(&|t| t.cpu_s = f64::NAN).contains("cpu_s NaN"));
+        assert!(bad(&|t| t.wall_s = f64::INFINITY).contains("wall_s inf"));
+        assert!(bad(&|t| t.rank = Some(2)).contains("rank 2 is not within a step of 2"));
+        assert!(bad(&|t| t.cpu_user_s = 1e308).contains("more than a task can use"));
+        assert!(bad(&|t| t.cpus_allowed = 0).contains("cpus_allowed is 0"));
+        // Up to 1.25 × wall × cores + slack is still a measurement (2.6 s here).
+        let mut edge = ok.clone();
+        (edge.cpu_user_s, edge.cpu_system_s, edge.cpu_s) = (2.55, 0.0, 2.55);
+        assert_eq!(check_task(&edge), Ok(()));
+        edge.cpu_s = 2.7;
+        assert!(check_task(&edge).is_err());
+
         let dir = tempfile::tempdir().unwrap();
+        let tasks = tasks_dir(dir.path(), 1);
+        std::fs::create_dir_all(&tasks).unwrap();
+        let put = |name: &str, r: &TaskRecord| {
+            std::fs::write(tasks.join(name), serde_json::to_vec(r).unwrap()).unwrap()
+        };
+        put("rank-0.json", &ok);
+        put("rank-1.json", &ok);
+        let err = read_records(dir.path(), 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tasks.attempt-1/rank-1.json: rank 0 again (first in tasks.attempt-1/rank-0.json)"
+        );
+        put("rank-1.json", &task(1, "n1", 1.0, 1, Some(2)));
+        assert_eq!(read_records(dir.path(), 1).unwrap().len(), 2);
+        std::fs::write(tasks.join("rank-1.json"), r#"{"cpu_user_s": 1e999}"#).unwrap();
+        let err = read_records(dir.path(), 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("tasks.attempt-1/rank-1.json: not a record"),
+            "{err}"
+        );
+        std::fs::remove_file(tasks.join("rank-1.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", tasks.join("rank-1.json")).unwrap();
+        let err = read_records(dir.path(), 1).unwrap_err();
+        assert!(err.to_string().contains("a symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn records_are_read_back_in_rank_order_and_temporaries_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = tasks_dir(dir.path(), 1);
+        std::fs::create_dir_all(&tasks).unwrap();
         for r in [task(1, "n1", 1.0, 1, None), task(0, "n1", 1.0, 1, None)] {
             let name = format!("rank-{}.json", r.rank.unwrap());
-            std::fs::write(dir.path().join(name), serde_json::to_vec(&r).unwrap()).unwrap();
+            std::fs::write(tasks.join(name), serde_json::to_vec(&r).unwrap()).unwrap();
         }
-        std::fs::write(dir.path().join("junk.json"), "{").unwrap();
-        std::fs::write(dir.path().join(".rank-2.json.tmp9"), "{}").unwrap();
-        let back = read_records(dir.path());
+        std::fs::write(tasks.join(".rank-2.json.tmp9"), "{}").unwrap();
+        let back = read_records(dir.path(), 1).unwrap();
         assert_eq!(
             back.iter().map(|r| r.rank).collect::<Vec<_>>(),
             vec![Some(0), Some(1)]
         );
-        assert!(read_records(&dir.path().join("absent")).is_empty());
+        assert!(read_records(dir.path(), 2).unwrap().is_empty());
     }
 }

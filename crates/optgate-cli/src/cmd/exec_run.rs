@@ -102,6 +102,8 @@ fn exit_status(run_dir: &Path, attempt: u32, executed: &Executed) -> i32 {
 /// forwarded, measured, recorded) and exits as the app did. A failure to record is reported
 /// on stderr and never stops or changes the run.
 pub fn step(run_dir: &Path, attempt: u32, command: &[String]) -> Result<i32> {
+    optgate_wrapper::step::check_run_dir(run_dir, attempt)
+        .map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
     let identity = optgate_wrapper::tasks::TaskIdentity::from_env(|k| std::env::var(k).ok());
     // Outside Slurm (no `--cpu-freq`), the first task of a node applies the arm's governor
     // through the experiment's helper before the governor in force is read.

@@ -45,7 +45,7 @@ impl Engine {
             .collect();
         let node = self.node();
         let w = work.clone();
-        let look = tokio::task::spawn_blocking(move || {
+        let look = super::read_run_files(&row.id, "a look", move || {
             take_look(
                 &w,
                 &blocks,
@@ -56,8 +56,7 @@ impl Engine {
                 &completed,
             )
         })
-        .await
-        .map_err(crate::error::join_error)?;
+        .await?;
         let look = match look {
             Err(LookError::RecordedRunChanged { runs }) => return self.run_again(row, runs).await,
             other => other.map_err(|e| DaemonError::Experiment {

@@ -15,9 +15,13 @@ mod build;
 mod campaigns;
 mod clocks;
 mod looking;
+mod off_loop;
 mod recurring;
 mod repair;
 mod running;
+
+pub use off_loop::RUN_FILES_DEADLINE;
+pub(crate) use off_loop::read_run_files;
 
 use crate::jobplan::describe;
 pub use clocks::EngineSettings;
@@ -147,6 +151,18 @@ pub(crate) fn gave_up_reason(reason: &str, limit: Duration) -> String {
     )
 }
 
+/// How long a pass under way when the daemon is told to stop may go on before it is
+/// dropped: 2 s. Every step of a pass records its intent first, so a dropped pass is a
+/// crash the next start reconciles; a pass waiting on a read (`RUN_FILES_DEADLINE`) never
+/// holds up `daemon stop`.
+pub const PASS_STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Returns `grace` after `shutdown` is cancelled.
+async fn stopped_for(shutdown: &CancellationToken, grace: Duration) {
+    shutdown.cancelled().await;
+    tokio::time::sleep(grace).await;
+}
+
 /// Runs the engine until `shutdown` is cancelled: reconcile, then passes.
 pub async fn run(ctx: Arc<Daemon>, shutdown: CancellationToken) {
     run_with(ctx, shutdown, EngineSettings::default()).await
@@ -168,7 +184,17 @@ pub async fn run_with(ctx: Arc<Daemon>, shutdown: CancellationToken, settings: E
         if shutdown.is_cancelled() {
             break;
         }
-        let activity = match engine.pass(&shutdown).await {
+        let passed = tokio::select! {
+            passed = engine.pass(&shutdown) => passed,
+            _ = stopped_for(&shutdown, PASS_STOP_GRACE) => {
+                tracing::warn!(
+                    "stopping with a pass unfinished after {PASS_STOP_GRACE:?} (a read still \
+                     running); the next start reconciles what it left"
+                );
+                break;
+            }
+        };
+        let activity = match passed {
             Ok((activity, active_kinds)) => {
                 engine.clocks.track(&active_kinds, &settings);
                 match engine.lack_of_space.take() {

@@ -45,9 +45,11 @@ impl Engine {
                 continue;
             };
             let (w, job2, st, rs) = (work.clone(), job.clone(), state.clone(), runs.clone());
-            let updates = tokio::task::spawn_blocking(move || outcomes(&w, &job2, &st, &rs))
-                .await
-                .map_err(crate::error::join_error)?;
+            let updates =
+                super::read_run_files(&row.id, "the outcomes of a job's runs", move || {
+                    outcomes(&w, &job2, &st, &rs)
+                })
+                .await?;
             if state.is_finished() {
                 tracing::info!(
                     "experiment {}: job {} ended ({})",
@@ -196,7 +198,7 @@ impl Engine {
             .map(|r| r.run_id)
             .collect();
         let w = work.clone();
-        let verdict = tokio::task::spawn_blocking(move || {
+        let verdict = super::read_run_files(&row.id, "fail fast's collection", move || {
             let plan = w.plan(&blocks);
             let done: Vec<optgate_runner::RunResult> = plan
                 .runs()
@@ -207,8 +209,7 @@ impl Engine {
                 .collect();
             optgate_runner::failfast::judge(&w.exp, &w.layout, block, &done)
         })
-        .await
-        .map_err(crate::error::join_error)?;
+        .await?;
         Ok(verdict)
     }
 
@@ -263,10 +264,10 @@ impl Engine {
         }
         let w = work.clone();
         let bin = self.ctx.optgate_bin.clone();
-        let planned =
-            tokio::task::spawn_blocking(move || plan_jobs(&w, &blocks, &jobs, &pending, &bin))
-                .await
-                .map_err(crate::error::join_error)?;
+        let planned = super::read_run_files(&row.id, "the plan of its next jobs", move || {
+            plan_jobs(&w, &blocks, &jobs, &pending, &bin)
+        })
+        .await?;
         let id = row.id.clone();
         let (new_jobs, specs, already) = planned;
         let created = self
