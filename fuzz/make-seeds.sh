@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds=$root/fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{experiment_load,samples_csv,trace_summary,protocol_decode}
+mkdir -p "$seeds"/{experiment_load,samples_csv,trace_summary,protocol_decode,run_records}
 
 # --- experiment_load --------------------------------------------------------------------
 e=$seeds/experiment_load
@@ -198,4 +198,27 @@ for name, r in replies.items():
 open(f"{p}/hello-refused", "w").write(json.dumps(
     {"error": {"kind": "refused", "message": "connection from uid 1 refused"}}) + "\n")
 PY
+# --- run_records: task and node records as optgate step writes them, and planted ones ----
+python3 - "$seeds/run_records" <<'PY'
+import json, sys
+d = sys.argv[1]
+task = {"scheduler": "slurm", "rank": 0, "local_rank": 0, "node": "n1", "host": "h",
+        "step_size": 2, "cpus_allowed": 2, "cpus_allowed_list": "0-1", "threads_max": 2,
+        "cpu_user_s": 1.5, "cpu_system_s": 0.1, "cpu_s": 1.6, "max_rss_kib": 4096,
+        "wall_s": 1.0, "end": "exited", "exit_code": 0, "signal": None}
+node = {"node": "n1", "host": "h", "governor": "performance", "load_avg": 0.5,
+        "cores": 4, "energy_j": 12.5}
+def put(name, data, prefix=""):
+    open(f"{d}/{name}", "w").write(prefix + json.dumps(data))
+put("task", task)
+put("task-negative-cpu", dict(task, cpu_user_s=-1000))
+put("task-huge-cpu", dict(task, cpu_user_s=1e308, cpu_s=1e308))
+put("task-rank-outside-step", dict(task, rank=5))
+put("task-signaled", dict(task, end="signaled", exit_code=None, signal=15))
+put("node", node, "N")
+put("node-huge-load", dict(node, load_avg=100000000.0), "N")
+put("node-no-energy", dict(node, energy_j=None, energy_unmeasured="rapl_unreadable"), "N")
+open(f"{d}/task-cut", "w").write(json.dumps(task)[:40])
+PY
+
 du -sh "$seeds"/* | sed "s|$root/||"

@@ -138,3 +138,47 @@ fn trace_inputs_are_summarised() {
     }
     assert!(n >= 5, "only {n} trace inputs under fuzz/");
 }
+
+/// Every record input of `run_records` (task records; node records behind a leading `N`),
+/// planted in a run directory and read back as the product reads them: a record that
+/// passes every rule, or a problem naming the file it came from.
+#[test]
+fn record_inputs_are_measured_or_refused_naming_the_file() {
+    use optgate_wrapper::{nodes, tasks};
+    let mut n = 0;
+    for input in inputs("seeds", "run_records")
+        .into_iter()
+        .chain(inputs("regressions", "run_records"))
+    {
+        let data = std::fs::read(&input).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (folder, file, bytes) = match data.split_first() {
+            Some((b'N', rest)) => ("nodes.attempt-1", "h.json", rest),
+            _ => ("tasks.attempt-1", "rank-0.json", &data[..]),
+        };
+        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        std::fs::write(dir.path().join(folder).join(file), bytes).unwrap();
+        let refused = if folder.starts_with("nodes") {
+            nodes::read_records(dir.path(), 1).map(|r| {
+                r.iter().for_each(|n| nodes::check_node(n).unwrap());
+            })
+        } else {
+            tasks::read_records(dir.path(), 1).map(|r| {
+                r.iter().for_each(|t| tasks::check_task(t).unwrap());
+            })
+        };
+        if let Err(p) = &refused {
+            assert!(p.file.ends_with(file), "{}: {p}", input.display());
+        }
+        let name = input.file_name().unwrap().to_string_lossy().into_owned();
+        let planted = ["negative", "huge", "outside", "cut"];
+        if planted.iter().any(|w| name.contains(w)) {
+            assert!(
+                !matches!(refused, Ok(())),
+                "{name}: a planted record was believed"
+            );
+        }
+        n += 1;
+    }
+    assert!(n >= 8, "only {n} record inputs under fuzz/");
+}
