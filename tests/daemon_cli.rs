@@ -197,7 +197,22 @@ fn the_daemon_commands_from_start_to_stop() {
     let o = cli(&home, &["cancel", &slow_id]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("cancelled"), "{}", stderr(&o));
-    assert_eq!(status(&home, &slow_id)["state"], "cancelled");
+    // It says its jobs are stopped only once none is live any more.
+    assert!(
+        stderr(&o).contains("every job of it is stopped"),
+        "{}",
+        stderr(&o)
+    );
+    let s = status(&home, &slow_id);
+    assert_eq!(s["state"], "cancelled");
+    let live = |s: &Value| {
+        s["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| ["submitting", "submitted"].contains(&j["state"].as_str().unwrap()))
+    };
+    assert!(!live(&s), "said stopped with jobs live: {s:#}");
     let o = cli(&home, &["gate", &slow_id]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("was cancelled"), "{}", stderr(&o));
