@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seeds=$root/fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{experiment_load,samples_csv,trace_summary,protocol_decode,run_records}
+mkdir -p "$seeds"/{experiment_load,samples_csv,trace_summary,protocol_decode,run_records,report_formats}
 
 # --- experiment_load --------------------------------------------------------------------
 e=$seeds/experiment_load
@@ -220,5 +220,11 @@ put("node-huge-load", dict(node, load_avg=100000000.0), "N")
 put("node-no-energy", dict(node, energy_j=None, energy_unmeasured="rapl_unreadable"), "N")
 open(f"{d}/task-cut", "w").write(json.dumps(task)[:40])
 PY
+
+# --- report_formats: the committed sample reports (first byte: 0 experiment, 1 campaign) -
+r=$seeds/report_formats
+{ printf '\x00'; cat "$root/examples/pecan/sample-report.json"; } > "$r/experiment-pecan"
+{ printf '\x01'; cat "$root/crates/optgate-report/tests/fixtures/campaign-report.json"; } \
+  > "$r/campaign"
 
 du -sh "$seeds"/* | sed "s|$root/||"

@@ -155,7 +155,7 @@ fn crashing_workload_is_reported_and_not_counted() {
         err.contains("b001-v1: the app exited with status 7"),
         "{err}"
     );
-    // Fail fast (issue 12): block 1 showed every run of v1 failing; no more were run.
+    // Fail fast: block 1 showed every run of v1 failing; no more were run.
     assert!(err.contains("1 run(s) failed"), "{err}");
     // The variant's failed runs are not samples.
     let csv = std::fs::read_to_string(root.join("samples.csv")).unwrap();
@@ -385,7 +385,7 @@ fn replicates_variants_and_runs_are_bounded() {
     let v64: String = (1..64)
         .map(|i| format!("  - {{ name: w{i}, dimension: l2_autotuning, env: {{ Y: \"{i}\" }} }}\n"))
         .collect();
-    // 64 variants need 11 blocks to reach α after Holm (64/2^11 < 0.05; issue 12, D3).
+    // 64 variants need 11 blocks to reach α after Holm (64/2^11 < 0.05; the Holm sizing rule).
     let (code, err) =
         validate(&fake_app_experiment("x", &v64).replace("replicates: 5", "replicates: 11"));
     assert_eq!(code, Some(0), "{err}");

@@ -1,4 +1,4 @@
-//! Issue 24 through the daemon: a campaign submitted with `optgate submit`, its daemon
+//! Campaigns through the daemon: a campaign submitted with `optgate submit`, its daemon
 //! killed with SIGKILL in the middle of its memory stage and started again, ends with the
 //! same stages and winners as `optgate run` gives (tests/campaign.rs), every step created
 //! once and no run run twice; `status` shows its current stage, `report ID` the campaign
@@ -137,11 +137,17 @@ fn kill9_mid_stage() {
     lines.sort();
     lines.dedup();
     assert_eq!(lines.len(), n, "a run ran twice:\n{ledger}");
-    let md = d.cli(&["report", &id]);
+    let md = d.cli(&["report", &id, "--format", "markdown"]);
     assert!(
         stdout(&md).contains("## Chain of baselines"),
         "{}",
         stdout(&md)
+    );
+    // The default is the plain table, as for an experiment, not the Markdown.
+    let table = stdout(&d.cli(&["report", &id]));
+    assert!(
+        table.contains("\nChain of baselines\n") && !table.contains("## "),
+        "{table}"
     );
     d.stop();
 }
@@ -162,8 +168,20 @@ fn cancel_stops() {
         (s["experiments"][0]["state"] == "cancelled").then_some(s)
     });
     assert_eq!(s["campaigns"][0]["state"], "cancelled", "{s:#}");
-    // No later stage is created by the passes that follow.
-    std::thread::sleep(Duration::from_millis(500));
+    // No later stage is created by the passes that follow: a second campaign submitted
+    // now gets its first stage and runs in them, and the cancelled one still has one step.
+    let later = submit(&d, dir.path(), "later");
+    wait_for(
+        "passes after the cancel (the later campaign's runs)",
+        DEADLINE,
+        || {
+            let s = d.status(&later);
+            let done = s["experiments"][0]["runs"]["done"].as_u64().unwrap_or(0);
+            (done >= 1).then_some(())
+        },
+    );
     assert_eq!(d.campaign(&id)["experiments"].as_array().unwrap().len(), 1);
+    let o = d.cli(&["cancel", &later]);
+    assert!(o.status.success(), "{}", stderr(&o));
     d.stop();
 }

@@ -680,11 +680,13 @@ fn daemon_stop_does_not_wait_for_a_hanging_scheduler() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // The hung sbatch, started by the daemon this test spawned.
-    let pid = wait_for("sbatch to be called", DEADLINE, || {
-        std::fs::read_to_string(&mark).ok()?.trim().parse().ok()
-    });
+    // The fake sbatch writes its pid just before it execs `sleep`: wait until the
+    // process is the sleeper, not only until the pid is written.
     let not_before = proc_start_time(daemon.id() as i32).unwrap().0;
-    let hung = CheckedProcess::found(pid, not_before, "sleep").unwrap();
+    let hung = wait_for("sbatch to be called and become `sleep`", DEADLINE, || {
+        let pid = std::fs::read_to_string(&mark).ok()?.trim().parse().ok()?;
+        CheckedProcess::found(pid, not_before, "sleep").ok()
+    });
     let o = cli(&home, &["daemon", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let code = wait_for(

@@ -296,6 +296,80 @@ fn status_lists_the_others_when_one_row_is_damaged() {
     let o = cli(&home, &["status", "e-bad"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("damaged: e-bad:"), "{}", stdout(&o));
+    // gate of the damaged row says it is damaged (exit 3), not that it does not exist.
+    let o = cli(&home, &["gate", "e-bad"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("`e-bad` (bad) is damaged in the database")
+            && stderr(&o).contains("`lcoal`"),
+        "{}",
+        stderr(&o)
+    );
+    // History rows with malformed JSON: an `optgate run` execution and e-good's own. Each
+    // is listed as damaged (its value quoted only in part); neither fails `status`.
+    let mut store = Store::open_for_history(&db).unwrap();
+    for (id, kind) in [
+        ("r-bad", optgate_store::ExecutionKind::Run),
+        ("e-good", optgate_store::ExecutionKind::Daemon),
+    ] {
+        store.record_execution(&execution_row(id, kind)).unwrap();
+    }
+    drop(store);
+    let junk = format!("[{{\"variant\": {}", "9".repeat(5000));
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE executions SET variants = ?1", [&junk])
+        .unwrap();
+    let o = cli(&home, &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let damaged: Vec<&str> = json["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert!(damaged.contains(&"r-bad"), "{json}");
+    let problem = json["damaged"].to_string();
+    assert!(
+        problem.contains("executions.variants") && problem.len() < 4000,
+        "{problem}"
+    );
+    for args in [&["status", "e-good"][..], &["gate", "e-good"]] {
+        let o = cli(&home, args);
+        // e-good is planned: status shows it (0), gate says still planned (2).
+        assert!(
+            matches!(o.status.code(), Some(0 | 2)),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).contains("e-good"), "{args:?}: {}", stdout(&o));
+    }
+}
+
+/// An execution row of `kind` for id `id`, with no variants yet.
+fn execution_row(id: &str, kind: optgate_store::ExecutionKind) -> optgate_store::Execution {
+    optgate_store::Execution {
+        id: id.into(),
+        name: "good".into(),
+        kind,
+        scheduler: optgate_store::SchedulerKind::Local,
+        state: optgate_store::ExperimentState::Decided,
+        state_reason: None,
+        source_path: "/x/exp.yaml".into(),
+        source_sha256: String::new(),
+        root: String::new(),
+        build: optgate_store::BuildIdentity::default(),
+        nodes: Vec::new(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        ended_at: "2026-01-01T00:01:00Z".into(),
+        runs_completed: 6,
+        runs_total: 6,
+        looks: 1,
+        baseline: Some("baseline".into()),
+        baseline_median_s: Some(1.0),
+        variants: Vec::new(),
+    }
 }
 
 /// Five experiments in a stopped daemon's database, created e5 first and e1 last (so the

@@ -14,39 +14,9 @@ use support::*;
 
 const DEADLINE: Duration = Duration::from_secs(600);
 
-fn require_slurm() {
-    let ok = std::process::Command::new("sinfo")
-        .arg("-h")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need a running Slurm: run `sudo schedulers/slurm/setup-one-node.sh` first"
-    );
-}
-
 /// Two arms on Slurm; the variant is ~30 % faster in every block, so it must be accepted.
 fn experiment(name: &str, sleep: &str) -> String {
-    experiment_with(name, sleep, "")
-}
-
-/// [`experiment`] with more `scheduler` settings (`extra`: `, key: value` pairs).
-fn experiment_with(name: &str, sleep: &str, extra: &str) -> String {
-    format!(
-        r#"name: {name}
-app:
-  command: [bash, -c, 'sleep {sleep}; if [ "${{X:-0}}" = 1 ]; then b=$((700 + OPTGATE_BLOCK * 7)); else b=$((1000 + OPTGATE_BLOCK * 3)); fi; for e in 1 2 3; do echo "epoch $e took $((b + e * 11)).0 s"; done']
-  time_limit: 2m
-metric:
-  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
-scheduler: {{ kind: slurm, time_limit: 10m{extra} }}
-replicates: 5
-variants:
-  - name: v1
-    dimension: l2_threading_model
-    env: {{ X: "1" }}
-"#
-    )
+    two_arm_experiment(name, "slurm", sleep, "")
 }
 
 fn wait_until(home: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
@@ -235,7 +205,7 @@ fn a_job_cancelled_mid_way_is_resubmitted_once_and_every_run_counted_once() {
     let _guard = StopOnDrop(home.clone());
     let exp = write_experiment(
         dir.path(),
-        &experiment_with("slurm-lost", "3", ", max_resubmits: 1"),
+        &two_arm_experiment("slurm-lost", "slurm", "3", ", max_resubmits: 1"),
     );
     let o = cli(&home, &["submit", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -298,7 +268,7 @@ fn a_job_cancelled_mid_way_is_resubmitted_once_and_every_run_counted_once() {
     check_runs_once(Path::new(s["root"].as_str().unwrap()), 5);
 }
 
-/// A governor variant on Slurm (issue 11): its launch line asks `srun --cpu-freq`, its
+/// A governor variant on Slurm: its launch line asks `srun --cpu-freq`, its
 /// step records the governor actually in force, and on this machine (no cpufreq) the
 /// variant ends `not_applicable` with that fact, while the baseline's runs are measured.
 #[test]

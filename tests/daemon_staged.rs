@@ -91,7 +91,7 @@ fn a_variant_decided_early_leaves_the_later_blocks() {
     assert_eq!(other["n_variant"].as_u64(), Some(blocks));
 }
 
-/// A simulated app with the noise of issue 23's setting: per block a 3 % log-normal factor
+/// A simulated app with the noise of a shared cluster node: per block a 3 % log-normal factor
 /// shared by the arms, per run a 3 % one (seeded by the experiment's seed `$1`, the block
 /// and the arm: the same files give the same times), the first epoch a warm-up twice a
 /// steady one; the variant is `SPEED` times faster. Prints at once (no sleeping).

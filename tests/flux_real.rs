@@ -12,6 +12,7 @@
 //! answers are read as well as the default ones.
 
 mod support;
+use support::*;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -31,28 +32,6 @@ use optgate_wrapper::manifest::{Outcome, RunManifest};
 
 /// A guard against hanging forever; nothing is asserted about how long anything took.
 const DEADLINE: Duration = Duration::from_secs(600);
-
-const SETUP: &str = "run `eval \"$(sudo schedulers/flux/setup-one-node.sh)\"` (it builds flux-core \
-                     0.88.0 if needed, starts a one-node instance and prints `export FLUX_URI=…`; \
-                     tests/run-all.sh does this) and try again";
-
-/// Fails (never skips) when no Flux answers here, saying how to get one.
-fn require_flux() {
-    let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("flux").is_file()))
-        .unwrap_or(false);
-    assert!(on_path, "`flux` is not on PATH: {SETUP}");
-    let out = Command::new("flux")
-        .args(["getattr", "size"])
-        .output()
-        .expect("flux runs");
-    assert!(
-        out.status.success(),
-        "no Flux instance answers at FLUX_URI={:?} ({}): {SETUP}",
-        std::env::var("FLUX_URI").unwrap_or_default(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-}
 
 /// The cores of the instance (one node; 2 on the test machines): `flux resource info`
 /// says `1 Nodes, 2 Cores, 0 GPUs`, whatever is running.
@@ -984,7 +963,7 @@ fn an_unreachable_flux_is_reported_and_does_not_hold_up_daemon_stop() {
     assert!(status.success(), "daemon stop failed: {status}");
 }
 
-/// An unreachable scheduler does not hold an experiment for ever (issue 11, item 7): past
+/// An unreachable scheduler does not hold an experiment for ever: past
 /// the daemon's give-up limit (`OPTGATE_UNREACHABLE_GIVE_UP`, 3 s here; an hour by
 /// default) the experiment ends `failed`, quoting the last "cannot reach" error.
 #[test]

@@ -104,7 +104,7 @@ fn governor_variant_on_this_machine_is_not_applicable_and_the_rest_goes_on() {
     }
     let dir = tempfile::tempdir().unwrap();
     let v = "  - { name: perf-gov, dimension: l3_frequency_power, governor: performance }\n  - { name: other, dimension: l2_threading_model, env: { X: 1 } }\n";
-    // Two variants at 5 blocks cannot reach α after Holm (issue 12, D3): allowed here,
+    // Two variants at 5 blocks cannot reach α after Holm: allowed here,
     // where one of them turns out not applicable and the other is decided alone — at one
     // look of 5 blocks (`max_replicates: 5`; by default the staged rule would plan its
     // first look where two variants can reach α).
@@ -138,7 +138,7 @@ fn governor_variant_on_this_machine_is_not_applicable_and_the_rest_goes_on() {
 fn missing_hardware_capability_makes_the_variant_not_applicable() {
     let dir = tempfile::tempdir().unwrap();
     let v = "  - { name: needs-sme, dimension: l3_hardware_capability, env: { X: 1 }, requires: [sme2_warp] }\n  - { name: other, dimension: l2_threading_model, env: { X: 2 } }\n";
-    // Two variants at 5 blocks cannot reach α after Holm (issue 12, D3): allowed here,
+    // Two variants at 5 blocks cannot reach α after Holm: allowed here,
     // where one of them turns out not applicable and the other is decided alone.
     let (code, report, err) = run_json(
         dir.path(),

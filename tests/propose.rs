@@ -16,6 +16,15 @@ use support::*;
 
 /// The shipped file, its workdir pointed at a private copy of the stencil (so its runs land
 /// in the test's directory, not in the checkout), written as `dir/propose-stencil.yaml`.
+/// The tests of this file measure: each runs a real OpenMP baseline (and one runs the
+/// proposed variant and expects it faster), so they take the machine in turn rather than
+/// share its cores with each other.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn measuring() -> std::sync::MutexGuard<'static, ()> {
+    MEASURING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn baseline_only(dir: &Path, extra: &str) -> PathBuf {
     let work = dir.join("openmp-stencil");
     std::fs::create_dir_all(&work).unwrap();
@@ -83,6 +92,7 @@ fn check_all_ten_covered(file: &ExperimentFile) {
 
 #[test]
 fn an_idle_core_baseline_gets_one_thread_per_core_and_it_is_accepted() {
+    let _machine = measuring();
     let n = allowed_cpus();
     assert!(
         n >= 2,
@@ -149,6 +159,7 @@ fn an_idle_core_baseline_gets_one_thread_per_core_and_it_is_accepted() {
 
 #[test]
 fn a_file_with_the_variant_keeps_it_and_gains_only_what_is_missing() {
+    let _machine = measuring();
     let n = allowed_cpus();
     assert!(
         n >= 2,

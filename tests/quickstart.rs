@@ -116,7 +116,7 @@ fn quickstart_runs_end_to_end_and_reports_every_arm() {
         let f: Vec<&str> = line.split(',').collect();
         let secs: f64 = f[4].parse().unwrap();
         assert!(secs > 0.0);
-        // Every run's CPU time is recorded beside its samples (issue 14).
+        // Every run's CPU time is recorded beside its samples.
         let cpu_s: f64 = f[5].parse().unwrap();
         assert!(cpu_s > 0.0, "{line}");
         per_arm

@@ -90,7 +90,7 @@ fn every_resubmits_and_a_flipped_decision_runs_notify_with_the_summary() {
     std::fs::write(&mode, "fast\n").unwrap();
     let got = dir.path().join("summary.json");
     let notify = format!(
-        "recheck:\n  every: 1d\n  notify: [sh, -c, 'cat > {0}.tmp && mv {0}.tmp {0}; echo told >&2']\n",
+        "recheck:\n  every: 1d\n  notify: [sh, -c, 'cat > {0}.tmp && mv {0}.tmp {0}; printf \"told\\033[2J\\n\" >&2']\n",
         got.display()
     );
     let exp = write_experiment(dir.path(), &experiment("flip", &mode, &notify));
@@ -148,12 +148,17 @@ fn every_resubmits_and_a_flipped_decision_runs_notify_with_the_summary() {
         (r["last_notify"]["state"] == "exited").then_some(r)
     });
     assert_eq!(r["last_notify"]["exit_code"], 0);
-    assert_eq!(r["last_notify"]["stderr_tail"], "told\n");
+    assert_eq!(r["last_notify"]["stderr_tail"], "told\u{1b}[2J\n");
     assert_eq!(r["last_notify"]["experiment_id"], second);
     assert!(r["executions"].as_u64().unwrap() >= 2);
     let text = stdout(&cli(&home, &["status"]));
     assert!(text.contains("RECURRENCE"), "{text}");
     assert!(text.contains("exited 0: "), "{text}");
+    // The notify's stderr is shown, its escape sequence escaped, never sent raw.
+    assert!(
+        text.contains("told\\x1b[2J") && !text.contains('\u{1b}'),
+        "{text}"
+    );
 
     // Cancelled: the recurrence stops; a second cancel says so.
     let o = cli(&home, &["cancel", "R1"]);

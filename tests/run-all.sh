@@ -74,7 +74,7 @@ tests/no-stray-signals.sh
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy"
-cargo clippy --workspace --all-targets -- -D warnings
-echo "==> cargo test"
-cargo test --workspace --all-targets
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+echo "==> cargo test (both tiers: the fast one and, with the cluster feature, the cluster one)"
+cargo test --workspace --all-targets --all-features
 disk end

@@ -8,6 +8,9 @@
 //! `tests/run-all.sh` installs both tools; without them these tests fail, saying so.
 //! Each check is first shown to catch a page that breaks it.
 
+#[path = "campaign_common.rs"]
+#[allow(dead_code)]
+mod campaign_common;
 mod support;
 
 use std::os::unix::process::CommandExt;
@@ -532,4 +535,103 @@ fn check_history_dom(dom: &str) {
     assert_eq!(dom.matches("new level, p = ").count(), 1, "{dom}");
     assert_eq!(dom.matches("<h1>").count(), 1);
     assert!(!dom.contains("<th>"), "a header cell without scope");
+}
+
+/// A campaign whose description and a stage's description carry a script, an image from a
+/// listener and an ESC sequence, run through `optgate run --format html`: the page shows
+/// them as text in a real browser (no request, nothing on the console, no element from
+/// them), and `--format junit` of the same campaign validates (both printed the Markdown).
+#[test]
+fn a_campaign_report_comes_as_an_inert_page_and_valid_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "description: \"pass <script>document.title='PWNED'</script><img src=http://127.0.0.1:9/leak.png> \\e[2J\"";
+    let yaml = campaign_common::campaign_yaml("hostile-pass", &dir.path().join("ledger"))
+        .replacen(
+            "description: a PECAN-style pass over a purpose-built workload",
+            hostile,
+            1,
+        )
+        .replacen(
+            "description: prefetch the inputs",
+            "description: \"<b>bold</b> & <i>x</i>\"",
+            1,
+        );
+    assert!(yaml.contains("PWNED") && yaml.contains("<b>bold"), "{yaml}");
+    let exp = dir.path().join("campaign.yaml");
+    std::fs::write(&exp, yaml).unwrap();
+    let root = dir.path().join("exec");
+    let shown = |format: &str| {
+        let o = run(&[
+            "run",
+            exp.to_str().unwrap(),
+            "--out",
+            root.to_str().unwrap(),
+            "--quiet",
+            "--format",
+            format,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let html = shown("html");
+    assert!(
+        html.starts_with("<!DOCTYPE html>"),
+        "not a page: {html:.300}"
+    );
+    // The planted image is shown as text (escaped), its address with it: that text is no
+    // reference; anything else is.
+    let planted = "&lt;img src=http://127.0.0.1:9/leak.png&gt;";
+    assert!(
+        html.contains(planted),
+        "the planted tag is not shown as text"
+    );
+    assert_eq!(
+        outside_references(&html.replace(planted, "")),
+        Vec::<String>::new()
+    );
+    let page = dir.path().join("campaign.html");
+    std::fs::write(&page, &html).unwrap();
+    let log = dir.path().join("netlog.json");
+    let b = chromium(dir.path(), &page, &log, &["--dump-dom".into()]);
+    assert_eq!(
+        console_lines(&b.stderr),
+        Vec::<&str>::new(),
+        "console output"
+    );
+    assert_eq!(
+        page_requests(&log),
+        Vec::<String>::new(),
+        "the page requested something"
+    );
+    assert!(!b.stdout.contains("<title>PWNED"), "the script ran");
+    assert!(
+        !b.stdout.contains("<img src=\"http://127.0.0.1"),
+        "an image from input"
+    );
+    assert!(!b.stdout.contains("<b>bold</b>"), "markup from input");
+    assert!(
+        b.stdout.contains("&lt;script&gt;document.title"),
+        "the description not shown"
+    );
+
+    let xml = shown("junit");
+    let file = dir.path().join("junit.xml");
+    std::fs::write(&file, &xml).unwrap();
+    let xsd = repo_root().join("tests/fixtures/junit/junit-10.xsd");
+    let o = Command::new(tool("xmllint"))
+        .args([
+            "--noout",
+            "--schema",
+            xsd.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{xml}", stderr(&o));
+    assert!(!xml.contains('\u{1b}'), "a raw ESC in the XML");
+    for format in ["csv", "table", "markdown"] {
+        let text = shown(format);
+        assert!(!text.contains('\u{1b}'), "a raw ESC in the {format}");
+        assert_ne!(text, shown("html"), "{format} printed the page");
+    }
 }

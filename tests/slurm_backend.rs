@@ -11,11 +11,11 @@
 //! runs proves those variables were cleared.
 
 mod support;
+use support::*;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use optgate_experiment::{Experiment, Plan};
@@ -25,33 +25,6 @@ use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::slurm::{SlurmBackend, render_script};
 use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
 use optgate_wrapper::manifest::{Outcome, RunManifest};
-
-/// Fails (never skips) when this machine has no working Slurm, saying how to get one.
-fn require_slurm() {
-    let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("sinfo").is_file()))
-        .unwrap_or(false);
-    assert!(
-        on_path,
-        "`sinfo` is not on PATH: the Slurm backend tests need a Slurm cluster. Run \
-         `sudo schedulers/slurm/setup-one-node.sh` (it installs slurm-wlm and munge and starts \
-         a one-node cluster; CI runs it before the tests) and try again."
-    );
-    let out = Command::new("sinfo")
-        .args(["-h", "-o", "%T"])
-        .output()
-        .expect("sinfo runs");
-    let states = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success()
-            && states
-                .lines()
-                .any(|s| matches!(s.trim(), "idle" | "mixed" | "allocated" | "completing")),
-        "Slurm answers but no node is usable (sinfo: {states:?}, {}); run \
-         `sudo schedulers/slurm/setup-one-node.sh` again",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A backend whose commands start from this process's environment plus variables that
 /// would change every job if they reached `sbatch`.

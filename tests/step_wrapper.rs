@@ -23,31 +23,6 @@ const OPTGATE: &str = env!("CARGO_BIN_EXE_optgate");
 /// A few hundred ms of shell arithmetic: CPU time well above the clock's tick.
 const BURN: &str = "i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done";
 
-fn require(cmd: &str, args: &[&str], how: &str) {
-    let ok = Command::new(cmd)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(ok, "`{cmd} {}` failed: {how}", args.join(" "));
-}
-
-fn require_slurm() {
-    require(
-        "sinfo",
-        &["-h"],
-        "these tests need a running Slurm: run `sudo schedulers/slurm/setup-one-node.sh`",
-    );
-}
-
-fn require_flux() {
-    require(
-        "flux",
-        &["getattr", "size"],
-        "these tests need a Flux instance: run `eval \"$(schedulers/flux/setup-one-node.sh)\"` \
-         (tests/run-all.sh does)",
-    );
-}
-
 /// `launcher… optgate step DIR --attempt 1 -- app…`, its output captured.
 fn launch(launcher: &[&str], dir: &Path, app: &[&str]) -> Output {
     let mut argv: Vec<String> = launcher.iter().map(|s| s.to_string()).collect();

@@ -14,6 +14,7 @@
 //! Without a reachable Flux this test FAILS with instructions; it never passes by skipping.
 
 mod support;
+use support::*;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,10 +31,6 @@ use optgate_sched::{JobState, Scheduler};
 
 /// A guard against hanging forever; nothing is asserted about how long anything took.
 const DEADLINE: Duration = Duration::from_secs(600);
-
-const SETUP: &str = "run `eval \"$(schedulers/flux/setup-one-node.sh)\"` (it starts a one-node \
-                     flux-core 0.88.0 instance and prints `export FLUX_URI=…`; tests/run-all.sh \
-                     does this) and try again";
 
 /// `$THREADS` threads (default 1), each spinning until it has used `CPU_S` seconds of its
 /// own CPU time, then three epoch lines. Each pauses 1 ms every 20 ms of CPU, so that under
@@ -70,17 +67,6 @@ int main(void) {
     return 0;
 }
 "#;
-
-/// Fails (never skips) when no Flux answers here, saying how to get one.
-fn require_flux() {
-    let out = Command::new("flux").args(["getattr", "size"]).output();
-    let ok = out.as_ref().is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "no Flux answers at FLUX_URI={:?} ({out:?}): {SETUP}",
-        std::env::var("FLUX_URI").unwrap_or_default()
-    );
-}
 
 /// Fails (never skips) when this user may not run the app under real-time scheduling.
 fn require_realtime() {

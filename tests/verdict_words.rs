@@ -1,4 +1,4 @@
-//! Verdict words through the real binary (issue 23): a correctness value that is a word is
+//! Verdict words through the real binary: a correctness value that is a word is
 //! compared as a word, `correctness.expect` requires every run to print the verdict — a
 //! variant printing `FAILED` is rejected as changing the computation, both printing
 //! `PASSED` leaves the decision to the metric — and a baseline printing `FAILED` is an

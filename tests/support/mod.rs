@@ -320,3 +320,55 @@ pub fn require_four_brokers() -> String {
     );
     uri
 }
+
+/// Fails (never skips) unless `cmd ARGS` succeeds: the cluster tier's check that what
+/// `tests/run-all.sh` sets up is there, saying `how` to set it up.
+fn require(cmd: &str, args: &[&str], how: &str) {
+    let out = std::process::Command::new(cmd).args(args).output();
+    let ok = out.as_ref().is_ok_and(|o| o.status.success());
+    assert!(ok, "`{cmd} {}` failed ({out:?}): {how}", args.join(" "));
+}
+
+/// A running Slurm (`sinfo -h` answers), or the test fails saying how to start one.
+pub fn require_slurm() {
+    require(
+        "sinfo",
+        &["-h"],
+        "these tests need a running Slurm: run `sudo schedulers/slurm/setup-one-node.sh` \
+         (tests/run-all.sh does)",
+    );
+}
+
+/// A Flux instance at FLUX_URI (`flux getattr size` answers), or the test fails saying how.
+pub fn require_flux() {
+    require(
+        "flux",
+        &["getattr", "size"],
+        &format!(
+            "these tests need a Flux instance (FLUX_URI={:?}): run `eval \"$(schedulers/flux/setup-one-node.sh)\"` \
+             (tests/run-all.sh does)",
+            std::env::var("FLUX_URI").unwrap_or_default()
+        ),
+    );
+}
+
+/// Two arms on scheduler `kind` whose runs take `sleep` seconds; the variant v1 is ~30 %
+/// faster in every block, so it must be accepted. `extra` adds `scheduler` settings
+/// (`, key: value` pairs).
+pub fn two_arm_experiment(name: &str, kind: &str, sleep: &str, extra: &str) -> String {
+    format!(
+        r#"name: {name}
+app:
+  command: [bash, -c, 'sleep {sleep}; if [ "${{X:-0}}" = 1 ]; then b=$((700 + OPTGATE_BLOCK * 7)); else b=$((1000 + OPTGATE_BLOCK * 3)); fi; for e in 1 2 3; do echo "epoch $e took $((b + e * 11)).0 s"; done']
+  time_limit: 2m
+metric:
+  pattern: 'epoch (?P<epoch>\d+) took (?P<seconds>[0-9.]+) s'
+scheduler: {{ kind: {kind}, time_limit: 10m{extra} }}
+replicates: 5
+variants:
+  - name: v1
+    dimension: l2_threading_model
+    env: {{ X: "1" }}
+"#
+    )
+}

@@ -1,6 +1,10 @@
 //! `optgate`: parse the command line, run the command, map errors to documented exit codes.
 //! Each command lives in `cmd/`; they are thin glue over the library crates.
 
+#[macro_use]
+mod print;
+mod args;
+mod choices;
 mod cli;
 mod cmd;
 mod exit;
@@ -10,7 +14,7 @@ use clap::Parser;
 fn main() {
     init_tracing();
     let cli = cli::Cli::parse();
-    if !matches!(cli.command, cli::Command::Daemon { .. }) {
+    if !matches!(cli.command, cli::Command::Daemon(_)) {
         restore_default_sigpipe();
     }
     let code = match cmd::dispatch(cli) {
@@ -22,8 +26,8 @@ fn main() {
             } else {
                 match exit::diagnostics_of(&err) {
                     // Each diagnostic already says `FILE:LINE:COL: error:`.
-                    Some(diagnostics) => eprintln!("{diagnostics}"),
-                    None => eprintln!("optgate: error: {err:#}"),
+                    Some(diagnostics) => errln!("{diagnostics}"),
+                    None => errln!("optgate: error: {err:#}"),
                 }
                 exit::code_of(&err)
             }

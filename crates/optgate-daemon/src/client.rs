@@ -242,6 +242,7 @@ fn read_offline(
         protocol: crate::protocol::PROTOCOL_VERSION,
         state_dir: paths.dir.clone(),
         started_at: String::new(),
+        long_requests_reading: 0,
     };
     answer(&store, info)
 }
@@ -258,7 +259,9 @@ pub fn read_history(
     }
     paths.check_for_reading()?;
     let store = optgate_store::Store::open_read_only(&paths.db())?;
-    Ok(crate::history::history_of(store.executions_by_name(name)?))
+    Ok(crate::history::history_of_rows(
+        store.executions_by_name_each(name)?,
+    ))
 }
 
 /// Starts `optgate daemon --foreground` detached (own session, output appended to the

@@ -140,6 +140,7 @@ impl Daemon {
             protocol: PROTOCOL_VERSION,
             state_dir: self.paths.dir.clone(),
             started_at: self.started_at.clone(),
+            long_requests_reading: crate::large_requests::reading(),
         }
     }
 

@@ -22,8 +22,10 @@
 //! exited yet (`tests/daemon_cli.rs`: `daemon stop` waits for the process, and no second
 //! daemon starts meanwhile).
 //!
-//! Unarmed (always, outside tests), a point costs one relaxed atomic load and one
-//! uncontended lock.
+//! The two variables are test hooks, so they are read only by debug builds (what `cargo
+//! test` builds and runs): a release binary ignores them, and no environment a user sets
+//! can make an installed daemon kill itself or stall. Unarmed (always, outside tests), a
+//! point costs one relaxed atomic load and one uncontended lock.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -38,7 +40,7 @@ fn armed() -> Option<&'static Armed> {
     static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
     ARMED
         .get_or_init(|| {
-            let spec = std::env::var("OPTGATE_FAILPOINT").ok()?;
+            let spec = test_hook("OPTGATE_FAILPOINT")?;
             let (name, at) = match spec.split_once(':') {
                 Some((n, k)) => (n.to_string(), k.parse().ok()?),
                 None => (spec, 1),
@@ -50,6 +52,20 @@ fn armed() -> Option<&'static Armed> {
             })
         })
         .as_ref()
+}
+
+/// The value of test-hook variable `name`: only in a debug build.
+fn test_hook(name: &str) -> Option<String> {
+    hook_in_build(cfg!(debug_assertions), || std::env::var(name).ok())
+}
+
+/// A test hook's value in a build that is (`debug_build`) or is not a debug build: the
+/// variable is not even read in a release build.
+fn hook_in_build(debug_build: bool, read: impl FnOnce() -> Option<String>) -> Option<String> {
+    match debug_build {
+        true => read(),
+        false => None,
+    }
 }
 
 /// Points armed in this process, for one daemon context.
@@ -106,7 +122,7 @@ pub fn hit(points: &Failpoints, name: &str) {
 /// Sleeps here for the milliseconds `OPTGATE_STALL=NAME:MILLIS` gives when NAME is this
 /// point; does nothing otherwise.
 pub fn stall(name: &str) {
-    let Some(millis) = std::env::var("OPTGATE_STALL").ok().and_then(|spec| {
+    let Some(millis) = test_hook("OPTGATE_STALL").and_then(|spec| {
         let (n, ms) = spec.split_once(':')?;
         (n == name).then(|| ms.parse::<u64>().ok())?
     }) else {
@@ -114,4 +130,20 @@ pub fn stall(name: &str) {
     };
     tracing::warn!("stall {name}: sleeping {millis} ms");
     std::thread::sleep(std::time::Duration::from_millis(millis));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_release_build_never_reads_a_test_hook() {
+        let set = || Some("exiting:60000".to_string());
+        assert_eq!(hook_in_build(false, set), None);
+        assert_eq!(hook_in_build(true, set).as_deref(), Some("exiting:60000"));
+        assert_eq!(
+            hook_in_build(false, || panic!("read in a release build")),
+            None
+        );
+    }
 }

@@ -328,7 +328,7 @@ fn engine_ended(ended: Result<Result<(), DaemonError>, tokio::task::JoinError>) 
 }
 
 /// Ctrl-C: the daemon's cancel of the experiment
-/// ([`crate::handlers::cancel::cancel_experiment`], reason [`INTERRUPTED`]); the engine's
+/// ([`crate::handlers::cancelling::cancel_experiment`], reason [`INTERRUPTED`]); the engine's
 /// next pass stops its live jobs and builds and records their runs. Waits (at most [`CANCEL_WAIT`]) until the engine has.
 /// An experiment that ended just before the interrupt ends as it ended (returned).
 async fn stop_on_interrupt(ctx: &Daemon, id: &str) -> Result<Stop, DaemonError> {
@@ -337,7 +337,7 @@ async fn stop_on_interrupt(ctx: &Daemon, id: &str) -> Result<Stop, DaemonError> 
         .into_iter()
         .filter_map(|j| j.scheduler_job_id.map(JobId))
         .collect();
-    let before = crate::handlers::cancel::cancel_experiment(ctx, id, INTERRUPTED).await?;
+    let before = crate::handlers::cancelling::cancel_experiment(ctx, id, INTERRUPTED).await?;
     if before.is_some_and(|b| b.is_terminal()) {
         let (row, runs, na) = read_state(ctx, id).await?;
         return Ok(Stop::Ended(finished(row, &runs, &na)));

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use optgate_report::Report;
 use optgate_sched::command::{CommandRunner, Invocation, SystemRunner};
-use optgate_stats::change_points::{ChangePointConfig, change_points};
+use optgate_stats::change_points::{ChangePointConfig, MAX_CHANGE_POINT_SERIES, change_points};
 use optgate_store::{
     BuildIdentity, Execution, ExecutionKind, ExperimentRow, RunCounts, Store, StoreError,
     VariantOutcome,
@@ -235,6 +235,10 @@ pub struct History {
     pub change_points: Vec<ChangePointJson>,
     /// Every series searched (the baseline, then each variant), changed or not.
     pub series: Vec<String>,
+    /// What the reader must know about what was searched: a series longer than the search
+    /// covers ([`MAX_CHANGE_POINT_SERIES`]), a damaged row left out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The history of experiment `name` with its change points (pure over the rows).
@@ -247,26 +251,70 @@ pub fn history_of(executions: Vec<Execution>) -> History {
             }
         }
     }
-    let change_points = series
-        .iter()
-        .flat_map(|name| series_changes(name, &executions))
-        .collect();
+    let mut change_points = Vec::new();
+    let mut notes = Vec::new();
+    for name in &series {
+        let points = series_points(name, &executions);
+        change_points.extend(series_changes(name, &points));
+        notes.extend(searched_only_in_part(name, &points));
+    }
     History {
         executions,
         change_points,
         series,
+        notes,
     }
 }
 
-/// The changes of one series: its values where an execution has one, each change's
-/// position mapped back to the execution's 1-based index.
-fn series_changes(name: &str, executions: &[Execution]) -> Vec<ChangePointJson> {
-    let points: Vec<(usize, f64)> = executions
+/// [`history_of`] the rows read, each damaged one left out and named in a note.
+pub fn history_of_rows(rows: Vec<optgate_store::EachExecution>) -> History {
+    let mut damaged = Vec::new();
+    let executions = rows
+        .into_iter()
+        .filter_map(|row| {
+            row.map_err(|d| {
+                damaged.push(format!(
+                    "execution {} left out: its row is damaged ({})",
+                    d.id, d.error
+                ))
+            })
+            .ok()
+        })
+        .collect();
+    let mut h = history_of(executions);
+    h.notes.extend(damaged);
+    h
+}
+
+/// The positions (0-based execution index) and finite values of one series.
+fn series_points(name: &str, executions: &[Execution]) -> Vec<(usize, f64)> {
+    executions
         .iter()
         .enumerate()
         .filter_map(|(i, e)| value_of(e, name).map(|v| (i, v)))
         .filter(|(_, v)| v.is_finite())
-        .collect();
+        .collect()
+}
+
+/// "baseline: only its newest 500 of 10000 values were searched for changes (executions
+/// 9501–10000)" when the series is longer than the search covers.
+fn searched_only_in_part(name: &str, points: &[(usize, f64)]) -> Option<String> {
+    let first = points.len().checked_sub(MAX_CHANGE_POINT_SERIES)?;
+    (first > 0).then(|| {
+        format!(
+            "{name}: only its newest {MAX_CHANGE_POINT_SERIES} of {} values were searched for \
+             changes (executions {}–{}); a change before execution {} is not looked for",
+            points.len(),
+            points[first].0 + 1,
+            points[points.len() - 1].0 + 1,
+            points[first].0 + 1
+        )
+    })
+}
+
+/// The changes of one series: its values where an execution has one, each change's
+/// position mapped back to the execution's 1-based index.
+fn series_changes(name: &str, points: &[(usize, f64)]) -> Vec<ChangePointJson> {
     let values: Vec<f64> = points.iter().map(|p| p.1).collect();
     change_points(&values, &ChangePointConfig::default())
         .into_iter()
@@ -354,6 +402,55 @@ mod tests {
         let c = &h.change_points[0];
         assert_eq!((c.series.as_str(), c.at), ("baseline", 5));
         assert!((c.after / c.before - 1.15).abs() < 0.03, "{c:?}");
+    }
+
+    /// A series longer than the search covers says which executions were searched; one
+    /// that fits (gaps not counted) says nothing.
+    #[test]
+    fn a_series_longer_than_the_search_says_what_was_searched() {
+        let n = MAX_CHANGE_POINT_SERIES + 3;
+        let rows: Vec<Execution> = (0..n).map(|i| execution(i, Some(1.0), 1.3)).collect();
+        let note =
+            searched_only_in_part("baseline", &series_points("baseline", &rows)).expect("a note");
+        assert!(
+            note.contains(&format!("newest 500 of {n} values"))
+                && note.contains(&format!("(executions 4–{n})")),
+            "{note}"
+        );
+        let with_gaps: Vec<Execution> = (0..n)
+            .map(|i| execution(i, (i % 200 != 7).then_some(1.0), 1.3))
+            .collect();
+        assert_eq!(
+            searched_only_in_part("baseline", &series_points("baseline", &with_gaps)),
+            None
+        );
+    }
+
+    /// A damaged row is left out of the history and named; the others are all there.
+    #[test]
+    fn a_damaged_row_is_left_out_and_named() {
+        let damaged = optgate_store::DamagedExperimentRow {
+            id: "e-bad".into(),
+            name: "demo".into(),
+            error: Box::new(optgate_store::StoreError::BadValue {
+                path: "/x/optgate.db".into(),
+                what: "executions.variants",
+                value: "[{".into(),
+            }),
+        };
+        let rows = vec![
+            Ok(execution(0, Some(1.0), 1.3)),
+            Err(damaged),
+            Ok(execution(1, Some(1.0), 1.3)),
+        ];
+        let h = history_of_rows(rows);
+        assert_eq!(h.executions.len(), 2);
+        assert_eq!(h.notes.len(), 1, "{:?}", h.notes);
+        assert!(
+            h.notes[0].contains("execution e-bad left out") && h.notes[0].contains("variants"),
+            "{:?}",
+            h.notes
+        );
     }
 
     /// Eight stable executions: no change in any series.

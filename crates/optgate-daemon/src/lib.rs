@@ -13,17 +13,18 @@
 //! `optgate-store`, one transaction per state change, committed before the change is acted
 //! on; run outcomes come from run manifests, never from the scheduler's memory.
 
-pub mod cancelling;
 pub mod client;
 pub mod context;
 pub mod engine;
 pub mod error;
 pub mod failpoint;
 pub mod foreground;
+pub mod foreground_setup;
 pub mod handlers;
 pub mod history;
 pub mod ids;
 pub mod jobplan;
+pub mod large_requests;
 pub mod lifecycle;
 pub mod look;
 pub mod no_space;

@@ -162,7 +162,7 @@ pub struct StatusReply {
     /// them all.
     #[serde(default)]
     pub more: u64,
-    /// Campaigns (issue 24), each with its current stage; their step experiments are in
+    /// Campaigns, each with its current stage; their step experiments are in
     /// `experiments` too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub campaigns: Vec<CampaignStatus>,
@@ -244,6 +244,10 @@ pub struct DaemonInfo {
     pub protocol: u32,
     pub state_dir: PathBuf,
     pub started_at: String,
+    /// Long request lines (submits past the small-request size) being read right now, of
+    /// the daemon's fixed number of slots for them; 0 from a daemon that predates it.
+    #[serde(default)]
+    pub long_requests_reading: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -60,10 +60,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// A request line up to this size is read without a large-request slot: every request but
 /// `submit` is a few hundred bytes, and most experiment files fit too.
 pub const SMALL_REQUEST_BYTES: usize = 64 * 1024;
-/// Request lines longer than [`SMALL_REQUEST_BYTES`] (up to [`MAX_REQUEST_BYTES`]) read at
-/// once: 16, so clients can pin at most 16 MiB of large requests; the others wait for a
-/// slot within their [`REQUEST_TIMEOUT`].
-pub const MAX_LARGE_REQUESTS: usize = 16;
+pub use crate::large_requests::MAX_LARGE_REQUESTS;
 /// How long one reply may take to be written: a client that stops reading is dropped.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long open connections get to finish once the daemon stops; the rest are dropped.
@@ -228,10 +225,6 @@ where
     }
 }
 
-/// The slots of [`MAX_LARGE_REQUESTS`], shared by every connection of this process.
-static LARGE_REQUESTS: std::sync::LazyLock<tokio::sync::Semaphore> =
-    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(MAX_LARGE_REQUESTS));
-
 /// Reads the request line within [`REQUEST_TIMEOUT`]: its first [`SMALL_REQUEST_BYTES`]
 /// freely, the rest (up to [`MAX_REQUEST_BYTES`]) holding a large-request slot, returned
 /// with the request for the caller to keep while it handles it. The error is the message
@@ -246,7 +239,7 @@ where
         let mut buf = Vec::new();
         let mut read = read_line_upto(r, &mut buf, SMALL_REQUEST_BYTES).await?;
         let slot = if read == LineRead::Longer {
-            let slot = LARGE_REQUESTS.acquire().await.ok();
+            let slot = crate::large_requests::take().await;
             read = read_line_upto(r, &mut buf, MAX_REQUEST_BYTES).await?;
             slot
         } else {

@@ -76,10 +76,36 @@ async fn a_hello_past_its_limit_is_refused_naming_it() {
     }
 }
 
+/// The daemon's status as a fresh client sees it; a small request, answered beside the
+/// long ones.
+async fn status_of(ctx: &Arc<Daemon>) -> optgate_daemon::protocol::StatusReply {
+    let mut status = connect(ctx);
+    let ask = format!("{}{{\"status\":{{\"id\":null}}}}\n", hello());
+    status.get_mut().write_all(ask.as_bytes()).await.unwrap();
+    assert!(read_line(&mut status).await.contains("welcome"));
+    match serde_json::from_str(&read_line(&mut status).await).unwrap() {
+        Response::Status(reply) => reply,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Waits until the daemon says `n` long requests are being read (their handlers are
+/// scheduled as the runtime sees fit: a welcome does not mean the request is being read).
+async fn until_reading(ctx: &Arc<Daemon>, n: usize) {
+    for _ in 0..3000 {
+        if status_of(ctx).await.daemon.long_requests_reading == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never {n} long requests being read");
+}
+
 /// 16 clients hold long request lines half-sent: a 17th long one, sent whole, waits for a
-/// slot, while a status request is answered at once. When one of the 16 finishes, the
-/// 17th is answered. Planted bugs caught: no large-request slots (the 17th is answered
-/// before any slot frees), or slots taken by small requests too (status waits).
+/// slot, while a status request is answered at once and counts the 16. When one of the 16
+/// finishes, the 17th is answered. Planted bugs caught: no large-request slots (the 17th
+/// is answered before any slot frees), slots taken by small requests too (status waits),
+/// a slot kept after its request (the count stays at 16).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_so_many_long_requests_are_read_at_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -97,17 +123,13 @@ async fn only_so_many_long_requests_are_read_at_once() {
         assert!(read_line(&mut c).await.contains("welcome"));
         holders.push(c);
     }
+    until_reading(&ctx, MAX_LARGE_REQUESTS).await;
     let mut waiting = connect(&ctx);
     let whole = format!("{head}{tail}");
     waiting.get_mut().write_all(whole.as_bytes()).await.unwrap();
     assert!(read_line(&mut waiting).await.contains("welcome"));
-
-    let mut status = connect(&ctx);
-    let ask = format!("{}{{\"status\":{{\"id\":null}}}}\n", hello());
-    status.get_mut().write_all(ask.as_bytes()).await.unwrap();
-    assert!(read_line(&mut status).await.contains("welcome"));
-    let answer: Response = serde_json::from_str(&read_line(&mut status).await).unwrap();
-    assert!(matches!(answer, Response::Status(_)), "{answer:?}");
+    let status = status_of(&ctx).await;
+    assert_eq!(status.daemon.long_requests_reading, MAX_LARGE_REQUESTS);
 
     // Never answered while every slot is held (a bound that can only hide a bug, never
     // fail a correct daemon).
@@ -122,4 +144,6 @@ async fn only_so_many_long_requests_are_read_at_once() {
         Response::Error(e) => assert_eq!(e.kind, ErrorKind::InvalidExperiment, "{e:?}"),
         other => panic!("{other:?}"),
     }
+    drop(holders);
+    until_reading(&ctx, 0).await;
 }

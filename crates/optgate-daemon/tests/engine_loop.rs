@@ -762,3 +762,52 @@ async fn a_damaged_scheduler_kind_fails_the_experiment_and_reaches_no_backend() 
         "{jobs:?}"
     );
 }
+
+/// A recurrence submitted again is started by the next pass at once, not after the longest
+/// poll interval: here that interval is an hour, so without the wake the second execution
+/// would sit `planned` past the minute this test waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resubmitted_recurrence_starts_without_waiting_out_the_idle_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = daemon(
+        &dir.path().join("state"),
+        FakeScheduler::new(Script::Normal),
+    );
+    let source_path: PathBuf = dir.path().join("exp.yaml");
+    std::fs::write(&source_path, EXPERIMENT).unwrap();
+    let reply = handlers::dispatch(
+        &ctx,
+        Request::Submit(SubmitRequest {
+            source_path,
+            source_text: EXPERIMENT.into(),
+            every: Some("1s".into()),
+        }),
+    )
+    .await;
+    let Response::Submitted(first) = reply else {
+        panic!("{reply:?}")
+    };
+    let slow = PollSchedule::new(Duration::from_millis(5), Duration::from_secs(3600));
+    let settings = EngineSettings {
+        local: slow.clone(),
+        cluster: slow,
+    };
+    let shutdown = CancellationToken::new();
+    let engine = tokio::spawn(run_with(ctx.clone(), shutdown.clone(), settings));
+    let start = std::time::Instant::now();
+    let second = loop {
+        let rows = ctx.db.call(|s| s.experiments()).await.unwrap();
+        let ended: Vec<_> = rows.iter().filter(|r| r.state.is_terminal()).collect();
+        if let Some(second) = ended.iter().find(|r| r.id != first.id) {
+            break second.id.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the second execution did not end: {rows:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    shutdown.cancel();
+    engine.await.unwrap();
+    assert_ne!(second, first.id);
+}

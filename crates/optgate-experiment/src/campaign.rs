@@ -480,6 +480,15 @@ pub enum NextStep {
 /// Why a campaign without a winner has no confirmation.
 pub const NO_COMBINATION: &str = "no stage accepted a proposal: there is no combination to confirm";
 
+/// The one way a campaign advances, for `optgate run` and the daemon alike: the chain
+/// replayed from the ended steps' variant analyses (the stages' in order, then the
+/// confirmation's), and what runs next.
+pub fn advance(c: &Campaign, ended: &[&[optgate_stats::VariantAnalysis]]) -> (Replay, NextStep) {
+    let replayed = replay(c, ended);
+    let next = next_step(c, &replayed, ended.len());
+    (replayed, next)
+}
+
 /// The next step after `done` ended steps, with the chain `replayed` from them.
 pub fn next_step(c: &Campaign, replayed: &Replay, done: usize) -> NextStep {
     let n = c.stages.len();

@@ -621,36 +621,11 @@ pub struct ArmSpec {
     pub page_cache: Option<PageCacheMode>,
 }
 
-/// Where a run's compile caches (`TORCHINDUCTOR_CACHE_DIR`, `TRITON_CACHE_DIR`,
-/// `OPTGATE_CACHE_DIR`) live.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    /// A fresh cache in each run's directory: every replicate pays the compile, as a
-    /// production job's first run does.
-    #[default]
-    Cold,
-    /// One cache per arm, filled by one untimed warm-up run before the arm's first timed
-    /// run: what a job that runs again with its caches in place pays.
-    Warm,
-}
+/// Where a run's compile caches live and what happens to the page cache of its inputs:
+/// the run wrapper's own types (`optgate_wrapper::manifest`), so the file's words, the run
+/// spec's and the manifest's are one enum each.
+pub use optgate_wrapper::manifest::{CacheMode, PageCacheMode};
 
-/// What happens to the page cache of the declared `inputs` before each run.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum PageCacheMode {
-    /// Nothing: whatever earlier runs left cached stays (the report says so).
-    #[default]
-    Leave,
-    /// Evict the inputs (`posix_fadvise(POSIX_FADV_DONTNEED)`), so each run reads them
-    /// from storage.
-    Cold,
-    /// Read the inputs once, so each run finds them cached.
-    Warm,
-    /// Drop the whole page cache (`/proc/sys/vm/drop_caches`) when optgate runs as root;
-    /// otherwise as `cold`, and the manifest says so.
-    Drop,
-}
 /// One proposal to test against the baseline.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -836,7 +836,7 @@ mod tests {
                 continue;
             };
             assert_eq!(nesting::first_past(text, depth), None, "{text}");
-            // The hostile seeds (issue 21) are deeper than the limit or too large on
+            // The hostile seeds are deeper than the limit or too large on
             // purpose: only a text within every limit must pass them.
             let within = depth <= MAX_DEPTH && text.len() <= MAX_FILE_BYTES;
             if within {

@@ -4,7 +4,7 @@
 
 use regex::Regex;
 
-use crate::{line_of, within_tolerance};
+use crate::shared::{line_of, within_tolerance};
 
 /// One captured value: its text (surrounding blanks removed), the 1-based line it is on
 /// and that whole line, for quoting.

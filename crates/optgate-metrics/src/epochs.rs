@@ -5,7 +5,7 @@
 
 use regex::Regex;
 
-use crate::{EpochSeconds, MetricError};
+use crate::shared::{EpochSeconds, MetricError};
 
 /// What the pattern's `seconds` group holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,7 +1,8 @@
 //! A campaign's one report: the proposal table across every stage, the chain of baselines,
 //! the combined result against the stages' prediction, and the 10-dimension checklist
 //! filled across the whole campaign. Built from the stage experiments' own reports
-//! ([`build`], pure); rendered as markdown or JSON (a top-level `campaign` object).
+//! ([`build`], pure); rendered as JSON here (a top-level `campaign` object) and in every
+//! other format by [`crate::campaign_formats`].
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,8 @@ use optgate_experiment::checklist::Area;
 use optgate_stats::VariantAnalysis;
 use serde::{Deserialize, Serialize};
 
-use crate::Report;
 use crate::checklist::{ChecklistRow, DeclaredVerdict, Verdict, checklist_of};
+use crate::model::Report;
 
 /// One stage as it ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,116 +148,6 @@ fn checklist(
         })
         .unwrap_or_default();
     checklist_of(&variants, dims, &declared)
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map_or("—".into(), |v| format!("{v:+.1} %"))
-}
-
-fn ratio(x: Option<f64>) -> String {
-    x.map_or("—".into(), |v| format!("{v:.3}×"))
-}
-
-/// The report as markdown.
-pub fn render_markdown(r: &CampaignReport) -> String {
-    let mut s = format!("# Campaign `{}`\n\n", r.name);
-    if let Some(d) = &r.description {
-        s.push_str(&format!("{d}\n\n"));
-    }
-    let order: Vec<&str> = r.stages.iter().map(|x| x.component.as_str()).collect();
-    s.push_str(&format!("Stages in the order run: {}", order.join(" → ")));
-    if r.reordered {
-        s.push_str(" (reordered from the file into the canonical order I/O → communication → memory → compute)");
-    }
-    s.push_str("\n\n## Proposals\n\n| Stage | Proposal | App Impact | System Impact | Weighted Score | Speed-up [interval] | Decision |\n|---|---|---|---|---|---|---|\n");
-    for (k, st) in r.stages.iter().enumerate() {
-        for v in &st.variants {
-            let won = if st.winner.as_deref() == Some(v.name.as_str()) {
-                " (winner)"
-            } else {
-                ""
-            };
-            s.push_str(&format!(
-                "| {} {} | `{}`{won} | {} | {} | {} | {} [{}, {}] | {} |\n",
-                k + 1,
-                st.component,
-                v.name,
-                pct(v.app_impact_pct),
-                pct(v.system_impact_pct),
-                v.weighted_score.map_or("—".into(), |w| format!("{w:.1}")),
-                ratio(v.speedup.estimate),
-                ratio(v.speedup.ci_low),
-                ratio(v.speedup.ci_high),
-                v.decision
-            ));
-        }
-    }
-    s.push_str("\n## Chain of baselines\n\n");
-    for (k, st) in r.stages.iter().enumerate() {
-        s.push_str(&format!(
-            "{}. **{}** (`{}`): baseline = {}. {}\n",
-            k + 1,
-            st.component,
-            st.experiment_id,
-            st.baseline,
-            st.winner_reason
-        ));
-    }
-    for o in &r.overridden {
-        s.push_str(&format!(
-            "\n- `{}`: {} set it to {}, {} to {}; the later stage's holds.",
-            o.setting, o.earlier, o.earlier_value, o.later, o.later_value
-        ));
-    }
-    s.push_str(&render_combined(r));
-    s.push_str("\n## Checklist (across the campaign)\n\n| Dimension | Group | Verdict | Proposals / reason |\n|---|---|---|---|\n");
-    for row in &r.checklist {
-        let what = if row.variants.is_empty() {
-            row.reason.clone().unwrap_or_default()
-        } else {
-            row.variants.join(", ")
-        };
-        s.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
-            row.title,
-            row.group,
-            row.verdict.label(),
-            what
-        ));
-    }
-    s
-}
-
-fn render_combined(r: &CampaignReport) -> String {
-    let mut s = "\n## Combined\n\n".to_string();
-    let Some(c) = &r.combined else {
-        let why = r
-            .no_combination
-            .as_deref()
-            .unwrap_or("the confirmation has not run yet");
-        return s + why + "\n";
-    };
-    let x = &c.result;
-    s.push_str(&format!(
-        "The combination ({}) against the original baseline (`{}`): **{}** — speed-up {} [{}, {}]; the stages predicted {} (the product of the winners' speed-ups); interaction (measured / predicted) {} [{}, {}].\n",
-        c.configuration,
-        c.experiment_id,
-        x.decision,
-        ratio(x.speedup.estimate),
-        ratio(x.speedup.ci_low),
-        ratio(x.speedup.ci_high),
-        ratio(x.predicted_speedup),
-        ratio(x.interaction.estimate),
-        ratio(x.interaction.ci_low),
-        ratio(x.interaction.ci_high),
-    ));
-    if x.not_better_than_best_stage {
-        s.push_str(&format!(
-            "\n**Flag:** the combination is not better than its best single stage ({}).\n",
-            ratio(x.best_stage_speedup)
-        ));
-    }
-    s
 }
 
 /// The report as JSON: a top-level `campaign` object.

@@ -4,7 +4,7 @@
 
 use optgate_stats::{Analysis, fmt_signed_pct};
 
-use crate::ArmSummary;
+use crate::model::ArmSummary;
 
 /// Said where the epoch parts would be, for a primary metric of one value per run.
 pub const PER_RUN_NOTE: &str = "One value per run (a figure of merit): no epoch-1 change, \

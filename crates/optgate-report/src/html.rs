@@ -11,8 +11,10 @@ use std::fmt::Write as _;
 use optgate_stats::Decision;
 use serde_json::Value;
 
+use crate::checklist::APPLICATION_ORDER;
 use crate::history_html::{HistorySeries, history_section};
 use crate::markup::{escape, id, inline_svg};
+use crate::model::Report;
 use crate::page::page_head;
 use crate::plots::{Plot, PlotError, draw_plots};
 use crate::render::{
@@ -20,7 +22,6 @@ use crate::render::{
     collect_warnings, epoch_table, method_entries, noise_floor_line, proposal_order, proposal_rows,
     stats_rows, strings, system_resource_line, title_line, utilisation_lines,
 };
-use crate::{APPLICATION_ORDER, Report};
 
 /// Keys of the report's JSON object that a section of the page shows or that the title
 /// line sums up; any other key (a field added to the report later) is shown generically
@@ -51,7 +52,7 @@ pub const SHOWN_KEYS: [&str; 22] = [
 ];
 
 /// The CSS class of a decision's badge (one of [`crate::page::PALETTE`]'s).
-fn decision_class(d: Decision) -> &'static str {
+pub(crate) fn decision_class(d: Decision) -> &'static str {
     match d {
         Decision::Accept => "accept",
         Decision::Reject => "reject",
@@ -103,11 +104,11 @@ pub fn render_html_with_history(
     out
 }
 
-fn para(out: &mut String, text: &str) {
+pub(crate) fn para(out: &mut String, text: &str) {
     let _ = writeln!(out, "<p>{}</p>", escape(text));
 }
 
-fn heading(out: &mut String, level: u8, text: &str) {
+pub(crate) fn heading(out: &mut String, level: u8, text: &str) {
     let _ = writeln!(out, "<h{level}>{}</h{level}>", escape(text));
 }
 
@@ -129,7 +130,7 @@ fn intro(out: &mut String, report: &Report, title: &str) {
 
 /// A table: `caption`, a header row of column headers, then rows whose cell in column
 /// `row_header` is the row's header. Cells are HTML already (see [`text_rows`]).
-fn table(
+pub(crate) fn table(
     out: &mut String,
     caption: &str,
     header: &[String],
@@ -164,7 +165,7 @@ fn text_rows<R: AsRef<[String]>>(rows: &[R]) -> Vec<Vec<String>> {
 }
 
 /// A decision badge: the decision's text (with any utilisation mark) in its colours.
-fn badge(decision: Decision, text: &str) -> String {
+pub(crate) fn badge(decision: Decision, text: &str) -> String {
     format!(
         "<span class=\"decision {}\">{}</span>",
         decision_class(decision),

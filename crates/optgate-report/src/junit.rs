@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use optgate_stats::{Decision, VariantAnalysis, fmt_signed_pct};
 
-use crate::Report;
 use crate::markup::escape;
+use crate::model::Report;
 use crate::render::proposal_order;
 
 /// How one suite's cases ended.
@@ -22,11 +22,11 @@ struct Counts {
 }
 
 impl Counts {
-    fn of(report: &Report) -> Self {
+    fn of_decisions(decisions: impl Iterator<Item = Decision>) -> Self {
         let mut c = Counts::default();
-        for v in &report.analysis.variants {
+        for d in decisions {
             c.tests += 1;
-            match v.decision {
+            match d {
                 Decision::Accept => {}
                 Decision::Reject => c.failures += 1,
                 Decision::Failed => c.errors += 1,
@@ -35,6 +35,60 @@ impl Counts {
         }
         c
     }
+
+    fn plus(self, c: Counts) -> Counts {
+        Counts {
+            tests: self.tests + c.tests,
+            failures: self.failures + c.failures,
+            errors: self.errors + c.errors,
+            skipped: self.skipped + c.skipped,
+        }
+    }
+}
+
+/// One test case of a suite: its name, how it ended, why, and the figures behind it.
+pub(crate) struct Case {
+    pub name: String,
+    pub decision: Decision,
+    pub reason: String,
+    pub summary: String,
+}
+
+impl Case {
+    /// A variant's case.
+    pub(crate) fn of(v: &VariantAnalysis) -> Self {
+        Case {
+            name: v.name.clone(),
+            decision: v.decision,
+            reason: v.reason.clone(),
+            summary: summary(v),
+        }
+    }
+}
+
+/// One suite: its name, its properties (name, value) and its cases.
+pub(crate) struct Suite {
+    pub name: String,
+    pub properties: Vec<(String, String)>,
+    pub cases: Vec<Case>,
+}
+
+/// Suites as one JUnit document (the `<testsuites>` root counts every case).
+pub(crate) fn document(suites: &[Suite]) -> String {
+    let total = suites.iter().fold(Counts::default(), |a, s| {
+        a.plus(Counts::of_decisions(s.cases.iter().map(|c| c.decision)))
+    });
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"optgate\" tests=\"{}\" failures=\"{}\" errors=\"{}\">",
+        total.tests, total.failures, total.errors
+    );
+    for s in suites {
+        suite(&mut out, s);
+    }
+    out.push_str("</testsuites>\n");
+    out
 }
 
 /// One report as a JUnit document with one suite.
@@ -44,26 +98,8 @@ pub fn render_junit(report: &Report) -> String {
 
 /// Several reports (several experiments) as one JUnit document, a suite each.
 pub fn render_junit_suites(reports: &[&Report]) -> String {
-    let total = reports.iter().fold(Counts::default(), |a, r| {
-        let c = Counts::of(r);
-        Counts {
-            tests: a.tests + c.tests,
-            failures: a.failures + c.failures,
-            errors: a.errors + c.errors,
-            skipped: a.skipped + c.skipped,
-        }
-    });
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"optgate\" tests=\"{}\" failures=\"{}\" errors=\"{}\">",
-        total.tests, total.failures, total.errors
-    );
-    for r in reports {
-        suite(&mut out, r);
-    }
-    out.push_str("</testsuites>\n");
-    out
+    let suites: Vec<Suite> = reports.iter().map(|r| suite_of(r)).collect();
+    document(&suites)
 }
 
 /// The suite's name: the experiment's, or for a samples file the baseline it compared to.
@@ -74,45 +110,57 @@ fn suite_name(report: &Report) -> String {
     }
 }
 
-fn suite(out: &mut String, report: &Report) {
+/// A report's suite: the design as properties, a case per variant in proposal order.
+fn suite_of(report: &Report) -> Suite {
     let a = &report.analysis;
-    let c = Counts::of(report);
-    let name = suite_name(report);
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
-        escape(&name),
-        c.tests,
-        c.failures,
-        c.errors,
-        c.skipped
-    );
-    out.push_str("    <properties>\n");
-    for (k, v) in [
+    let properties = [
         ("baseline", a.baseline.clone()),
         ("design", a.design.to_string()),
         ("alpha", a.alpha.to_string()),
         ("min_effect_pct", a.min_effect_pct.to_string()),
         ("steady_epochs", a.steady_window.clone()),
         ("production_epochs", a.production_epochs.to_string()),
-    ] {
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    Suite {
+        name: suite_name(report),
+        properties,
+        cases: proposal_order(a).into_iter().map(Case::of).collect(),
+    }
+}
+
+fn suite(out: &mut String, s: &Suite) {
+    let c = Counts::of_decisions(s.cases.iter().map(|c| c.decision));
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
+        escape(&s.name),
+        c.tests,
+        c.failures,
+        c.errors,
+        c.skipped
+    );
+    out.push_str("    <properties>\n");
+    for (k, v) in &s.properties {
         let _ = writeln!(
             out,
             "      <property name=\"{}\" value=\"{}\"/>",
             escape(k),
-            escape(&v)
+            escape(v)
         );
     }
     out.push_str("    </properties>\n");
-    for v in proposal_order(a) {
-        case(out, &name, v);
+    for case in &s.cases {
+        write_case(out, &s.name, case);
     }
     out.push_str("  </testsuite>\n");
 }
 
 /// The figures behind a decision, in one line: speed-up with its interval, App Impact,
 /// System Impact, Weighted Score, the runs compared.
-fn summary(v: &VariantAnalysis) -> String {
+pub(crate) fn summary(v: &VariantAnalysis) -> String {
     let s = &v.speedup;
     let speedup = match (s.estimate, s.ci_low, s.ci_high) {
         (Some(e), Some(l), Some(h)) => format!("{e:.3}× [{l:.3}, {h:.3}]"),
@@ -133,14 +181,14 @@ fn summary(v: &VariantAnalysis) -> String {
     )
 }
 
-fn case(out: &mut String, suite: &str, v: &VariantAnalysis) {
+fn write_case(out: &mut String, suite: &str, case: &Case) {
     let _ = writeln!(
         out,
         "    <testcase name=\"{}\" classname=\"{}\">",
-        escape(&v.name),
+        escape(&case.name),
         escape(&format!("optgate.{suite}"))
     );
-    let element = match v.decision {
+    let element = match case.decision {
         Decision::Accept => None,
         Decision::Reject => Some("failure"),
         Decision::Failed => Some("error"),
@@ -150,13 +198,13 @@ fn case(out: &mut String, suite: &str, v: &VariantAnalysis) {
         let _ = writeln!(
             out,
             "      <{element} type=\"{}\" message=\"{}\"/>",
-            v.decision,
-            escape(&format!("{}: {}", v.decision, v.reason))
+            case.decision,
+            escape(&format!("{}: {}", case.decision, case.reason))
         );
     }
     let _ = writeln!(
         out,
         "      <system-out>{}</system-out>\n    </testcase>",
-        escape(&summary(v))
+        escape(&case.summary)
     );
 }

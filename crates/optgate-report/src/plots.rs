@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use thiserror::Error;
 
-use crate::{ArmSummary, EpochSummary, Report};
+use crate::model::{ArmSummary, EpochSummary, Report};
 
 #[derive(Debug, Error)]
 pub enum PlotError {

@@ -60,7 +60,7 @@ pub struct SamplesProvenance {
     pub optgate_version: String,
 }
 
-impl crate::Report {
+impl crate::model::Report {
     /// Records how the decision was reached in the provenance object (made if absent).
     pub fn set_decision_provenance(&mut self, d: &DecisionProvenance) {
         self.merge_provenance(d);

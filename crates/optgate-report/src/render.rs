@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use optgate_stats::{Analysis, VariantAnalysis, fmt_p, fmt_signed_pct};
 
 use crate::checklist::{APPLICATION_ORDER, Verdict};
-use crate::{Report, SystemResource};
+use crate::model::{Report, SystemResource};
 
 /// The report as pretty JSON (the `Analysis` fields at top level, then metadata).
 pub fn render_json(report: &Report) -> String {
@@ -400,7 +400,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// Writes `text` after `first`, continuing on lines that start with `cont`, all within
 /// `width` characters (where the prefixes leave room).
-fn para(out: &mut String, first: &str, cont: &str, text: &str, width: usize) {
+pub(crate) fn para(out: &mut String, first: &str, cont: &str, text: &str, width: usize) {
     let room = width.saturating_sub(chars(cont)).max(20);
     let first_room = width.saturating_sub(chars(first)).max(20);
     // A first word (a hash, a path) that would be cut after `first` but fits on a
@@ -447,7 +447,7 @@ const MAX_WRAPPED_COLUMNS: usize = 3;
 /// headers wrap down to their values' width, then the widest cells wrap at spaces; a
 /// table that still does not fit, or would wrap the values of more than
 /// [`MAX_WRAPPED_COLUMNS`] columns, is shown as one block per row ([`stacked`]).
-fn text_table(header: &[String], rows: &[Vec<String>], width: usize) -> String {
+pub(crate) fn text_table(header: &[String], rows: &[Vec<String>], width: usize) -> String {
     let cols = header.len();
     let mut w: Vec<usize> = header.iter().map(|h| chars(h)).collect();
     let mut values = vec![0; cols];
@@ -544,7 +544,8 @@ pub fn render_table(report: &Report) -> String {
 }
 
 /// Plain text for a terminal of `width` columns: no line is longer, except where a single
-/// prefix and a 20-character share of text cannot fit (a width under about 30).
+/// prefix and a 20-character share of text cannot fit (a width under about 30). Control
+/// characters from input are shown escaped ([`crate::terminal::for_terminal`]).
 pub fn render_table_width(report: &Report, width: usize) -> String {
     let mut out = String::new();
     table_title(&mut out, report, width);
@@ -553,7 +554,7 @@ pub fn render_table_width(report: &Report, width: usize) -> String {
     table_statistics(&mut out, report, width);
     table_checklist(&mut out, report, width);
     table_breakdown_and_method(&mut out, report, width);
-    out
+    crate::terminal::for_terminal(&out).into_owned()
 }
 
 /// The title lines: experiment, design and the metric.
@@ -783,7 +784,7 @@ fn table_breakdown_and_method(out: &mut String, report: &Report, width: usize) {
     }
 }
 
-pub(crate) fn checklist_detail(r: &crate::ChecklistRow) -> String {
+pub(crate) fn checklist_detail(r: &crate::checklist::ChecklistRow) -> String {
     let mut parts = Vec::new();
     if !r.variants.is_empty() {
         parts.push(r.variants.join(", "));
@@ -863,7 +864,7 @@ pub(crate) fn noise_floor_line(report: &Report) -> Option<String> {
 }
 
 /// Rows of the traced-time breakdown: arm, runs, wall, then one column per category.
-pub(crate) fn breakdown_rows(b: &[crate::ArmBreakdown]) -> (Vec<String>, Vec<Vec<String>>) {
+pub(crate) fn breakdown_rows(b: &[crate::model::ArmBreakdown]) -> (Vec<String>, Vec<Vec<String>>) {
     let mut cats: Vec<&String> = b.iter().flat_map(|a| a.categories.keys()).collect();
     cats.sort();
     cats.dedup();
@@ -968,9 +969,9 @@ pub(crate) fn method_entries(a: &Analysis) -> Vec<(&'static str, &str)> {
     .collect()
 }
 
-/// Escapes a Markdown table cell.
+/// Escapes a Markdown table cell or line of text ([`crate::markup::markdown_text`]).
 fn md(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    crate::markup::markdown_text(s)
 }
 
 fn md_table(header: &[String], rows: &[Vec<String>]) -> String {
@@ -1008,7 +1009,7 @@ fn md_title(out: &mut String, report: &Report) {
     let name = report
         .experiment
         .as_ref()
-        .map(|e| format!(": {}", e.name))
+        .map(|e| format!(": {}", md(&e.name)))
         .unwrap_or_default();
     let _ = writeln!(out, "# optgate report{name}\n");
     if let Some(d) = report
@@ -1016,11 +1017,11 @@ fn md_title(out: &mut String, report: &Report) {
         .as_ref()
         .and_then(|e| e.description.as_ref())
     {
-        let _ = writeln!(out, "{d}\n");
+        let _ = writeln!(out, "{}\n", md(d));
     }
-    let _ = writeln!(out, "{}", title_line(a));
+    let _ = writeln!(out, "{}", md(&title_line(a)));
     if let Some(m) = report.experiment.as_ref().and_then(|e| e.metric.as_deref()) {
-        let _ = writeln!(out, "metric: {m}");
+        let _ = writeln!(out, "metric: {}", md(m));
     }
     let _ = writeln!(out);
 }
@@ -1059,7 +1060,7 @@ fn md_proposals(out: &mut String, report: &Report) {
     if noisy {
         let _ = writeln!(out, "\n{NOISE_LEGEND}");
     }
-    let _ = writeln!(out, "\n{}", system_resource_line(report));
+    let _ = writeln!(out, "\n{}", md(&system_resource_line(report)));
     let lines = utilisation_lines(report);
     if !lines.is_empty() {
         let _ = writeln!(
@@ -1090,7 +1091,7 @@ fn md_statistics(out: &mut String, report: &Report) {
     if !warnings.is_empty() {
         let _ = writeln!(out, "\n### Warnings\n");
         for w in warnings {
-            let _ = writeln!(out, "- {}", w);
+            let _ = writeln!(out, "- {}", md(&w));
         }
     }
 
@@ -1146,18 +1147,18 @@ fn md_checklist(out: &mut String, report: &Report) {
 fn md_notes_and_method(out: &mut String, report: &Report) {
     let a = &report.analysis;
     if let Some(line) = noise_floor_line(report) {
-        let _ = writeln!(out, "\n{line}");
+        let _ = writeln!(out, "\n{}", md(&line));
     }
     if let Some(line) = operating_line(report) {
-        let _ = writeln!(out, "\n{line}");
+        let _ = writeln!(out, "\n{}", md(&line));
     }
     if let Some(i) = &report.isolation {
-        let _ = writeln!(out, "\n{}", i.describe());
+        let _ = writeln!(out, "\n{}", md(&i.describe()));
     }
     if !report.interference.is_empty() {
         let _ = writeln!(out, "\n## Runs measured under interference\n");
         for line in interference_summary(report) {
-            let _ = writeln!(out, "{line}\n");
+            let _ = writeln!(out, "{}\n", md(&line));
         }
     }
     if let Some(b) = &report.breakdown {
@@ -1166,10 +1167,11 @@ fn md_notes_and_method(out: &mut String, report: &Report) {
             "\n## Traced time per category beside wall time\n\nMedian per run, seconds.\n"
         );
         let (header, rows) = breakdown_rows(b);
-        let _ = writeln!(out, "| {} |", header.join(" | "));
+        let cells = |r: &[String]| r.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | ");
+        let _ = writeln!(out, "| {} |", cells(&header));
         let _ = writeln!(out, "|{}", "---|".repeat(header.len()));
         for r in rows {
-            let _ = writeln!(out, "| {} |", r.join(" | "));
+            let _ = writeln!(out, "| {} |", cells(&r));
         }
     }
 
@@ -1179,18 +1181,15 @@ fn md_notes_and_method(out: &mut String, report: &Report) {
         let _ = writeln!(out, "```json\n{pretty}\n```");
     }
     let _ = writeln!(out, "\n## Method\n");
+    // The method's words are optgate's own (no input), kept as written.
     for (k, v) in method_entries(a) {
         let _ = writeln!(out, "- **{k}**: {v}");
     }
 }
 
-/// Quotes a CSV field when it needs it.
+/// One CSV cell of a report (a spreadsheet may read it): [`crate::markup::csv_cell`].
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+    crate::markup::csv_cell(s)
 }
 
 fn opt(v: Option<f64>) -> String {

@@ -62,21 +62,9 @@ pub const MAX_PROBLEMS_SHOWN: usize = 20;
 /// The most numbers (missing epochs, line ranges) listed in one problem.
 pub const MAX_LISTED: usize = 10;
 
-/// At most this many bytes of an offending value are quoted in a message.
-pub const QUOTE_PREFIX: usize = 40;
-
-/// `s` as a message quotes it: escaped, cut to [`QUOTE_PREFIX`] bytes (on a character
-/// boundary) with its full length when longer.
-pub fn quote_prefix(s: &str) -> String {
-    if s.len() <= QUOTE_PREFIX {
-        return s.escape_debug().to_string();
-    }
-    let mut end = QUOTE_PREFIX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", s[..end].escape_debug(), s.len())
-}
+/// A value quoted in a message the way the experiment loader quotes one: escaped, cut to
+/// its [`QUOTE_PREFIX`] bytes with the full length when longer.
+pub use optgate_experiment::limits::{QUOTE_PREFIX, quote_prefix};
 
 /// One thing wrong with a samples file, by what it concerns; each kind writes its own
 /// messages ([`fmt::Display`]), so every message is written from its variant's own fields.
@@ -668,7 +656,7 @@ pub struct Samples {
     pub variants: Vec<ArmData>,
     /// What the arms' `system_metric` holds: energy when every run has `energy_j`, else
     /// core-seconds when every run has `cpu_s`, else nothing (no System Impact).
-    pub system_resource: Option<crate::SystemResource>,
+    pub system_resource: Option<crate::model::SystemResource>,
     /// Whether the file has a block column.
     pub has_blocks: bool,
 }
@@ -1139,15 +1127,15 @@ impl ArmRows {
     fn into_samples(self, baseline: &str, every_run_has_block: bool, has_blocks: bool) -> Samples {
         let every_run = |has: &dyn Fn(&RunRows) -> bool| self.runs().all(has);
         let system_resource = if every_run(&|r| r.energy_j.is_some_and(|e| e > 0.0)) {
-            Some(crate::SystemResource::Energy)
+            Some(crate::model::SystemResource::Energy)
         } else if every_run(&|r| r.cpu_s.is_some_and(|c| c > 0.0)) {
-            Some(crate::SystemResource::CoreSeconds)
+            Some(crate::model::SystemResource::CoreSeconds)
         } else {
             None
         };
         let system_value = |run: &RunRows| match system_resource {
-            Some(crate::SystemResource::Energy) => run.energy_j,
-            Some(crate::SystemResource::CoreSeconds) => run.cpu_s,
+            Some(crate::model::SystemResource::Energy) => run.energy_j,
+            Some(crate::model::SystemResource::CoreSeconds) => run.cpu_s,
             _ => None,
         };
         let to_arm = |name: &str| -> ArmData {
@@ -1280,7 +1268,10 @@ mod tests {
         assert!(text.starts_with(&COLUMNS.join(",")), "{text}");
         let samples = parse_samples(&text, "t", "base", Design::Paired).unwrap();
         assert!(samples.has_blocks);
-        assert_eq!(samples.system_resource, Some(crate::SystemResource::Energy));
+        assert_eq!(
+            samples.system_resource,
+            Some(crate::model::SystemResource::Energy)
+        );
         // Every row comes back: variant, replicate, block, epoch, seconds, energy.
         let mut read = Vec::new();
         for arm in std::iter::once(&samples.baseline).chain(&samples.variants) {

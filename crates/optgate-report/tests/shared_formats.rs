@@ -258,3 +258,107 @@ fn the_validator_refuses_what_the_schema_does_not_allow() {
     let (ok, _) = validate(&xml.replacen("<testsuites ", "<testsuites skipped=\"1\" ", 1));
     assert!(!ok, "an attribute the schema lacks passed");
 }
+
+/// The report of a real `optgate run` of the campaign of `tests/campaign_common.rs`
+/// (run directories shown as `RUNS`), and the Markdown that run printed.
+fn campaign() -> optgate_report::campaign::CampaignReport {
+    let text = include_str!("fixtures/campaign-report.json");
+    serde_json::from_str::<optgate_report::campaign::CampaignJson>(text)
+        .unwrap()
+        .campaign
+}
+
+/// The campaign with hostile texts wherever a campaign file or an app puts text.
+fn hostile_campaign() -> optgate_report::campaign::CampaignReport {
+    let mut c = campaign();
+    c.description = Some(format!("{HOSTILE}\r\n# heading | cell"));
+    for s in &mut c.stages {
+        s.description = Some(HOSTILE.into());
+        s.winner_reason = format!("{HOSTILE} {}", s.winner_reason);
+        s.variants[0].reason = format!("=cmd|' /C calc'!A0 {HOSTILE}");
+    }
+    c.checklist[0].reason = Some(HOSTILE.into());
+    c.checklist[0].variants.clear();
+    c.combined.as_mut().unwrap().configuration = HOSTILE.into();
+    c
+}
+
+#[test]
+fn campaign_markdown_is_what_the_campaign_printed() {
+    let md = optgate_report::campaign_formats::render_markdown(&campaign());
+    assert_eq!(md, include_str!("fixtures/campaign-report.md"));
+}
+
+#[test]
+fn campaign_markdown_shows_hostile_text_as_text() {
+    let md = optgate_report::campaign_formats::render_markdown(&hostile_campaign());
+    assert!(!md.contains('<') && !md.contains('\r'), "{md}");
+    assert!(md.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{md}");
+    // The description's line break and `|` cannot start a heading or end a cell.
+    assert!(!md.lines().any(|l| l.starts_with("# heading")), "{md}");
+    assert!(md.contains("\\| cell"), "{md}");
+}
+
+#[test]
+fn the_campaign_page_is_self_contained_and_hostile_text_is_inert() {
+    let html = optgate_report::campaign_formats::render_html(&hostile_campaign());
+    let lower = html.to_lowercase();
+    for markup in ["<script", "<img", "<link", "<iframe", "<object", "<embed"] {
+        assert!(!lower.contains(markup), "{markup} in the page");
+    }
+    for tag in all_tags(&lower) {
+        for attribute in [" src=", " href=", " srcset=", " data=", " poster=", "url("] {
+            assert!(!tag.contains(attribute), "{attribute} in {tag}");
+        }
+    }
+    assert!(!html.contains("://"), "an address in the page");
+    let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;";
+    // Description, three chain items, three reasons… the ones the page shows.
+    assert!(html.matches(escaped).count() >= 6, "{html}");
+    assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+    assert!(html.contains("<title>optgate campaign report: pass</title>"));
+    for h in ["Proposals", "Chain of baselines", "Combined"] {
+        assert!(html.contains(&format!("<h2>{h}</h2>")), "no section {h}");
+    }
+    assert_eq!(tags(&html, "tr").len(), 1 + 4 + 1 + 10, "{html}");
+    assert!(html.contains("<span class=\"decision accept\">accept</span>"));
+}
+
+#[test]
+fn campaign_junit_has_a_suite_per_stage_and_is_valid_against_the_schema() {
+    let xml = optgate_report::campaign_formats::render_junit(&hostile_campaign());
+    let (ok, why) = validate(&xml);
+    assert!(ok, "{why}\n{xml}");
+    assert!(xml.contains("<testsuites name=\"optgate\" tests=\"5\" failures=\"1\" errors=\"0\">"));
+    assert_eq!(xml.matches("<testsuite ").count(), 4, "{xml}");
+    assert!(xml.contains("<testsuite name=\"pass/2 memory\" tests=\"2\" failures=\"1\""));
+    assert!(xml.contains("<testcase name=\"combined\" classname=\"optgate.pass/combined\">"));
+    assert!(!xml.contains("<script"));
+    // The check is worth something: the same document with a raw `<` fails it.
+    assert!(!validate(&xml.replacen("&lt;script", "<script", 1)).0);
+}
+
+#[test]
+fn campaign_csv_and_table_hold_every_proposal_and_no_formula() {
+    let c = hostile_campaign();
+    let csv = optgate_report::campaign_formats::render_csv(&c);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 4 + 1, "{csv}");
+    assert!(
+        lines[1].starts_with("1,io,01-io,prefetch,true,accept,"),
+        "{csv}"
+    );
+    assert!(
+        lines[5].starts_with("4,combined,04-combined,combined,,accept,"),
+        "{csv}"
+    );
+    // The reason starting `=` is text in a spreadsheet, and quoted (it holds a comma? no:
+    // a quote), so the row keeps its 13 cells.
+    assert!(csv.contains("\"'=cmd|' /C calc'!A0"), "{csv}");
+    let table = optgate_report::campaign_formats::render_table_width(&c, 100);
+    assert!(table.lines().all(|l| l.chars().count() <= 100), "{table}");
+    for name in ["prefetch", "unsafe", "numa", "vec", "Combined"] {
+        assert!(table.contains(name), "{name} missing:\n{table}");
+    }
+    assert!(!table.contains('\r'), "{table}");
+}

@@ -1,4 +1,4 @@
-//! Fail fast (issue 12): after each completed block, whether what the runs so far left on
+//! Fail fast: after each completed block, whether what the runs so far left on
 //! disk already says that more runs cannot help — the metric pattern matched nothing in
 //! any run, a baseline run failed its own correctness checks, or every run of an arm
 //! failed — so that `optgate run` and the daemon stop the experiment (or that arm) with

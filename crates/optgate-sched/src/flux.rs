@@ -20,36 +20,7 @@ use crate::command::{CommandRunner, Invocation, RetryPolicy};
 use crate::directive::{self, Carries, Dialect, last_line, launch_shape};
 use crate::lookup::{NamedJob, parse_name_listing};
 
-/// The F58 alphabet (RFC 19, FLUID): base 58 without `0`, `O`, `I` and `l`.
-const F58_ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
-
-/// Decodes an F58 job id: `ƒ` (U+0192) or ASCII `f`, then base-58 digits, most significant
-/// first. `None` for anything else, or a value beyond 64 bits.
-pub fn f58_decode(text: &str) -> Option<u64> {
-    let digits = text.strip_prefix('ƒ').or_else(|| text.strip_prefix('f'))?;
-    if digits.is_empty() {
-        return None;
-    }
-    digits.bytes().try_fold(0u64, |n, c| {
-        let d = F58_ALPHABET.iter().position(|&a| a == c)? as u64;
-        n.checked_mul(58)?.checked_add(d)
-    })
-}
-
-/// Encodes a job id as F58 (`ƒ…`, or `f…` when `ascii`), as `flux batch` prints it.
-pub fn f58_encode(mut id: u64, ascii: bool) -> String {
-    let mut digits = Vec::new();
-    loop {
-        digits.push(F58_ALPHABET[(id % 58) as usize] as char);
-        id /= 58;
-        if id == 0 {
-            break;
-        }
-    }
-    let mut s = String::from(if ascii { "f" } else { "ƒ" });
-    s.extend(digits.iter().rev());
-    s
-}
+pub use optgate_wrapper::job_env::{f58_decode, f58_encode};
 
 /// A job id as Flux may print it (F58 either prefix, or decimal) → its decimal form.
 pub fn parse_job_id(text: &str) -> Result<JobId, SchedError> {
@@ -64,18 +35,6 @@ pub fn parse_job_id(text: &str) -> Result<JobId, SchedError> {
             what: "a Flux job id",
             text: text.to_string(),
         })
-}
-
-/// The id of the Flux job a process runs in, in decimal, from its environment (`var`
-/// answers a variable's value): `FLUX_JOB_ID` in a task of `flux run`/`flux submit`, else
-/// `FLUX_ENCLOSING_ID` — all a `flux batch` script has (Flux 0.88.0 sets no `FLUX_JOB_ID`
-/// there). Both are F58; a value that is not a job id is kept as given.
-pub fn job_id_in_env(var: impl Fn(&str) -> Option<String>) -> Option<String> {
-    ["FLUX_JOB_ID", "FLUX_ENCLOSING_ID"]
-        .into_iter()
-        .filter_map(|k| var(k).map(|v| v.trim().to_string()))
-        .find(|v| !v.is_empty())
-        .map(|v| parse_job_id(&v).map_or(v, |id| id.0))
 }
 
 /// `flux batch` prints the new job's id (F58) on stdout.

@@ -11,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 use optgate_experiment::{Build, Experiment};
 use optgate_wrapper::isolation::{WARMUP_DIR, WARMUP_SCRIPT};
 use optgate_wrapper::manifest::write_atomic;
-use optgate_wrapper::manifest::{CacheMode, PageCacheMode};
 use optgate_wrapper::process::{ProcessEnd, ProcessError, run_script};
 use optgate_wrapper::run::{RUN_RECORD, RUN_SCRIPT, RunRecord, now_rfc3339};
 
@@ -40,24 +39,6 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Pr
         op,
         path: path.to_path_buf(),
         source,
-    }
-}
-
-/// The wrapper's cache mode for an arm's (the wrapper knows nothing of the experiment).
-pub fn cache_mode(mode: optgate_experiment::CacheMode) -> CacheMode {
-    match mode {
-        optgate_experiment::CacheMode::Cold => CacheMode::Cold,
-        optgate_experiment::CacheMode::Warm => CacheMode::Warm,
-    }
-}
-
-/// The wrapper's page-cache mode for an arm's.
-pub fn page_cache_mode(mode: optgate_experiment::PageCacheMode) -> PageCacheMode {
-    match mode {
-        optgate_experiment::PageCacheMode::Leave => PageCacheMode::Leave,
-        optgate_experiment::PageCacheMode::Cold => PageCacheMode::Cold,
-        optgate_experiment::PageCacheMode::Warm => PageCacheMode::Warm,
-        optgate_experiment::PageCacheMode::Drop => PageCacheMode::Drop,
     }
 }
 
@@ -117,9 +98,9 @@ pub fn write_run_files_as(
         env_set: run_env(ctx),
         env_unset: ctx.arm.unset.clone(),
         time_limit_s: time_limit.map(|d| d.as_secs_f64()),
-        caches: cache_mode(ctx.arm.caches),
+        caches: ctx.arm.caches,
         cache_dir: Some(ctx.cache_dir.to_path_buf()),
-        page_cache: page_cache_mode(ctx.arm.page_cache),
+        page_cache: ctx.arm.page_cache,
         inputs: ctx.experiment.inputs.clone(),
         governor: ctx.arm.governor.clone(),
         governor_helper: ctx.experiment.governor_helper.clone(),

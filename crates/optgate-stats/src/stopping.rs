@@ -241,8 +241,8 @@ fn verdict(
             format!(
                 "the worthwhile effect ({:+.1}%) has become implausible: adjusted p_no_worthwhile {} < futility level {} at look {look} ({blocks} blocks; β = {} over all looks)",
                 analysis.min_effect_pct,
-                crate::fmt_p(p),
-                crate::fmt_p(futility),
+                crate::fmt::fmt_p(p),
+                crate::fmt::fmt_p(futility),
                 plan.futility.alpha
             ),
         );

@@ -1,4 +1,4 @@
-//! Rule 5′ (issue 12, D1): a variant whose App Impact stays ≤ 0 even at the upper end of its
+//! Rule 5′: a variant whose App Impact stays ≤ 0 even at the upper end of its
 //! interval cannot be accepted, so it is rejected instead of staying inconclusive. Checked on
 //! a hand-made case, as a boundary (the decision follows the interval's upper end and
 //! nothing else), and by seeded simulation: A/A false accepts stay at α or below with the

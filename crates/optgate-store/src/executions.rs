@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
-use crate::model::{ExperimentState, SchedulerKind};
+use crate::model::{DamagedExperimentRow, ExperimentState, SchedulerKind};
 use crate::store::Store;
 
 crate::model::stored_enum! {
@@ -20,6 +20,17 @@ crate::model::stored_enum! {
         Daemon => "daemon",
     }
 }
+
+/// Rows read each on its own, the first damaged one being the error.
+fn all_read(rows: Vec<EachExecution>) -> Result<Vec<Execution>, StoreError> {
+    rows.into_iter()
+        .map(|row| row.map_err(|d| *d.error))
+        .collect()
+}
+
+/// One execution row read on its own: the execution, or the row's id and name with what
+/// is wrong in it.
+pub type EachExecution = Result<Execution, DamagedExperimentRow>;
 
 /// The workdir's git commit and whether its tracked files differed from it (none when the
 /// workdir is no git checkout or git did not answer in time).
@@ -126,53 +137,80 @@ impl Store {
     }
 
     /// Every execution of the experiment `name`, oldest first (by start, then id); one
-    /// indexed range read (`executions_by_name`).
+    /// indexed range read (`executions_by_name`). A damaged row is the error.
     pub fn executions_by_name(&self, name: &str) -> Result<Vec<Execution>, StoreError> {
-        let sql =
-            format!("SELECT {COLUMNS} FROM executions WHERE name = ?1 ORDER BY started_at, id");
-        self.query_executions(&sql, name)
-    }
-
-    /// Every execution of one kind, oldest first (`optgate status` lists the `run` ones).
-    pub fn executions_of_kind(&self, kind: ExecutionKind) -> Result<Vec<Execution>, StoreError> {
-        let sql =
-            format!("SELECT {COLUMNS} FROM executions WHERE kind = ?1 ORDER BY started_at, id");
-        self.query_executions(&sql, kind.as_str())
+        all_read(self.executions_by_name_each(name)?)
     }
 
     /// The newest `limit` executions of one kind (all when `None`), oldest first: the
-    /// page `optgate status` shows, one indexed range read from its end.
+    /// page `optgate status` shows, one indexed range read from its end. A damaged row is
+    /// the error.
     pub fn newest_executions_of_kind(
         &self,
         kind: ExecutionKind,
         limit: Option<u32>,
     ) -> Result<Vec<Execution>, StoreError> {
+        all_read(self.newest_executions_of_kind_each(kind, limit)?)
+    }
+
+    /// The execution `id` (its primary key), if the history has it. A damaged row is the
+    /// error.
+    pub fn execution(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+        self.execution_each(id)?
+            .map(|row| row.map_err(|d| *d.error))
+            .transpose()
+    }
+
+    /// [`Store::executions_by_name`], each row read on its own: a damaged one (a value this
+    /// optgate cannot read) is its error with the row's id and name, and the others are
+    /// still read — what `optgate history` shows.
+    pub fn executions_by_name_each(&self, name: &str) -> Result<Vec<EachExecution>, StoreError> {
+        let sql =
+            format!("SELECT {COLUMNS} FROM executions WHERE name = ?1 ORDER BY started_at, id");
+        self.query_each(&sql, name)
+    }
+
+    /// [`Store::newest_executions_of_kind`], each row read on its own (`optgate status`).
+    pub fn newest_executions_of_kind_each(
+        &self,
+        kind: ExecutionKind,
+        limit: Option<u32>,
+    ) -> Result<Vec<EachExecution>, StoreError> {
         let limit = limit.map_or(-1, i64::from);
         let sql = format!(
             "SELECT {COLUMNS} FROM executions WHERE kind = ?1 \
              ORDER BY started_at DESC, id DESC LIMIT {limit}"
         );
-        let mut newest = self.query_executions(&sql, kind.as_str())?;
+        let mut newest = self.query_each(&sql, kind.as_str())?;
         newest.reverse();
         Ok(newest)
     }
 
-    /// The execution `id` (its primary key), if the history has it.
-    pub fn execution(&self, id: &str) -> Result<Option<Execution>, StoreError> {
+    /// [`Store::execution`], a damaged row being its error with its id and name.
+    pub fn execution_each(&self, id: &str) -> Result<Option<EachExecution>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM executions WHERE id = ?1");
-        Ok(self.query_executions(&sql, id)?.into_iter().next())
+        Ok(self.query_each(&sql, id)?.into_iter().next())
     }
 
-    fn query_executions(&self, sql: &str, key: &str) -> Result<Vec<Execution>, StoreError> {
+    fn query_each(&self, sql: &str, key: &str) -> Result<Vec<EachExecution>, StoreError> {
         let op = "read the history of executions";
         let mut stmt = self.conn.prepare_cached(sql).map_err(self.err(op))?;
         let raws = stmt
             .query_map([key], raw_execution)
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(self.err(op))?;
-        raws.into_iter()
-            .map(|r| self.execution_from_raw(r))
-            .collect()
+        Ok(raws
+            .into_iter()
+            .map(|r| {
+                let (id, name) = (r.id.clone(), r.name.clone());
+                self.execution_from_raw(r)
+                    .map_err(|error| DamagedExperimentRow {
+                        id,
+                        name,
+                        error: Box::new(error),
+                    })
+            })
+            .collect())
     }
 
     /// Ended experiments whose execution row is not yet written, oldest queued first.

@@ -15,7 +15,7 @@ mod store;
 
 pub use campaigns::{CampaignRow, CampaignState, NewCampaign};
 pub use error::StoreError;
-pub use executions::{BuildIdentity, Execution, ExecutionKind, VariantOutcome};
+pub use executions::{BuildIdentity, EachExecution, Execution, ExecutionKind, VariantOutcome};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use model::*;
 pub use store::{BUSY_TIMEOUT, Store};

@@ -1,7 +1,10 @@
 //! The schema, as an append-only list of migrations. The database's `PRAGMA user_version`
-//! is the number of migrations applied; opening applies the missing ones, each in its own
-//! transaction together with the version bump, so a crash leaves the file at one version
-//! or the next, never between.
+//! is the number of migrations applied; opening applies the missing ones, all in one
+//! transaction together with the version bump, so a crash — or a migration that fails on
+//! a damaged file — leaves the file as it was, never between two versions. Once open, the
+//! file's tables and columns are checked against the ones the migrations make
+//! ([`schema_problems`]), so a file that claims the version without the tables is refused
+//! before any pass uses it.
 //!
 //! Never edit a migration that has shipped: add a new one. A checked-in database at
 //! version 1 (`tests/fixtures/v1.db`) must keep opening.
@@ -326,19 +329,73 @@ pub fn migrate_to(conn: &mut Connection, target: u32) -> rusqlite::Result<u32> {
     reached
 }
 
-/// Each step takes the write lock first and reads the version under it: another process
-/// (`optgate run` recording its execution while the daemon starts) migrating the same file
-/// at the same moment is waited for, and its migration is not applied twice.
+/// One transaction takes the write lock first and reads the version under it: another
+/// process (`optgate run` recording its execution while the daemon starts) migrating the
+/// same file at the same moment is waited for, and its migrations are not applied twice.
+/// Every missing migration runs in that transaction: one that fails (a file whose tables do
+/// not match its version) rolls back those before it too.
 fn apply_migrations(conn: &mut Connection, target: u32) -> rusqlite::Result<u32> {
-    loop {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let version = user_version(&tx)?;
-        if version >= target.min(LATEST) {
-            return Ok(version);
-        }
-        tx.execute_batch(MIGRATIONS[version as usize])?;
-        // PRAGMA takes no bound parameters; the value is our own integer.
-        tx.execute_batch(&format!("PRAGMA user_version = {}", version + 1))?;
-        tx.commit()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let found = user_version(&tx)?;
+    let reached = found.max(target.min(LATEST));
+    for migration in &MIGRATIONS[found.min(LATEST) as usize..reached as usize] {
+        tx.execute_batch(migration)?;
     }
+    if reached != found {
+        // PRAGMA takes no bound parameters; the value is our own integer.
+        tx.execute_batch(&format!("PRAGMA user_version = {reached}"))?;
+    }
+    tx.commit()?;
+    Ok(reached)
+}
+
+/// The tables (and views) the migrations make, each with its columns in order: built once
+/// from an in-memory database, so it can never disagree with [`MIGRATIONS`].
+fn expected_schema() -> &'static [(String, Vec<String>)] {
+    static SCHEMA: std::sync::OnceLock<Vec<(String, Vec<String>)>> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
+        migrate_to(&mut conn, LATEST).expect("the migrations apply to an empty database");
+        tables_of(&conn).expect("an in-memory database lists its tables")
+    })
+}
+
+fn tables_of(conn: &Connection) -> rusqlite::Result<Vec<(String, Vec<String>)>> {
+    let mut stmt = conn.prepare(
+        "SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') \
+         AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )?;
+    let names = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    names
+        .into_iter()
+        .map(|name| {
+            let mut cols = conn.prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?;
+            let columns = cols
+                .query_map([&name], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok((name, columns))
+        })
+        .collect()
+}
+
+/// What the file at the latest version lacks of the schema: each missing table or view and
+/// each missing column, in words. Empty when everything the code reads is there (more is
+/// allowed: a table a user added for their own notes harms nothing).
+pub fn schema_problems(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let found = tables_of(conn)?;
+    let mut problems = Vec::new();
+    for (table, columns) in expected_schema() {
+        match found.iter().find(|(name, _)| name == table) {
+            None => problems.push(format!("table `{table}` is missing")),
+            Some((_, have)) => problems.extend(
+                columns
+                    .iter()
+                    .filter(|c| !have.contains(c))
+                    .map(|c| format!("column `{table}.{c}` is missing")),
+            ),
+        }
+    }
+    Ok(problems)
 }

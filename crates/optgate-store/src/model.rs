@@ -137,7 +137,7 @@ pub struct NewExperiment {
 pub struct DamagedExperimentRow {
     pub id: String,
     pub name: String,
-    pub error: Box<crate::StoreError>,
+    pub error: Box<crate::error::StoreError>,
 }
 
 /// One page of the experiment list ([`crate::Store::experiments_page`]): its rows, newest

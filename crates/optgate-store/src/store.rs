@@ -80,6 +80,78 @@ fn jobs_of_sql() -> String {
     format!("SELECT {JOB_COLUMNS} FROM jobs WHERE experiment_id = ?1 ORDER BY id")
 }
 
+/// Refuses a database (or its `-wal`/`-shm` companion) that exists but is not a regular
+/// file: SQLite would block for ever opening a FIFO, and read a device as data. A link to a
+/// regular file is fine. Looking does not open, so it cannot block.
+fn check_plain_files(db: &Path) -> Result<(), StoreError> {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        let path = PathBuf::from(name);
+        match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => {
+                return Err(StoreError::Corrupt {
+                    path: db.to_path_buf(),
+                    detail: format!(
+                        "{} is {}, not a regular file; it was not opened",
+                        path.display(),
+                        optgate_experiment::read::file_kind(&m)
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The most of a damaged value an error quotes: a malformed JSON column can be megabytes.
+pub const QUOTED_VALUE_CHARS: usize = 200;
+
+fn quoted_value(value: &str) -> String {
+    match value.char_indices().nth(QUOTED_VALUE_CHARS) {
+        Some((cut, _)) => format!("{}… ({} bytes in all)", &value[..cut], value.len()),
+        None => value.to_string(),
+    }
+}
+
+fn migration_error(e: rusqlite::Error, version: u32, path: &Path) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(
+            C::DiskFull
+            | C::DatabaseBusy
+            | C::DatabaseLocked
+            | C::SystemIoFailure
+            | C::ReadOnly
+            | C::CannotOpen
+            | C::PermissionDenied
+            | C::OutOfMemory,
+        ) => StoreError::from_sqlite("migrate", path.to_path_buf(), e),
+        _ => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "its schema version {version} does not match its tables ({e}); nothing was \
+                 migrated"
+            ),
+        },
+    }
+}
+
+/// Refuses a file at the latest version whose tables are not the schema's (a table dropped
+/// by hand, a file copied from another program): every pass would fail on it otherwise.
+fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let problems = migrations::schema_problems(conn)
+        .map_err(|e| StoreError::from_sqlite("read the schema of", path.to_path_buf(), e))?;
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("its tables are not optgate's: {}", problems.join("; ")),
+        }),
+    }
+}
+
 impl Store {
     /// Opens (creating it if needed) the database at `path` and brings its schema up to
     /// date. A database from a newer optgate is refused before anything is written to it;
@@ -108,6 +180,7 @@ impl Store {
             let path = path.clone();
             move |e| StoreError::from_sqlite(op, path, e)
         };
+        check_plain_files(&path)?;
         let mut conn = Connection::open(&path).map_err(err("open"))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(err("set the busy timeout"))?;
@@ -146,7 +219,12 @@ impl Store {
                 detail: format!("integrity check: {check}"),
             });
         }
-        migrations::migrate_to(&mut conn, LATEST).map_err(err("migrate"))?;
+        // A migration's SQL failing (a table already there, or missing) means the file's
+        // tables do not match its version; everything was rolled back. A full disk, a lock
+        // or an I/O error is told as such.
+        migrations::migrate_to(&mut conn, LATEST)
+            .map_err(|e| migration_error(e, version, &path))?;
+        check_schema(&conn, &path)?;
         Ok(Store { conn, path })
     }
 
@@ -159,6 +237,7 @@ impl Store {
             let path = path.clone();
             move |e| StoreError::from_sqlite(op, path, e)
         };
+        check_plain_files(&path)?;
         let conn = Connection::open_with_flags(
             &path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -183,6 +262,7 @@ impl Store {
                 ),
             });
         }
+        check_schema(&conn, &path)?;
         Ok(Store { conn, path })
     }
 
@@ -213,7 +293,7 @@ impl Store {
         StoreError::BadValue {
             path: self.path.clone(),
             what,
-            value: value.to_string(),
+            value: quoted_value(value),
         }
     }
 
@@ -580,16 +660,6 @@ impl Store {
                 serde_json::from_str(&t).map_err(|_| self.bad("experiments.not_applicable", &t))
             }
         }
-    }
-
-    pub fn set_report(&mut self, id: &str, report_json: &str) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "UPDATE experiments SET report_json = ?2, updated_at = ?3 WHERE id = ?1",
-                params![id, report_json, now()],
-            )
-            .map_err(self.err("store a report"))?;
-        Ok(())
     }
 
     pub fn report(&self, id: &str) -> Result<Option<String>, StoreError> {
@@ -1008,32 +1078,6 @@ impl Store {
             })
             .map_err(self.err("read the latest look"))
     }
-
-    /// The latest look of every experiment that has one.
-    pub fn latest_looks(&self) -> Result<BTreeMap<String, LookRow>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT l.experiment_id, l.look, l.blocks, l.nominal_alpha, l.decisions, l.created_at \
-                 FROM looks l JOIN (SELECT experiment_id, MAX(look) AS look FROM looks \
-                 GROUP BY experiment_id) m ON l.experiment_id = m.experiment_id AND l.look = m.look",
-            )
-            .map_err(self.err("list looks"))?;
-        stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                LookRow {
-                    look: r.get(1)?,
-                    blocks: r.get(2)?,
-                    nominal_alpha: r.get(3)?,
-                    decisions: r.get(4)?,
-                    created_at: r.get(5)?,
-                },
-            ))
-        })
-        .and_then(|rows| rows.collect())
-        .map_err(self.err("list looks"))
-    }
 }
 
 /// The stored names of every scheduler kind, as an SQL list (`'local', 'slurm', 'flux'`);
@@ -1180,5 +1224,4 @@ fn raw_job(r: &Row<'_>) -> rusqlite::Result<RawJob> {
 }
 
 #[cfg(test)]
-#[path = "store_plans.rs"]
 mod plans;

@@ -83,7 +83,7 @@ fn executions_read_back_by_name_oldest_first() {
     s.record_execution(&again).unwrap();
     assert_eq!(s.executions_by_name("demo").unwrap(), vec![again, late]);
     let runs: Vec<String> = s
-        .executions_of_kind(ExecutionKind::Run)
+        .newest_executions_of_kind(ExecutionKind::Run, None)
         .unwrap()
         .into_iter()
         .map(|e| e.id)

@@ -325,8 +325,17 @@ fn begin_building_cancels_the_pending_runs_of_the_arms_that_cannot_run() {
 fn report_is_the_last_one_stored_for_that_experiment() {
     let mut db = populated();
     assert_eq!(db.s.report("e1").unwrap(), None);
-    db.s.set_report("e1", r#"{"look":1}"#).unwrap();
-    db.s.set_report("e1", r#"{"look":2}"#).unwrap();
+    // Each look stores its report with it (`record_look`); the last one is what reads back.
+    for (n, json) in [(1, r#"{"look":1}"#), (2, r#"{"look":2}"#)] {
+        db.s.set_state("e1", ExperimentState::Analysing, None)
+            .unwrap();
+        let after = AfterLook::Extend {
+            blocks: Vec::new(),
+            runs: Vec::new(),
+        };
+        db.s.record_look("e1", &look(n, n + 1), json, &after)
+            .unwrap();
+    }
     assert_eq!(db.s.report("e1").unwrap().as_deref(), Some(r#"{"look":2}"#));
     assert_eq!(db.s.report("e2").unwrap(), None);
 }
@@ -706,8 +715,8 @@ fn latest_looks_are_the_last_look_of_each_experiment() {
         };
         db.s.record_look(id, &look(n, n + 1), "{}", &after).unwrap();
     }
-    let latest = db.s.latest_looks().unwrap();
-    assert_eq!(latest.keys().collect::<Vec<_>>(), ["e1", "e3"]);
-    assert_eq!((latest["e1"].look, latest["e1"].blocks), (3, 4));
-    assert_eq!(latest["e3"].look, 1);
+    let latest = |id: &str| db.s.latest_look_of(id).unwrap();
+    assert_eq!(latest("e1").map(|l| (l.look, l.blocks)), Some((3, 4)));
+    assert_eq!(latest("e3").map(|l| l.look), Some(1));
+    assert_eq!(latest("e2"), None);
 }

@@ -62,7 +62,7 @@ fn an_experiment_life_round_trips() {
     s.begin_building("e2", &na).unwrap();
     assert_eq!(s.not_applicable("e2").unwrap(), na);
     assert_eq!(s.not_applicable("e1").unwrap(), Default::default());
-    assert_eq!(s.run_counts().unwrap()["e2"].cancelled, 2);
+    assert_eq!(s.run_counts_of("e2").unwrap().cancelled, 2);
     assert_eq!(
         s.experiment("e2").unwrap().unwrap().state,
         ExperimentState::Building
@@ -82,7 +82,7 @@ fn an_experiment_life_round_trips() {
         .unwrap();
     assert_eq!(jobs[0].state, JobRecordState::Submitting);
     assert_eq!(s.live_jobs().unwrap().len(), 1);
-    let counts = s.run_counts().unwrap()["e1"];
+    let counts = s.run_counts_of("e1").unwrap();
     assert_eq!((counts.total, counts.queued, counts.pending), (4, 2, 2));
 
     s.job_submitted(jobs[0].id, "local-1").unwrap();
@@ -107,7 +107,7 @@ fn an_experiment_life_round_trips() {
     )
     .unwrap();
     assert!(s.live_jobs().unwrap().is_empty());
-    let counts = s.run_counts().unwrap()["e1"];
+    let counts = s.run_counts_of("e1").unwrap();
     assert_eq!((counts.completed, counts.failed, counts.done()), (1, 1, 2));
 
     assert!(
@@ -151,7 +151,7 @@ fn an_experiment_life_round_trips() {
     );
     assert_eq!(s.blocks("e1").unwrap().len(), 3);
     assert_eq!(s.runs("e1").unwrap().len(), 6);
-    assert_eq!(s.latest_looks().unwrap()["e1"].look, 1);
+    assert_eq!(s.latest_look_of("e1").unwrap().unwrap().look, 1);
     assert_eq!(s.report("e1").unwrap().as_deref(), Some("{}"));
 
     assert_eq!(
@@ -161,7 +161,7 @@ fn an_experiment_life_round_trips() {
     let e = s.experiment("e1").unwrap().unwrap();
     assert_eq!(e.state, ExperimentState::Cancelled);
     // Pending runs are cancelled with it; finished ones keep their outcome.
-    let counts = s.run_counts().unwrap()["e1"];
+    let counts = s.run_counts_of("e1").unwrap();
     assert_eq!((counts.cancelled, counts.completed), (4, 1));
     assert_eq!(s.active_experiments().unwrap().len(), 1);
     assert_eq!(s.cancel_experiment("missing", "x").unwrap(), None);
@@ -470,4 +470,97 @@ fn write_v1_fixture() {
         path.display(),
         fixture().display()
     );
+}
+
+/// The schema as SQLite lists it, with the version: what must not change when a file is
+/// refused.
+fn schema_dump(path: &Path) -> (u32, Vec<String>) {
+    let c = rusqlite::Connection::open(path).unwrap();
+    let version: u32 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let mut stmt = c
+        .prepare("SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY name")
+        .unwrap();
+    let sql = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<Vec<String>, _>>()
+        .unwrap();
+    (version, sql)
+}
+
+#[test]
+fn a_latest_schema_claiming_an_old_version_is_refused_without_a_step_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("optgate.db");
+    drop(Store::open(&path).unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 3;")
+        .unwrap();
+    let before = schema_dump(&path);
+    let err = Store::open(&path).expect_err("refused");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("schema version 3"), "{err}");
+    assert_eq!(schema_dump(&path), before, "a migration step was kept");
+}
+
+#[test]
+fn a_database_missing_a_table_or_column_is_refused_naming_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("optgate.db");
+    drop(Store::open(&path).unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "PRAGMA foreign_keys = OFF; DROP TABLE looks; DROP TABLE executions; \
+             ALTER TABLE experiments DROP COLUMN state_reason;",
+        )
+        .unwrap();
+    for open in [Store::open, Store::open_read_only] {
+        let err = open(&path).expect_err("refused");
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{msg}");
+        for missing in [
+            "table `looks` is missing",
+            "table `executions` is missing",
+            "column `experiments.state_reason` is missing",
+        ] {
+            assert!(msg.contains(missing), "{missing} not named: {msg}");
+        }
+    }
+}
+
+#[test]
+fn a_fifo_at_the_database_or_its_journal_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["optgate.db", "optgate.db-wal"] {
+        let home = dir.path().join(name.replace('.', "_"));
+        std::fs::create_dir(&home).unwrap();
+        let db = home.join("optgate.db");
+        if name == "optgate.db-wal" {
+            drop(Store::open(&db).unwrap());
+            let _ = std::fs::remove_file(home.join(name));
+        }
+        let made = std::process::Command::new("mkfifo")
+            .arg(home.join(name))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opened on another thread: a blocking open would hang the test, not fail it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (a, b) = (db.clone(), db.clone());
+        std::thread::spawn(move || {
+            let said = |r: Result<Store, StoreError>| r.err().map(|e| e.to_string());
+            tx.send((said(Store::open(&a)), said(Store::open_read_only(&b))))
+        });
+        let (rw, ro) = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("opening a FIFO blocked");
+        for err in [rw, ro] {
+            let msg = err.expect("refused");
+            assert!(msg.contains("a pipe, not a regular file"), "{msg}");
+        }
+    }
 }

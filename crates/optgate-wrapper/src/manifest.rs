@@ -122,30 +122,36 @@ pub struct RunManifest {
     pub isolation: Option<IsolationRecord>,
 }
 
-/// Where a run's compile caches live (the arm's `caches`, as the run spec carries it).
+/// Where a run's compile caches (`TORCHINDUCTOR_CACHE_DIR`, `TRITON_CACHE_DIR`,
+/// `OPTGATE_CACHE_DIR`) live: the arm's `caches` in the experiment file, carried as is by
+/// the run spec and the manifest.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheMode {
-    /// A fresh cache in each run's directory.
+    /// A fresh cache in each run's directory: every replicate pays the compile, as a
+    /// production job's first run does.
     #[default]
     Cold,
-    /// One cache per arm, filled by one untimed warm-up run before the arm's first run.
+    /// One cache per arm, filled by one untimed warm-up run before the arm's first timed
+    /// run: what a job that runs again with its caches in place pays.
     Warm,
 }
 
-/// What happens to the page cache of the declared `inputs` before each run (the arm's
-/// `page_cache`, as the run spec carries it).
+/// What happens to the page cache of the declared `inputs` before each run: the arm's
+/// `page_cache` in the experiment file, carried as is by the run spec and the manifest.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum PageCacheMode {
-    /// Nothing.
+    /// Nothing: whatever earlier runs left cached stays (the report says so).
     #[default]
     Leave,
-    /// Evict the inputs (`posix_fadvise(POSIX_FADV_DONTNEED)`).
+    /// Evict the inputs (`posix_fadvise(POSIX_FADV_DONTNEED)`), so each run reads them
+    /// from storage.
     Cold,
-    /// Read the inputs once.
+    /// Read the inputs once, so each run finds them cached.
     Warm,
-    /// Drop the whole page cache when optgate runs as root; otherwise as `cold`.
+    /// Drop the whole page cache (`/proc/sys/vm/drop_caches`) when optgate runs as root;
+    /// otherwise as `cold`, and the manifest says so.
     Drop,
 }
 

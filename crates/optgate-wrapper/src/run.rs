@@ -829,7 +829,7 @@ mod tests {
         panic!("{what}: {} never appeared", path.display());
     }
 
-    /// The race of issue 20: a lost job's wrapper (attempt 1) outlives its job while the
+    /// A race seen on a real cluster: a lost job's wrapper (attempt 1) outlives its job while the
     /// resubmission (attempt 2) runs the same run to completion; then the old wrapper is
     /// stopped and writes late. Its record must not replace the newer one.
     #[tokio::test]

@@ -236,15 +236,7 @@ pub fn totals(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::job_env::env;
 
     /// The variables as this machine's real Slurm 22.05 and Flux 0.88 set them per task.
     #[test]

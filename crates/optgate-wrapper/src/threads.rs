@@ -172,28 +172,11 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// The CPU numbers as a kernel-style list: `[0, 1, 2, 3, 8]` → `0-3,8`.
+/// The CPU numbers as a kernel-style list: `[0, 1, 2, 3, 8]` → `0-3,8` (the probe's
+/// formatter, one home for the kernel's list syntax).
 pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
+    let cpus: Vec<u32> = cpus.iter().filter_map(|&c| u32::try_from(c).ok()).collect();
+    optgate_probe::format_cpulist(&cpus)
 }
 
 #[cfg(test)]

@@ -2,29 +2,16 @@
 //! taken elsewhere, through the one report builder (`optgate_runner::report::
 //! analyze_samples` → `build_report`). Bad input exits with code 2 and names the rows.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 
 use optgate_report::AnalyzeOptions;
 use optgate_stats::{Design, EpochWindow};
 
-use crate::cli::Format;
 use crate::exit;
 
-pub struct AnalyzeArgs {
-    pub samples: PathBuf,
-    pub baseline: String,
-    pub design: String,
-    pub alpha: f64,
-    pub min_effect_pct: f64,
-    pub steady_epochs: Option<String>,
-    pub production_epochs: Option<u32>,
-    pub format: Format,
-    pub plot: Option<PathBuf>,
-}
-
-pub fn analyze(a: AnalyzeArgs) -> Result<i32> {
+pub fn analyze(a: crate::args::AnalyzeArgs) -> Result<i32> {
     let bad = |e: anyhow::Error| exit::with_code(exit::INVALID_INPUT, e);
     // A regular file of bounded size (optgate_report::samples_csv::MAX_FILE_BYTES).
     let text = optgate_report::read_samples_file(&a.samples).map_err(|e| bad(e.into()))?;
@@ -39,10 +26,10 @@ pub fn analyze(a: AnalyzeArgs) -> Result<i32> {
     };
     let report = optgate_runner::report::analyze_samples(&text, &display(&a.samples), &opts)
         .map_err(|e| bad(e.into()))?;
-    if let Some(dir) = &a.plot {
+    if let Some(dir) = &a.output.plot {
         super::report::plots(&report, dir)?;
     }
-    print!("{}", super::report::render(&report, a.format)?);
+    out!("{}", super::report::render(&report, a.output.format())?);
     Ok(exit::OK)
 }
 

@@ -2,7 +2,7 @@
 //! the same foreground engine as any experiment (`run::execute`, one root per stage under
 //! the campaign's root), each stage's winner carried into the next stage's baseline, then
 //! the confirmation; the campaign report is written beside them (`campaign-report.json`,
-//! `campaign-report.md`) and shown. `--out` of an interrupted campaign resumes it: a
+//! `campaign-report.md`) and shown in the `--format` asked for. `--out` of an interrupted campaign resumes it: a
 //! finished stage's root answers at once with its recorded end, so no stage runs twice.
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use optgate_report::Report;
 use optgate_report::campaign::CampaignReport;
 use optgate_runner::Layout;
 
-use crate::cli::Format;
+use crate::choices::Format;
 use crate::exit;
 
 /// The campaign at `path`, its warnings shown; an invalid one is the experiment loader's
@@ -24,7 +24,7 @@ pub fn load(path: &Path) -> Result<Campaign> {
     match campaign::load(path) {
         Ok(c) => {
             for w in &c.warnings {
-                eprintln!("{w}");
+                errln!("{w}");
             }
             Ok(c)
         }
@@ -39,14 +39,6 @@ fn stage_experiment(c: &Campaign, text: &str) -> Result<Experiment> {
         .map_err(|e| exit::with_code(exit::INVALID_INPUT, anyhow::Error::from(e)))
 }
 
-/// Whether the file at `path` is a campaign (a `stages:` key); an unreadable file is not
-/// (the experiment loader then says why).
-pub fn is_campaign_file(path: &Path) -> bool {
-    let limit = optgate_experiment::yaml::MAX_FILE_BYTES as u64;
-    optgate_experiment::read::read_regular_text(path, limit)
-        .is_ok_and(|t| campaign::is_campaign_text(&t))
-}
-
 /// `optgate validate CAMPAIGN.yaml`: every problem at once (by the loader), then the stages
 /// in the order they run, saying so when it differs from the file's.
 pub fn validate(path: &Path, strict: bool) -> Result<i32> {
@@ -57,14 +49,14 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
             anyhow::anyhow!("{} warning(s) and --strict was given", c.warnings.len()),
         ));
     }
-    println!(
+    outln!(
         "{}: valid: campaign `{}`, {} stage(s)",
         path.display(),
         c.name,
         c.stages.len()
     );
     if c.reordered {
-        println!(
+        outln!(
             "  stages reordered into the canonical order I/O → communication → memory → compute:"
         );
     }
@@ -74,7 +66,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
             .get("variants")
             .and_then(|v| v.as_array())
             .map_or(0, Vec::len);
-        println!(
+        outln!(
             "  {}. {} (stage {} in the file, experiment `{}`): {n} variant(s){}",
             k + 1,
             s.component,
@@ -86,7 +78,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
                 .unwrap_or_default()
         );
     }
-    println!(
+    outln!(
         "  then `{}`: every winner together against the original baseline",
         c.confirmation_name()
     );
@@ -103,78 +95,35 @@ pub fn run(
     let c = load(path)?;
     if c.reordered {
         let order: Vec<&str> = c.stages.iter().map(|s| s.component.as_str()).collect();
-        eprintln!(
+        errln!(
             "optgate: stages run in the canonical order: {}",
             order.join(" → ")
         );
     }
     let first = stage_experiment(&c, &c.stage_text(0, &Chain::default()))?;
-    if first.kind != optgate_experiment::SchedulerKind::Local && !here {
-        return Err(exit::with_code(
-            exit::INVALID_INPUT,
-            anyhow::anyhow!(
-                "{} is a `scheduler: {}` campaign: submit it with `optgate submit`, or pass --here",
-                path.display(),
-                first.kind
-            ),
-        ));
-    }
-    let root = match out {
-        Some(o) => std::path::absolute(&o).unwrap_or(o),
-        None => first
-            .workdir
-            .join("optgate-runs")
-            .join(&c.name)
-            .join(chrono::Local::now().format("%Y%m%d-%H%M%S").to_string()),
-    };
+    super::common::refuse_cluster_kind(path, first.kind, here)?;
+    let root = super::common::run_root(out, &first.workdir, &c.name);
     let mut steps: Vec<(String, Report)> = Vec::new();
     loop {
         let lists: Vec<&[optgate_stats::VariantAnalysis]> = steps
             .iter()
-            .take(c.stages.len())
             .map(|(_, r)| r.analysis.variants.as_slice())
             .collect();
-        let replayed = campaign::replay(&c, &lists);
-        if let Some(o) = replayed
-            .outcomes
-            .last()
-            .filter(|_| steps.len() <= c.stages.len())
-        {
-            let k = steps.len() - 1;
-            eprintln!(
-                "optgate: stage {} ({}): {}",
-                k + 1,
-                c.stages[k].component,
-                o.reason
-            );
-        }
-        let text = match campaign::next_step(&c, &replayed, steps.len()) {
+        let (replayed, next) = campaign::advance(&c, &lists);
+        say_stage_outcome(&c, &replayed, steps.len());
+        let text = match next {
             NextStep::Stage(_, text) | NextStep::Confirmation(text) => text,
             NextStep::NoCombination(why) => {
-                eprintln!("optgate: {why}");
+                errln!("optgate: {why}");
                 break;
             }
             NextStep::Finished => break,
         };
         let k = steps.len();
         let exp = stage_experiment(&c, &text)?;
-        let step_root = root.join(campaign::step_dir(&c, k));
-        match c.stages.get(k) {
-            Some(s) => eprintln!(
-                "optgate: campaign `{}` stage {}/{} ({}): baseline = {}",
-                c.name,
-                k + 1,
-                c.stages.len(),
-                s.component,
-                replayed.chain.describe()
-            ),
-            None => eprintln!(
-                "optgate: campaign `{}` confirmation: {} against the original baseline",
-                c.name,
-                replayed.chain.describe()
-            ),
-        }
-        let Some(report) = execute(&exp, path, &step_root, quiet)? else {
+        say_next_step(&c, &replayed, k);
+        let Some(report) = execute(&exp, path, &root.join(campaign::step_dir(&c, k)), quiet)?
+        else {
             return Ok(exit::INTERRUPTED);
         };
         // Named by its folder under the campaign's root (the daemon names it by its id).
@@ -182,6 +131,41 @@ pub fn run(
     }
     let report = optgate_report::campaign::assemble(&c, &steps);
     write_and_show(&root, &report, format)
+}
+
+/// The outcome of the stage that just ended (the `done`-th step), once it is a stage.
+fn say_stage_outcome(c: &Campaign, replayed: &campaign::Replay, done: usize) {
+    if done == 0 || done > c.stages.len() {
+        return;
+    }
+    if let Some(o) = replayed.outcomes.last() {
+        let k = done - 1;
+        errln!(
+            "optgate: stage {} ({}): {}",
+            k + 1,
+            c.stages[k].component,
+            o.reason
+        );
+    }
+}
+
+/// What step `k` is about to run: a stage with its baseline, or the confirmation.
+fn say_next_step(c: &Campaign, replayed: &campaign::Replay, k: usize) {
+    match c.stages.get(k) {
+        Some(s) => errln!(
+            "optgate: campaign `{}` stage {}/{} ({}): baseline = {}",
+            c.name,
+            k + 1,
+            c.stages.len(),
+            s.component,
+            replayed.chain.describe()
+        ),
+        None => errln!(
+            "optgate: campaign `{}` confirmation: {} against the original baseline",
+            c.name,
+            replayed.chain.describe()
+        ),
+    }
 }
 
 /// Executes one stage (or the confirmation) and reads the report its last look wrote;
@@ -212,13 +196,13 @@ fn execute(exp: &Experiment, path: &Path, root: &Path, quiet: bool) -> Result<Op
 
 fn write_and_show(root: &Path, report: &CampaignReport, format: Format) -> Result<i32> {
     let json = optgate_report::campaign::render_json(report);
-    let md = optgate_report::campaign::render_markdown(report);
+    let md = optgate_report::campaign_formats::render_markdown(report);
     for (name, text) in [("campaign-report.json", &json), ("campaign-report.md", &md)] {
         let p = root.join(name);
         std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    print!("{}", if format == Format::Json { json } else { md });
-    eprintln!(
+    out!("{}", super::report::render_campaign(report, format));
+    errln!(
         "optgate: campaign report in {}",
         root.join("campaign-report.md").display()
     );

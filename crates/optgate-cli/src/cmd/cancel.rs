@@ -16,18 +16,19 @@ pub fn cancel(id: &str) -> Result<i32> {
     let request = Request::Cancel(CancelRequest { id: id.to_string() });
     match client::call(&paths, &request).map_err(client_error)? {
         Response::Cancelled(r) if r.previous_state == r.state => {
-            eprintln!(
+            errln!(
                 "optgate: experiment {} already ended ({}); nothing to cancel",
-                r.id, r.state
+                r.id,
+                r.state
             );
             Ok(exit::OK)
         }
         Response::RecurrenceCancelled(r) if r.previous_state == r.state => {
-            eprintln!("optgate: recurrence {} was already cancelled", r.id);
+            errln!("optgate: recurrence {} was already cancelled", r.id);
             Ok(exit::OK)
         }
         Response::RecurrenceCancelled(r) => {
-            eprintln!(
+            errln!(
                 "optgate: recurrence {} cancelled: no more re-submissions (an execution still \
                  running goes on; cancel it by its id to stop it)",
                 r.id
@@ -35,12 +36,13 @@ pub fn cancel(id: &str) -> Result<i32> {
             Ok(exit::OK)
         }
         Response::Cancelled(r) => {
-            eprintln!(
+            errln!(
                 "optgate: experiment {} cancelled (was {}); stopping its live jobs",
-                r.id, r.previous_state
+                r.id,
+                r.previous_state
             );
             let live = wait_for_jobs_stopped(&r.id)?;
-            eprintln!("optgate: {}", jobs_left(&live));
+            errln!("optgate: {}", jobs_left(&live));
             Ok(exit::OK)
         }
         other => Err(anyhow::anyhow!(

@@ -27,7 +27,7 @@ pub fn daemon(foreground: bool, stop: bool) -> Result<i32> {
     }
     match client::ping(&paths) {
         Ok(w) => {
-            eprintln!(
+            errln!(
                 "optgate: the daemon is already running (pid {}, state in {})",
                 w.pid,
                 w.state_dir.display()
@@ -36,7 +36,7 @@ pub fn daemon(foreground: bool, stop: bool) -> Result<i32> {
         }
         Err(ClientError::NotRunning { .. }) => {
             let w = start(&paths)?;
-            eprintln!(
+            errln!(
                 "optgate: daemon started (pid {}); state in {}, log {}",
                 w.pid,
                 w.state_dir.display(),
@@ -74,7 +74,7 @@ fn stop_daemon(paths: &StatePaths) -> Result<i32> {
         Err(e) => return Err(client_error(e)),
     }
     if client::wait_until_stopped(paths, process.as_ref(), STOP_WAIT) {
-        eprintln!(
+        errln!(
             "optgate: daemon stopped; running jobs carry on and are picked up at the next start"
         );
         return Ok(exit::OK);
@@ -109,7 +109,7 @@ fn terminate_busy_daemon(paths: &StatePaths) -> Result<()> {
         "the daemon is busy and pid {pid} (from {}) is not an optgate daemon",
         paths.pid().display()
     );
-    eprintln!("optgate: the daemon is busy serving clients; stopping it with SIGTERM (pid {pid})");
+    errln!("optgate: the daemon is busy serving clients; stopping it with SIGTERM (pid {pid})");
     let pid = i32::try_from(pid).context("pid out of range")?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),

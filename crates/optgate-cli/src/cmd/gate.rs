@@ -11,10 +11,15 @@ use crate::exit;
 pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
     let reply = super::status::fetch(Some(id), None)?;
     let Some(e) = reply.experiments.into_iter().next() else {
-        return Err(exit::with_code(
-            exit::FAILED,
-            anyhow::anyhow!("no experiment `{id}`; `optgate status` lists them"),
-        ));
+        // A row the daemon cannot read is named as such, not as an unknown id.
+        let why = match reply.damaged.iter().find(|d| d.id == id) {
+            Some(d) => format!(
+                "experiment `{id}` ({}) is damaged in the database: {}",
+                d.name, d.problem
+            ),
+            None => format!("no experiment `{id}`; `optgate status` lists them"),
+        };
+        return Err(exit::with_code(exit::FAILED, anyhow::anyhow!(why)));
     };
     // A misspelt variant is an error now, not "still running" until the end: a pipeline
     // that waits while gate says 2 would wait forever.
@@ -39,9 +44,10 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
             ));
         }
         state => {
-            println!(
+            outln!(
                 "{id}: still {state} ({} of {} runs done)",
-                e.runs.done, e.runs.total
+                e.runs.done,
+                e.runs.total
             );
             return Ok(exit::INVALID_INPUT);
         }
@@ -54,7 +60,7 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
         }
     };
     for d in &decisions {
-        println!("{}: {} — {}", d.variant, d.decision, d.reason);
+        outln!("{}: {} — {}", d.variant, d.decision, d.reason);
     }
     // A variant whose app failed in every run: the work failed (3), before any rejection.
     Ok(

@@ -10,7 +10,7 @@ use optgate_report::{ChangeMark, HistoryPoint, HistorySeries, HistoryTable};
 use optgate_store::Execution;
 
 use super::daemon::state_paths;
-use crate::cli::HistoryFormat;
+use crate::choices::HistoryFormat;
 use crate::exit;
 
 pub fn history(name: &str, format: HistoryFormat) -> Result<i32> {
@@ -22,14 +22,19 @@ pub fn history(name: &str, format: HistoryFormat) -> Result<i32> {
         HistoryFormat::Table => render(name, &history),
         HistoryFormat::Html => render_html(name, &history),
     };
-    print!("{text}");
+    out!("{text}");
     Ok(exit::OK)
 }
 
 /// The table and the changes (pure).
 pub fn render(name: &str, h: &History) -> String {
     if h.executions.is_empty() {
-        return format!("no executions of `{name}` yet; `optgate run` or `optgate submit` one\n");
+        let mut out =
+            format!("no executions of `{name}` yet; `optgate run` or `optgate submit` one\n");
+        for note in &h.notes {
+            out.push_str(&format!("note: {note}\n"));
+        }
+        return out;
     }
     let t = cells(h);
     let mut out = format!(
@@ -41,6 +46,9 @@ pub fn render(name: &str, h: &History) -> String {
     for series in &h.series {
         out.push_str(&change_line(series, &h.change_points));
     }
+    for note in &h.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
     out
 }
 
@@ -51,6 +59,7 @@ pub fn render_html(name: &str, h: &History) -> String {
         .series
         .iter()
         .map(|s| change_line(s, &h.change_points).trim_end().to_string())
+        .chain(h.notes.iter().map(|n| format!("note: {n}")))
         .collect();
     let series: Vec<HistorySeries> = h.series.iter().map(|s| series_of(s, h)).collect();
     optgate_report::history_page(name, &cells(h), &changes, &series)

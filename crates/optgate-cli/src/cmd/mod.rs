@@ -3,6 +3,7 @@
 mod analyze;
 mod campaign;
 mod cancel;
+mod common;
 mod daemon;
 mod exec_run;
 mod gate;
@@ -15,6 +16,8 @@ mod propose_measure;
 mod report;
 mod run;
 pub(crate) mod status;
+mod status_recurrences;
+mod status_text;
 mod submit;
 mod term;
 mod trace;
@@ -27,124 +30,36 @@ use crate::cli::{Cli, Command};
 use crate::exit;
 
 pub fn dispatch(cli: Cli) -> Result<i32> {
+    use crate::choices::DaemonCommand;
     match cli.command {
-        Command::Run {
-            experiment,
-            out,
-            format,
-            json,
-            plot,
-            quiet,
-            here,
-        } => run_file(
-            &experiment,
-            out,
-            if json {
-                crate::cli::Format::Json
-            } else {
-                format
-            },
-            plot,
-            quiet,
-            here,
+        Command::Run(a) => run_file(a),
+        Command::Validate(a) => validate_file(&a.experiment, a.strict),
+        Command::Propose(a) => propose::propose(&a.experiment, a.out, a.force, a.quiet),
+        Command::Plan(a) => plan::plan(&a.experiment, &a.out),
+        Command::Analyze(a) => analyze::analyze(a),
+        Command::Probe(a) => probe::probe(a.json),
+        Command::Trace(a) => trace::trace(a.command),
+        Command::Daemon(a) => {
+            daemon::daemon(a.foreground, matches!(a.action, Some(DaemonCommand::Stop)))
+        }
+        Command::Submit(a) => submit::submit(&a.experiment, a.no_start, a.every.as_deref()),
+        Command::Status(a) => status::status(
+            a.id.as_deref(),
+            (!a.all).then_some(a.limit),
+            a.watch,
+            a.json,
         ),
-        Command::Validate { experiment, strict } => validate_file(&experiment, strict),
-        Command::Propose {
-            experiment,
-            out,
-            force,
-            quiet,
-        } => propose::propose(&experiment, out, force, quiet),
-        Command::Plan { experiment, out } => plan::plan(&experiment, &out),
-        Command::Analyze {
-            samples,
-            baseline,
-            design,
-            alpha,
-            min_effect_pct,
-            steady_epochs,
-            production_epochs,
-            format,
-            json,
-            plot,
-        } => analyze::analyze(analyze::AnalyzeArgs {
-            samples,
-            baseline,
-            design,
-            alpha,
-            min_effect_pct,
-            steady_epochs,
-            production_epochs,
-            format: if json {
-                crate::cli::Format::Json
-            } else {
-                format
-            },
-            plot,
-        }),
-        Command::Probe { json } => probe::probe(json),
-        Command::Trace {
-            command:
-                crate::cli::TraceCommand::Summary {
-                    paths,
-                    epoch_marker,
-                    category,
-                    json,
-                },
-        } => trace::summary(&paths, epoch_marker, category, json),
-        Command::Daemon { foreground, action } => daemon::daemon(
-            foreground,
-            matches!(action, Some(crate::cli::DaemonCommand::Stop)),
-        ),
-        Command::Submit {
-            experiment,
-            no_start,
-            every,
-        } => submit::submit(&experiment, no_start, every.as_deref()),
-        Command::Status {
-            id,
-            limit,
-            all,
-            watch,
-            json,
-        } => status::status(id.as_deref(), (!all).then_some(limit), watch, json),
-        Command::History { name, format, json } => history::history(
-            &name,
-            if json {
-                crate::cli::HistoryFormat::Json
-            } else {
-                format
-            },
-        ),
-        Command::Report {
-            id,
-            format,
-            json,
-            plot,
-        } => report::report_experiment(
-            &id,
-            if json {
-                crate::cli::Format::Json
-            } else {
-                format
-            },
-            plot.as_deref(),
-        ),
-        Command::Gate { id, variant } => gate::gate(&id, variant.as_deref()),
-        Command::Cancel { id } => cancel::cancel(&id),
-        Command::ExecRun {
-            attempt,
-            run_dir,
-            launcher,
-        } => exec_run::exec_run(&run_dir, attempt, &launcher),
-        Command::Step {
-            attempt,
-            run_dir,
-            command,
-        } => exec_run::step(&run_dir, attempt, &command),
-        Command::Completions { shell } => {
+        Command::History(a) => history::history(&a.name, a.format()),
+        Command::Report(a) => {
+            report::report_experiment(&a.id, a.output.format(), a.output.plot.as_deref())
+        }
+        Command::Gate(a) => gate::gate(&a.id, a.variant.as_deref()),
+        Command::Cancel(a) => cancel::cancel(&a.id),
+        Command::ExecRun(a) => exec_run::exec_run(&a.run_dir, a.attempt, &a.launcher),
+        Command::Step(a) => exec_run::step(&a.run_dir, a.attempt, &a.command),
+        Command::Completions(a) => {
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "optgate", &mut std::io::stdout());
+            clap_complete::generate(a.shell, &mut cmd, "optgate", &mut std::io::stdout());
             Ok(exit::OK)
         }
     }
@@ -152,85 +67,19 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
 
 /// `optgate run FILE`: a campaign file (`stages:`) runs as a campaign, any other file as one
 /// experiment.
-fn run_file(
-    path: &std::path::Path,
-    out: Option<std::path::PathBuf>,
-    format: crate::cli::Format,
-    plot: Option<std::path::PathBuf>,
-    quiet: bool,
-    here: bool,
-) -> Result<i32> {
-    if campaign::is_campaign_file(path) {
-        return campaign::run(path, out, format, quiet, here);
+fn run_file(a: crate::args::RunArgs) -> Result<i32> {
+    let format = a.format();
+    if common::is_campaign_file(&a.experiment) {
+        return campaign::run(&a.experiment, a.out, format, a.quiet, a.here);
     }
-    run::run(path, out, format, plot, quiet, here)
+    run::run(&a.experiment, a.out, format, a.plot, a.quiet, a.here)
 }
 
 /// `optgate validate FILE`: a campaign file is checked as a whole, any other as one
 /// experiment.
 fn validate_file(path: &std::path::Path, strict: bool) -> Result<i32> {
-    if campaign::is_campaign_file(path) {
+    if common::is_campaign_file(path) {
         return campaign::validate(path, strict);
     }
     validate::validate(path, strict)
-}
-
-/// How a command shows the loader's "checklist: no verdict for N of the 10 dimensions"
-/// warning, which every command loading the file would otherwise repeat in full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChecklistNote {
-    /// In full (`validate`, whose job it is).
-    Full,
-    /// One short line pointing at `optgate validate --strict` (`run`, `submit`).
-    Short,
-    /// Not at all (`plan`).
-    Silent,
-}
-
-/// Whether `w` is the loader's warning about dimensions without a verdict.
-fn is_checklist_warning(w: &optgate_experiment::Diagnostic) -> bool {
-    w.message.starts_with("checklist: no verdict")
-}
-
-/// Loads an experiment, printing its warnings (the checklist's as `note` says); invalid
-/// files exit with INVALID_INPUT.
-pub fn load_experiment(
-    path: &std::path::Path,
-    note: ChecklistNote,
-) -> Result<optgate_experiment::Loaded> {
-    if campaign::is_campaign_file(path) {
-        return Err(exit::with_code(
-            exit::INVALID_INPUT,
-            anyhow::anyhow!(
-                "{} is a campaign (it has `stages:`): this command takes an experiment;                  `optgate validate` lists its stages, `optgate run` and `optgate submit` take it",
-                path.display()
-            ),
-        ));
-    }
-    match optgate_experiment::load(path) {
-        Ok(loaded) => {
-            const SHOWN: usize = optgate_experiment::limits::MAX_DIAGNOSTICS_SHOWN;
-            for w in loaded.warnings.iter().take(SHOWN) {
-                if !is_checklist_warning(w) || note == ChecklistNote::Full {
-                    eprintln!("{w}");
-                } else if note == ChecklistNote::Short {
-                    // "checklist: no verdict for 9 of the 10 dimensions", without the list.
-                    let head = w.message.split(" (").next().unwrap_or(&w.message);
-                    eprintln!(
-                        "optgate: {head}; `optgate validate --strict {}` lists them",
-                        path.display()
-                    );
-                }
-            }
-            let more = loaded.warnings.len().saturating_sub(SHOWN);
-            if more > 0 {
-                eprintln!("… and {more} more warnings");
-            }
-            Ok(loaded)
-        }
-        Err(e @ optgate_experiment::LoadError::Read { .. }) => {
-            Err(exit::with_code(exit::INVALID_INPUT, e))
-        }
-        Err(e) => Err(exit::with_code(exit::INVALID_INPUT, e)),
-    }
 }

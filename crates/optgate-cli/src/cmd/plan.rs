@@ -14,7 +14,7 @@ use optgate_sched::{batch, flux, slurm};
 use crate::exit;
 
 pub fn plan(path: &Path, out: &Path) -> Result<i32> {
-    let loaded = super::load_experiment(path, super::ChecklistNote::Silent)?;
+    let loaded = super::common::load_experiment(path, super::common::ChecklistNote::Silent)?;
     let exp = &loaded.experiment;
     // The job scripts would carry them: refused as `validate` and `submit` refuse them.
     super::validate::refuse_unknown_directives(path, exp)?;
@@ -114,7 +114,7 @@ impl Drop for HalfWritten {
             }),
         };
         if let Err(e) = removed {
-            eprintln!(
+            errln!(
                 "optgate: warning: cannot remove what plan half-wrote in {}: {e}",
                 self.out.display()
             );
@@ -124,7 +124,7 @@ impl Drop for HalfWritten {
 
 /// What `plan` wrote, and each block's order.
 fn print_summary(exp: &Experiment, plan: &Plan, out: &Path, jobs: Option<usize>) {
-    println!(
+    outln!(
         "wrote {} build script(s), {} run scripts{} and plan.json to {}",
         exp.builds.len(),
         plan.runs().len(),
@@ -139,7 +139,7 @@ fn print_summary(exp: &Experiment, plan: &Plan, out: &Path, jobs: Option<usize>)
         out.display()
     );
     if jobs.is_some() {
-        println!(
+        outln!(
             "  {}",
             if exp.allocation.exclusive {
                 "jobs ask for whole nodes (exclusive): one block at a time per node, nothing \
@@ -151,7 +151,7 @@ fn print_summary(exp: &Experiment, plan: &Plan, out: &Path, jobs: Option<usize>)
         );
     }
     for b in &plan.blocks {
-        println!("  block {:>3}: {}", b.index, b.order.join(" → "));
+        outln!("  block {:>3}: {}", b.index, b.order.join(" → "));
     }
 }
 

@@ -7,9 +7,9 @@ use crate::exit;
 pub fn probe(json: bool) -> Result<i32> {
     let p = node_probe();
     if json {
-        println!("{}", serde_json::to_string_pretty(&p)?);
+        outln!("{}", serde_json::to_string_pretty(&p)?);
     } else {
-        print!("{}", optgate_probe::render_text(&p));
+        out!("{}", optgate_probe::render_text(&p));
     }
     Ok(exit::OK)
 }

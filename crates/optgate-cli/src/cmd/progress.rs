@@ -80,8 +80,8 @@ impl Progress {
     /// Prints `line` on stderr without tearing the bar.
     fn say(&self, line: &str) {
         match &self.view {
-            View::Bar(bar) => bar.suspend(|| eprintln!("{line}")),
-            _ => eprintln!("{line}"),
+            View::Bar(bar) => bar.suspend(|| errln!("{line}")),
+            _ => errln!("{line}"),
         }
     }
 
@@ -89,7 +89,7 @@ impl Progress {
         match ev {
             Event::Building => match &self.view {
                 View::Bar(bar) => bar.set_message("building"),
-                View::Lines => eprintln!("optgate: building…"),
+                View::Lines => errln!("optgate: building…"),
                 View::Off => {}
             },
             Event::RunFinished {
@@ -120,7 +120,7 @@ impl Progress {
                             .unwrap_or_default();
                         bar.set_message(format!("{eta}last: block {block} · {arm}"));
                     }
-                    View::Lines => eprintln!(
+                    View::Lines => errln!(
                         "{}",
                         run_line(self.done, self.total, what, block, &arm, took, self.eta())
                     ),

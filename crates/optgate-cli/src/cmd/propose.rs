@@ -20,7 +20,7 @@ pub fn propose(path: &Path, out: Option<PathBuf>, force: bool, quiet: bool) -> R
     let source_text = optgate_experiment::read::read_regular_text(path, limit)
         .with_context(|| format!("cannot read {}", path.display()))
         .map_err(invalid)?;
-    if super::campaign::is_campaign_file(path) {
+    if super::common::is_campaign_file(path) {
         return Err(invalid(anyhow::anyhow!(
             "{} is a campaign (it has `stages:`): propose takes an experiment file",
             path.display()
@@ -40,7 +40,7 @@ pub fn propose(path: &Path, out: Option<PathBuf>, force: bool, quiet: bool) -> R
     let exp = load_str(&probe_text, &source)
         .context("the measuring experiment made from the file does not load")?
         .experiment;
-    eprintln!(
+    errln!(
         "optgate: measuring the baseline: {} runs (beside an identical arm, `{}`)",
         optgate_propose::PROBE_RUNS,
         render::PROBE_COPY
@@ -53,12 +53,12 @@ pub fn propose(path: &Path, out: Option<PathBuf>, force: bool, quiet: bool) -> R
     check_output(&proposed, &out, proposal.campaign.is_some())?;
     write_atomic(&out, &proposed, force)?;
     for v in &proposal.variants {
-        eprintln!("optgate: proposed `{}`: {}", v.name, v.description);
+        errln!("optgate: proposed `{}`: {}", v.name, v.description);
     }
     for why in &proposal.left_out {
-        eprintln!("optgate: left out {why}");
+        errln!("optgate: left out {why}");
     }
-    eprintln!(
+    errln!(
         "optgate: wrote {} ({} variant(s), {} verdict(s); the baseline's runs are in {})",
         out.display(),
         proposal.variants.len(),
@@ -120,7 +120,7 @@ fn check_source(text: &str, source: &Path) -> Result<ExperimentFile> {
                 .collect();
             if !errors.is_empty() {
                 for d in &errors {
-                    eprintln!("{d}");
+                    errln!("{d}");
                 }
                 return Err(invalid(anyhow::anyhow!(
                     "{} error(s) in the experiment file: nothing was run",

@@ -44,7 +44,7 @@ fn through_daemon(source: &Path, text: &str) -> Result<PathBuf> {
     let paths = super::daemon::state_paths()?;
     if client::ping(&paths).is_err() {
         let w = super::daemon::start(&paths)?;
-        eprintln!("optgate: started the daemon (pid {})", w.pid);
+        errln!("optgate: started the daemon (pid {})", w.pid);
     }
     let request = Request::Submit(SubmitRequest {
         source_path: source.to_path_buf(),
@@ -55,7 +55,7 @@ fn through_daemon(source: &Path, text: &str) -> Result<PathBuf> {
         Response::Submitted(reply) => reply,
         other => anyhow::bail!("the daemon answered {other:?} to a submission"),
     };
-    eprintln!("optgate: measuring the baseline as experiment {}", reply.id);
+    errln!("optgate: measuring the baseline as experiment {}", reply.id);
     loop {
         std::thread::sleep(DAEMON_POLL);
         let ask = Request::Status(StatusRequest {

@@ -6,8 +6,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use optgate_report::Report;
+use optgate_report::campaign::CampaignReport;
 
-use crate::cli::Format;
+use crate::choices::Format;
 
 pub fn render(report: &Report, format: Format) -> Result<String> {
     Ok(match format {
@@ -22,10 +23,23 @@ pub fn render(report: &Report, format: Format) -> Result<String> {
     })
 }
 
+/// A campaign's report in the format asked for (the same formats as an experiment's).
+pub fn render_campaign(report: &CampaignReport, format: Format) -> String {
+    use optgate_report::campaign_formats as c;
+    match format {
+        Format::Json => optgate_report::campaign::render_json(report),
+        Format::Table => c::render_table_width(report, super::term::table_width()),
+        Format::Markdown => c::render_markdown(report),
+        Format::Csv => c::render_csv(report),
+        Format::Html => c::render_html(report),
+        Format::Junit => c::render_junit(report),
+    }
+}
+
 pub fn plots(report: &Report, dir: &Path) -> Result<()> {
     let files = optgate_report::write_plots(report, dir)
         .with_context(|| format!("cannot write plots into {}", dir.display()))?;
-    eprintln!(
+    errln!(
         "optgate: wrote {} plot(s) to {}",
         files.len(),
         dir.display()
@@ -45,15 +59,9 @@ pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Resul
     let reply = match reply {
         Response::Report(r) => r,
         Response::CampaignReport(r) => {
-            print!(
-                "{}",
-                match format {
-                    Format::Json => optgate_report::campaign::render_json(&r.report),
-                    _ => optgate_report::campaign::render_markdown(&r.report),
-                }
-            );
+            out!("{}", render_campaign(&r.report, format));
             if r.state == optgate_store::CampaignState::Running {
-                eprintln!("optgate: campaign {id} is still running; this is its report so far");
+                errln!("optgate: campaign {id} is still running; this is its report so far");
             }
             return Ok(crate::exit::OK);
         }
@@ -65,9 +73,9 @@ pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Resul
     if let Some(dir) = plot {
         plots(&report, dir)?;
     }
-    print!("{}", render(&report, format)?);
+    out!("{}", render(&report, format)?);
     if !reply.state.is_terminal() {
-        eprintln!(
+        errln!(
             "optgate: experiment {id} is still {}; this is the report of its latest look",
             reply.state
         );

@@ -10,7 +10,6 @@ use anyhow::Result;
 use optgate_daemon::ClientError;
 use optgate_daemon::client;
 use optgate_daemon::protocol::{Request, Response, SubmitRequest};
-use optgate_runner::preflight::Level;
 
 use super::daemon::{client_error, start, state_paths};
 use crate::exit;
@@ -24,7 +23,7 @@ pub fn submit(path: &Path, no_start: bool, every: Option<&str>) -> Result<i32> {
             anyhow::anyhow!("--every: {why}"),
         ));
     }
-    if super::campaign::is_campaign_file(path) {
+    if super::common::is_campaign_file(path) {
         if every.is_some() {
             return Err(exit::with_code(
                 exit::INVALID_INPUT,
@@ -50,7 +49,7 @@ pub fn submit(path: &Path, no_start: bool, every: Option<&str>) -> Result<i32> {
             None,
         );
     }
-    let loaded = super::load_experiment(path, super::ChecklistNote::Short)?;
+    let loaded = super::common::load_experiment(path, super::common::ChecklistNote::Short)?;
     let exp = loaded.experiment;
     let (source, text) = (exp.source.clone(), exp.source_text.clone());
     hand_over(&exp, path, no_start, source, text, every)
@@ -67,22 +66,13 @@ fn hand_over(
     every: Option<&str>,
 ) -> Result<i32> {
     super::validate::refuse_unknown_directives(path, exp)?;
-    let findings = super::validate::preflight_findings(exp);
-    for f in &findings {
-        eprintln!("{}", super::validate::show_finding(path, f));
-    }
-    if findings.iter().any(|f| f.level == Level::Error) {
-        return Err(exit::with_code(
-            exit::INVALID_INPUT,
-            anyhow::anyhow!("pre-flight errors: nothing was submitted"),
-        ));
-    }
+    super::validate::refuse_preflight_errors(path, exp, "submitted")?;
     let paths = state_paths()?;
     match client::ping(&paths) {
         Ok(_) => {}
         Err(ClientError::NotRunning { .. }) if !no_start => {
             let w = start(&paths)?;
-            eprintln!(
+            errln!(
                 "optgate: started the daemon (pid {}; log {})",
                 w.pid,
                 paths.log().display()
@@ -97,11 +87,14 @@ fn hand_over(
     });
     match client::call(&paths, &request).map_err(client_error)? {
         Response::Submitted(reply) => {
-            println!("{}", reply.id);
+            outln!("{}", reply.id);
             if let Some(r) = &reply.recurrence {
-                eprintln!(
+                errln!(
                     "optgate: re-checked every {} as recurrence {} (next due {}); `optgate cancel {}` stops it",
-                    r.every, r.id, r.next_due_at, r.id
+                    r.every,
+                    r.id,
+                    r.next_due_at,
+                    r.id
                 );
             }
             Ok(exit::OK)

@@ -9,6 +9,18 @@ use optgate_dftracer::AggregateOptions;
 
 use crate::exit;
 
+/// `optgate trace SUBCOMMAND`.
+pub fn trace(command: crate::choices::TraceCommand) -> Result<i32> {
+    match command {
+        crate::choices::TraceCommand::Summary {
+            paths,
+            epoch_marker,
+            category,
+            json,
+        } => summary(&paths, epoch_marker, category, json),
+    }
+}
+
 pub fn summary(
     paths: &[PathBuf],
     epoch_marker: Option<String>,
@@ -23,12 +35,12 @@ pub fn summary(
     let summary = optgate_dftracer::summarize_paths(paths, &opts)
         .map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print!("{}", optgate_dftracer::render_table(&summary));
+        out!("{}", optgate_dftracer::render_table(&summary));
     }
     for d in &summary.diagnostics {
-        eprintln!("{}:{}: {}", d.file.display(), d.line, d.message);
+        errln!("{}:{}: {}", d.file.display(), d.line, d.message);
     }
     Ok(exit::OK)
 }

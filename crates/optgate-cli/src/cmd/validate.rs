@@ -12,12 +12,12 @@ use optgate_runner::preflight::{self, Finding, Level};
 use crate::exit;
 
 pub fn validate(path: &Path, strict: bool) -> Result<i32> {
-    let loaded = super::load_experiment(path, super::ChecklistNote::Full)?;
+    let loaded = super::common::load_experiment(path, super::common::ChecklistNote::Full)?;
     let exp = &loaded.experiment;
     refuse_unknown_directives(path, exp)?;
     let findings = preflight_findings(exp);
     for f in &findings {
-        eprintln!("{}", show_finding(path, f));
+        errln!("{}", show_finding(path, f));
     }
     let errors = findings.iter().filter(|f| f.level == Level::Error).count();
     if errors > 0 {
@@ -34,7 +34,7 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
         ));
     }
     let runs = (exp.arms.len() as u64).saturating_mul(u64::from(exp.replicates));
-    println!(
+    outln!(
         "{}: valid: experiment `{}`, {} arms ({}), {} build(s), {} replicates per arm = {} runs ({}), scheduler {}",
         path.display(),
         exp.name(),
@@ -49,13 +49,13 @@ pub fn validate(path: &Path, strict: bool) -> Result<i32> {
     if exp.kind == SchedulerKind::Local {
         let probe = super::probe::node_probe();
         for (arm, reason) in preflight::not_applicable(exp, &probe, &optgate_probe::sysfs_root()) {
-            println!("  {arm}: will be not applicable here: {reason}");
+            outln!("  {arm}: will be not applicable here: {reason}");
         }
     } else {
         for (arm, reason) in preflight::cluster_not_applicable(exp) {
-            println!("  {arm}: will be not applicable when submitted: {reason}");
+            outln!("  {arm}: will be not applicable when submitted: {reason}");
         }
-        println!(
+        outln!(
             "  capabilities and over-subscription are checked again on the compute node (each job's probe.json)"
         );
     }
@@ -109,10 +109,10 @@ pub fn refuse_unknown_directives(path: &Path, exp: &Experiment) -> Result<()> {
     let found = unknown_directives(path, exp);
     const SHOWN: usize = optgate_experiment::limits::MAX_DIAGNOSTICS_SHOWN;
     for d in found.iter().take(SHOWN) {
-        eprintln!("{d}");
+        errln!("{d}");
     }
     if found.len() > SHOWN {
-        eprintln!("… and {} more", found.len() - SHOWN);
+        errln!("… and {} more", found.len() - SHOWN);
     }
     if found.is_empty() {
         Ok(())
@@ -147,6 +147,22 @@ pub fn preflight_findings(exp: &Experiment) -> Vec<Finding> {
         preflight::oversubscription(exp, None, "the compute node")
     });
     findings
+}
+
+/// Prints every pre-flight finding of `exp` (read from `path`); any error refuses the
+/// command (exit 2) with "pre-flight errors: nothing was `done`".
+pub fn refuse_preflight_errors(path: &Path, exp: &Experiment, done: &str) -> Result<()> {
+    let findings = preflight_findings(exp);
+    for f in &findings {
+        errln!("{}", show_finding(path, f));
+    }
+    if findings.iter().any(|f| f.level == Level::Error) {
+        return Err(exit::with_code(
+            exit::INVALID_INPUT,
+            anyhow::anyhow!("pre-flight errors: nothing was {done}"),
+        ));
+    }
+    Ok(())
 }
 
 pub fn show_finding(path: &Path, f: &Finding) -> String {

@@ -67,14 +67,10 @@ impl Engine {
             }
             Standing::Ended(r) => r,
         };
-        let lists: Vec<&[optgate_stats::VariantAnalysis]> = reports
-            .iter()
-            .take(c.stages.len())
-            .map(Vec::as_slice)
-            .collect();
-        let replayed = campaign::replay(&c, &lists);
+        let lists: Vec<&[optgate_stats::VariantAnalysis]> =
+            reports.iter().map(Vec::as_slice).collect();
         let k = row.steps.len();
-        let text = match campaign::next_step(&c, &replayed, k) {
+        let text = match campaign::advance(&c, &lists).1 {
             NextStep::Stage(_, t) | NextStep::Confirmation(t) => t,
             NextStep::NoCombination(why) => {
                 return self

@@ -84,6 +84,9 @@ impl Engine {
             .await?;
         if done {
             crate::handlers::submit::record_build_identity(&self.ctx, &exp, &id).await?;
+            // As a submission does: the pass after this one starts at once. The clocks were
+            // set before this experiment existed, and would sleep the longest interval.
+            self.ctx.wake.notify_one();
             tracing::info!(
                 "recurrence {name}: submitted `{}` again as {id}",
                 exp.name()

@@ -89,7 +89,7 @@ impl Engine {
         states: &HashMap<i64, JobState>,
     ) -> Result<bool, DaemonError> {
         let (mut changed, finished_block) = self.record_jobs(row, &work, live, states).await?;
-        // Fail fast (issue 12): a block's job ended; if the runs so far show that the metric
+        // Fail fast: a block's job ended; if the runs so far show that the metric
         // pattern matches nothing (or the baseline fails every run), stop the experiment
         // now, with the reason, instead of running every block first. Its live jobs are
         // then cancelled like a cancelled experiment's.

@@ -138,7 +138,7 @@ pub async fn cancel(ctx: &Daemon, id: &str, reason: &str) -> Result<Option<()>, 
         .await?;
     let Some(row) = row else { return Ok(None) };
     if let Some(current) = row.steps.last() {
-        crate::cancelling::cancel_experiment(ctx, current, reason).await?;
+        super::cancelling::cancel_experiment(ctx, current, reason).await?;
     }
     Ok(Some(()))
 }

@@ -1,17 +1,17 @@
 //! `cancel`: mark an experiment cancelled (committed at once, so `status` shows it and no
 //! new work starts) and wake the engine, which cancels its live jobs and builds. The same
-//! [`cancel_experiment`] is what Ctrl-C in `optgate run` does (`foreground.rs`). `R<n>`
+//! `cancelling::cancel_experiment` is what Ctrl-C in `optgate run` (`foreground.rs`) and
+//! a campaign's cancel do: the one cancel of an experiment. `R<n>`
 //! names a recurrence: cancelling it stops its re-submissions.
 
 use optgate_store::{ExperimentState, RecurrenceState};
 
+use super::cancelling::cancel_experiment;
 use super::{HandlerResult, unknown};
 use crate::context::Daemon;
 use crate::protocol::{
     CancelReply, CancelRequest, ErrorKind, ErrorReply, RecurrenceCancelReply, Response,
 };
-
-pub use crate::cancelling::cancel_experiment;
 
 /// The reason a user's `optgate cancel` records.
 pub const BY_THE_USER: &str = "cancelled by the user";

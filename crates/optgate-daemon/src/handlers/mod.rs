@@ -2,6 +2,7 @@
 
 pub mod campaign;
 pub mod cancel;
+pub mod cancelling;
 pub mod precheck;
 pub mod recurrence_view;
 pub mod report;

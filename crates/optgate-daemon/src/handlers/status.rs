@@ -39,16 +39,25 @@ pub fn answer(
     {
         return campaign_status(s, id, &c.steps, daemon);
     }
-    let (rows, damaged, more) = read_rows(s, &req)?;
+    let (rows, mut damaged, more) = read_rows(s, &req)?;
     // `optgate run` executions: the one `id` names, or the newest page of them (indexed).
-    let run_executions: Vec<_> = match &req.id {
-        Some(id) => s
-            .execution(id)?
-            .into_iter()
-            .filter(|e| e.kind == optgate_store::ExecutionKind::Run)
-            .collect(),
-        None => s.newest_executions_of_kind(optgate_store::ExecutionKind::Run, req.limit)?,
+    // A damaged history row is listed as damaged; it never hides the others.
+    let executions = match &req.id {
+        Some(id) => s.execution_each(id)?.into_iter().collect(),
+        None => s.newest_executions_of_kind_each(optgate_store::ExecutionKind::Run, req.limit)?,
     };
+    let mut run_executions = Vec::new();
+    for e in executions {
+        match e {
+            Ok(e) if e.kind == optgate_store::ExecutionKind::Run => run_executions.push(e),
+            Ok(_) => {}
+            Err(d) => damaged.push(DamagedExperiment {
+                id: d.id,
+                name: d.name,
+                problem: format!("its row in the history: {}", d.error),
+            }),
+        }
+    }
     if let Some(id) = &req.id
         && rows.is_empty()
         && damaged.is_empty()

@@ -44,11 +44,28 @@ impl Checker {
         }
     }
 
+    /// A regex that matches the empty string (`''`, `.*`, `x?`) is found in every verdict,
+    /// even a run that printed nothing: it checks nothing, which is legal but never meant.
+    fn warn_if_matches_anything(&mut self, r: &str) {
+        if regex::Regex::new(r).is_ok_and(|re| re.is_match("")) {
+            self.warning(
+                "correctness.expect.regex",
+                format!(
+                    "{} matches the empty string, so every run's verdict passes, even an empty one: it checks nothing; anchor it or give the words the run prints",
+                    quoted(r)
+                ),
+            );
+        }
+    }
+
     fn check_expect_map(&mut self, m: &ExpectMap) {
         const AT: &str = "correctness.expect";
         match (&m.words, &m.regex) {
             (Some(w), None) => self.check_words(w, "correctness.expect.words"),
-            (None, Some(r)) => self.check_regex(r, "correctness.expect.regex", &[]),
+            (None, Some(r)) => {
+                self.check_regex(r, "correctness.expect.regex", &[]);
+                self.warn_if_matches_anything(r);
+            }
             (Some(_), Some(_)) => self.key_error(AT, "give `words` or `regex`, not both"),
             (None, None) => self.key_error(
                 AT,

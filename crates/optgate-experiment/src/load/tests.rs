@@ -1139,7 +1139,7 @@ fn variants_are_capped_with_one_error() {
     assert_eq!(e.line, Some(6), "points at the `variants` key");
 }
 
-/// Designs that can decide (issue 12, D3). The numbers are worked by hand: paired, the
+/// Designs that can decide. The numbers are worked by hand: paired, the
 /// smallest one-sided p is 2^−n; independent 1/C(2n, n); Holm's first step multiplies by
 /// the number of variants.
 #[test]
@@ -1924,4 +1924,34 @@ fn an_output_sensitive_variant_without_a_check_is_warned_about() {
             .iter()
             .any(|d| d.message.contains("declares no output check"))
     );
+}
+
+/// An expect regex that matches the empty string passes every verdict: warned, at its key;
+/// an anchored or non-empty one is not.
+#[test]
+fn an_expect_regex_matching_anything_is_warned() {
+    for r in ["''", "'.*'", "'(OK)?'"] {
+        let w = warnings(&base(&format!(
+            "correctness: {{ expect: {{ regex: {r} }} }}\n"
+        )));
+        let hit: Vec<_> = w
+            .iter()
+            .filter(|d| d.path == "correctness.expect.regex")
+            .collect();
+        assert_eq!(hit.len(), 1, "{r}: {w:#?}");
+        assert!(
+            hit[0].message.contains("checks nothing"),
+            "{}",
+            hit[0].message
+        );
+    }
+    for r in ["'^OK$'", "'PASS'"] {
+        let w = warnings(&base(&format!(
+            "correctness: {{ expect: {{ regex: {r} }} }}\n"
+        )));
+        assert!(
+            w.iter().all(|d| d.path != "correctness.expect.regex"),
+            "{r}: {w:#?}"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The engine's cancel of one experiment: what `optgate cancel`, a campaign's cancel and
-//! Ctrl-C in `optgate run` all do.
+//! Ctrl-C in `optgate run` all do. A leaf beside the handlers that use it (`cancel.rs`,
+//! `campaign.rs`, which also cancel each other's things).
 
 use optgate_store::ExperimentState;
 
