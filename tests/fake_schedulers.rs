@@ -3,7 +3,7 @@
 //! the fakes of `tests/fake-schedulers/` (first on the daemon's PATH): they run each job
 //! script here at once and answer `squeue`/`sacct`/`flux jobs` from files, so these tests
 //! need no Slurm or Flux. Queueing, allocations and real nodes are the cluster tier's
-//! (`tests/daemon_slurm.rs`, `tests/flux_real.rs`).
+//! (`tests/cluster_slurm/daemon.rs`, `tests/cluster_flux/backend.rs`).
 
 mod support;
 

@@ -18,13 +18,13 @@ command -v python3 >/dev/null || need_apt+=(python3 python3-venv)
 # Debian's MPICH: the hybrid MPI+OpenMP example (examples/hybrid-stencil) and its tests.
 command -v mpicc >/dev/null || need_apt+=(mpich libmpich-dev)
 # The HTML report in a real headless browser, the JUnit output against its schema
-# (tests/shared_reports.rs).
+# (tests/cluster_apps/shared_reports.rs).
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v xmllint >/dev/null || need_apt+=(libxml2-utils)
 # Debian's HPC Challenge suite and both BLAS libraries: experiments/hpcc-blas.yaml and its test.
 command -v hpcc >/dev/null || need_apt+=(hpcc)
 [ -e /usr/lib/x86_64-linux-gnu/blas/libblas.so.3 ] || need_apt+=(libblas3)
-# Debian's LAMMPS: experiments/lammps-melt.yaml and tests/lammps_example.rs (which fails,
+# Debian's LAMMPS: experiments/lammps-melt.yaml and tests/cluster_apps/lammps.rs (which fails,
 # rather than skips, without it here: OPTGATE_REQUIRE_LAMMPS below).
 command -v lmp >/dev/null || need_apt+=(lammps)
 [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need_apt+=(libopenblas0-pthread)
@@ -48,7 +48,7 @@ if [ -x schedulers/slurm/setup.sh ]; then
   OPTGATE_SLURM_CONF=/etc/optgate-slurm2/slurm.conf OPTGATE_SLURM_DIR=/var/lib/optgate-slurm2 \
     OPTGATE_SLURM_CLUSTER=two OPTGATE_SLURMCTLD_PORT=6917 OPTGATE_SLURMD_PORT=6918 \
     OPTGATE_SLURM_NODE_PREFIX=node OPTGATE_SLURM_NET=10.212 schedulers/slurm/setup.sh --nodes 2
-  export OPTGATE_SLURM2_CONF=/etc/optgate-slurm2/slurm.conf # tests/slurm_multinode.rs
+  export OPTGATE_SLURM2_CONF=/etc/optgate-slurm2/slurm.conf # tests/cluster_slurm/multinode.rs
 fi
 
 if [ -x schedulers/flux/setup-one-node.sh ]; then

@@ -3,7 +3,7 @@
 # the committed input (hpccinf.txt: 1 process, N = 1000) is copied in, hpcc writes every
 # figure of merit to hpccoutf.txt, which the experiment's metrics read.
 # HPCC_RESIDUAL_THRESHOLD, when set (a plain number), replaces HPL's residual threshold
-# (16.0): a tiny one makes HPL's check print FAILED, as tests/hpcc_example.rs needs.
+# (16.0): a tiny one makes HPL's check print FAILED, as tests/cluster_apps/hpcc.rs needs.
 set -eu
 cp -- "$OPTGATE_WORKDIR/hpccinf.txt" ./hpccinf.txt
 rm -f hpccoutf.txt

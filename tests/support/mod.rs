@@ -372,3 +372,12 @@ variants:
 "#
     )
 }
+
+/// The machine, taken alone: a test that measures (a real OpenMP baseline it expects to
+/// be fast, the load other work puts on the node) holds this for its whole run, so the
+/// tests of its binary that measure take the machine in turn rather than share its cores.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn measuring() -> std::sync::MutexGuard<'static, ()> {
+    MEASURING.lock().unwrap_or_else(|p| p.into_inner())
+}

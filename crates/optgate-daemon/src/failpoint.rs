@@ -2,7 +2,7 @@
 //!
 //! * `OPTGATE_FAILPOINT=NAME[:N]` makes the daemon kill itself with SIGKILL the N-th time
 //!   (default: first) it reaches the point NAME, exactly as `kill -9` would at that moment
-//!   (`tests/daemon_crash.rs`, through the real binary);
+//!   (`tests/daemon/crash.rs`, through the real binary);
 //! * [`Failpoints::arm`] on a daemon context makes the N-th hit panic instead, which ends
 //!   that engine's task (or build task) there, leaving the database as it was committed —
 //!   the control-loop tests (`tests/engine_loop.rs`) then start a new engine on the same
@@ -19,7 +19,7 @@
 //!
 //! A third, [`stall`], slows the daemon down instead: `OPTGATE_STALL=NAME:MILLIS` makes it
 //! sleep that long at point NAME — `exiting`: the daemon has stopped serving and has not
-//! exited yet (`tests/daemon_cli.rs`: `daemon stop` waits for the process, and no second
+//! exited yet (`tests/daemon/cli.rs`: `daemon stop` waits for the process, and no second
 //! daemon starts meanwhile).
 //!
 //! The two variables are test hooks, so they are read only by debug builds (what `cargo

@@ -111,7 +111,7 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, TraceError> {
         } else {
             return Err(TraceError::NotRegular {
                 path: p.clone(),
-                kind: file_kind(&meta),
+                kind: optgate_probe::file_kind(std::os::unix::fs::MetadataExt::mode(&meta)),
             });
         }
     }
@@ -137,22 +137,6 @@ fn summarize_file(
             reason,
         }),
         (summary, diags, None) => Ok((summary, diags)),
-    }
-}
-
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
     }
 }
 

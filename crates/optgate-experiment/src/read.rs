@@ -63,23 +63,8 @@ fn check_meta(meta: &std::fs::Metadata, limit: u64) -> Result<(), ReadError> {
 
 /// What a non-regular file is, in words: "a directory", "a pipe", ….
 pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
-    }
+    use std::os::unix::fs::MetadataExt;
+    optgate_probe::file_kind(meta.mode())
 }
 
 #[cfg(test)]

@@ -18,9 +18,10 @@ use crate::model::Report;
 use crate::page::page_head;
 use crate::plots::{Plot, PlotError, draw_plots};
 use crate::render::{
-    NOISE_LEGEND, STATS_HEADER, STATS_LEGEND, any_marked, breakdown_rows, checklist_detail,
-    collect_warnings, epoch_table, method_entries, noise_floor_line, proposal_order, proposal_rows,
-    stats_rows, strings, system_resource_line, title_line, utilisation_lines,
+    CHECKLIST_HEADER, NOISE_LEGEND, STATS_HEADER, STATS_LEGEND, any_marked, breakdown_rows,
+    checklist_cells, collect_warnings, epoch_table, method_entries, noise_floor_line,
+    proposal_order, proposal_rows, stats_rows, strings, system_resource_line, title_line,
+    utilisation_lines,
 };
 
 /// Keys of the report's JSON object that a section of the page shows or that the title
@@ -319,23 +320,11 @@ fn checklist(out: &mut String, report: &Report) {
         para(out, "Checklist: not available from a samples file.");
         return;
     };
-    let plain: Vec<Vec<String>> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            vec![
-                (i + 1).to_string(),
-                r.group.clone(),
-                format!("{} ({})", r.title, r.dimension),
-                r.verdict.label().to_string(),
-                checklist_detail(r),
-            ]
-        })
-        .collect();
+    let plain = checklist_cells(rows, |r| format!("{} ({})", r.title, r.dimension));
     table(
         out,
         &format!("10-dimension checklist (recommended order: {APPLICATION_ORDER})"),
-        &strings(["#", "Group", "Dimension", "Verdict", "Variants / reason"]),
+        &strings(CHECKLIST_HEADER),
         &text_rows(&plain),
         2,
     );

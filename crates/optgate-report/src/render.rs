@@ -734,24 +734,8 @@ fn table_checklist(out: &mut String, report: &Report, width: usize) {
                 &format!("10-dimension checklist (recommended order: {APPLICATION_ORDER})"),
                 width,
             );
-            let table: Vec<Vec<String>> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    vec![
-                        (i + 1).to_string(),
-                        r.group.clone(),
-                        r.title.clone(),
-                        r.verdict.label().to_string(),
-                        checklist_detail(r),
-                    ]
-                })
-                .collect();
-            out.push_str(&text_table(
-                &strings(["#", "Group", "Dimension", "Verdict", "Variants / reason"]),
-                &table,
-                width,
-            ));
+            let table: Vec<Vec<String>> = checklist_cells(rows, |r| r.title.clone());
+            out.push_str(&text_table(&strings(CHECKLIST_HEADER), &table, width));
         }
     }
 }
@@ -782,6 +766,30 @@ fn table_breakdown_and_method(out: &mut String, report: &Report, width: usize) {
     for (k, v) in method_entries(a) {
         para(out, &format!("  {k}: "), "    ", v, width);
     }
+}
+
+/// The checklist table's header, in every format.
+pub(crate) const CHECKLIST_HEADER: [&str; 5] =
+    ["#", "Group", "Dimension", "Verdict", "Variants / reason"];
+
+/// The checklist table's cells, in every format: number, group, the dimension as
+/// `dimension` writes it (each format its own way), verdict, detail.
+pub(crate) fn checklist_cells(
+    rows: &[crate::checklist::ChecklistRow],
+    dimension: impl Fn(&crate::checklist::ChecklistRow) -> String,
+) -> Vec<Vec<String>> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            vec![
+                (i + 1).to_string(),
+                r.group.clone(),
+                dimension(r),
+                r.verdict.label().to_string(),
+                checklist_detail(r),
+            ]
+        })
+        .collect()
 }
 
 pub(crate) fn checklist_detail(r: &crate::checklist::ChecklistRow) -> String {
@@ -1122,23 +1130,9 @@ fn md_checklist(out: &mut String, report: &Report) {
         }
         Some(rows) => {
             let _ = writeln!(out, "Recommended application order: {APPLICATION_ORDER}.\n");
-            let table: Vec<Vec<String>> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    vec![
-                        (i + 1).to_string(),
-                        r.group.clone(),
-                        format!("{} (`{}`)", r.title, r.dimension),
-                        r.verdict.label().to_string(),
-                        checklist_detail(r),
-                    ]
-                })
-                .collect();
-            out.push_str(&md_table(
-                &strings(["#", "Group", "Dimension", "Verdict", "Variants / reason"]),
-                &table,
-            ));
+            let table: Vec<Vec<String>> =
+                checklist_cells(rows, |r| format!("{} (`{}`)", r.title, r.dimension));
+            out.push_str(&md_table(&strings(CHECKLIST_HEADER), &table));
         }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Job ids are kept as decimal integers (`flux jobs -o '{id.dec}'` prints those; `flux
 //! batch` prints F58, decoded here). Formats follow docs/SCHEDULERS.md and the output of real
-//! Flux 0.88.0 quoted in the tests; `tests/flux_real.rs` runs the backend end to end against
+//! Flux 0.88.0 quoted in the tests; `tests/cluster_flux/backend.rs` runs the backend end to end against
 //! the one-node instance of `schedulers/flux/setup-one-node.sh`.
 
 use std::collections::BTreeMap;
@@ -438,7 +438,7 @@ exit "$og_status"
         assert!(s.contains(" -- flux run -N 2 -n 32 -c 6 -g 1; og_after $?\n"));
     }
 
-    /// Issue 11: a 2-task × 1-core baseline and a 1-task × 2-core variant each need 2 cores
+    /// A 2-task × 1-core baseline and a 1-task × 2-core variant each need 2 cores
     /// on the node; the allocation used to ask for max(tasks) × max(cores) = 4, which a
     /// 2-core node refuses (exception `alloc`).
     #[test]

@@ -152,6 +152,32 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// The connection to the database at `path` (opened with `flags`, after refusing what is
+/// not a plain file) and its schema version, with nothing written to it; a version newer
+/// than this optgate's is refused as [`StoreError::TooNew`].
+fn open_known_version(
+    path: &Path,
+    flags: rusqlite::OpenFlags,
+) -> Result<(Connection, u32), StoreError> {
+    let err = |op: &'static str| {
+        let path = path.to_path_buf();
+        move |e| StoreError::from_sqlite(op, path, e)
+    };
+    check_plain_files(path)?;
+    let conn = Connection::open_with_flags(path, flags).map_err(err("open"))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(err("set the busy timeout"))?;
+    let version = migrations::user_version(&conn).map_err(err("read the schema version"))?;
+    if version > LATEST {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: LATEST,
+        });
+    }
+    Ok((conn, version))
+}
+
 impl Store {
     /// Opens (creating it if needed) the database at `path` and brings its schema up to
     /// date. A database from a newer optgate is refused before anything is written to it;
@@ -180,20 +206,9 @@ impl Store {
             let path = path.clone();
             move |e| StoreError::from_sqlite(op, path, e)
         };
-        check_plain_files(&path)?;
-        let mut conn = Connection::open(&path).map_err(err("open"))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(err("set the busy timeout"))?;
-        // Read the version before anything writes: a newer database must stay untouched
+        // The version is read before anything writes: a newer database must stay untouched
         // (even switching the journal mode would write its header).
-        let version = migrations::user_version(&conn).map_err(err("read the schema version"))?;
-        if version > LATEST {
-            return Err(StoreError::TooNew {
-                path,
-                found: version,
-                supported: LATEST,
-            });
-        }
+        let (mut conn, version) = open_known_version(&path, rusqlite::OpenFlags::default())?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(err("switch to WAL mode"))?;
@@ -233,26 +248,10 @@ impl Store {
     /// version is refused — only a daemon migrates.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         let path = path.to_path_buf();
-        let err = |op: &'static str| {
-            let path = path.clone();
-            move |e| StoreError::from_sqlite(op, path, e)
-        };
-        check_plain_files(&path)?;
-        let conn = Connection::open_with_flags(
+        let (conn, version) = open_known_version(
             &path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(err("open"))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(err("set the busy timeout"))?;
-        let version = migrations::user_version(&conn).map_err(err("read the schema version"))?;
-        if version > LATEST {
-            return Err(StoreError::TooNew {
-                path,
-                found: version,
-                supported: LATEST,
-            });
-        }
+        )?;
         if version < LATEST {
             return Err(StoreError::Corrupt {
                 path,

@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::fcntl::{OFlag, openat};
-use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
+use nix::sys::stat::{FileStat, Mode, fstat, fstatat};
 
 /// A task or node record, `run.json`: optgate writes a few hundred bytes.
 pub const MAX_RECORD_BYTES: u64 = 1 << 20;
@@ -89,18 +89,9 @@ impl UntrustedError {
     }
 }
 
-/// What a file type is, in words.
+/// What a file type is, in words; None for a regular file.
 fn kind_of(st: &FileStat) -> Option<&'static str> {
-    match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-        SFlag::S_IFREG => None,
-        SFlag::S_IFDIR => Some("a directory"),
-        SFlag::S_IFIFO => Some("a pipe"),
-        SFlag::S_IFCHR => Some("a character device"),
-        SFlag::S_IFBLK => Some("a block device"),
-        SFlag::S_IFSOCK => Some("a socket"),
-        SFlag::S_IFLNK => Some("a symbolic link"),
-        _ => Some("not a regular file"),
-    }
+    Some(optgate_probe::file_kind(st.st_mode)).filter(|&k| k != "a regular file")
 }
 
 /// The components of `rel`, each a plain name: `..`, a root or a prefix is refused.

@@ -1,0 +1,7 @@
+//! optgate-dftracer's integration tests, one module per area.
+
+mod damaged;
+mod fixtures;
+mod parsers_agree;
+#[cfg(feature = "cluster")]
+mod python_trace;

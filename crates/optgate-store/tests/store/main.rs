@@ -1,0 +1,7 @@
+//! optgate-store's integration tests, one module per area.
+
+mod counts;
+mod executions;
+mod queries;
+mod recurrences;
+mod store;

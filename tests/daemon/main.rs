@@ -1,0 +1,12 @@
+//! The daemon through the real binary: its commands, kill -9 at any moment, its limits,
+//! staged designs, interrupts, recurrences.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod crash;
+mod interrupt;
+mod limits;
+mod recurring;
+mod staged;
