@@ -3,7 +3,7 @@
 # inputs: experiments/*.yaml and the tests' experiment snippets, small samples CSVs
 # (handwritten and benches/analyze/gen_samples.py), the DFTracer fixtures of
 # tests/fixtures/dftracer-traces (cut to their first lines; plain and gzip), and protocol
-# exchanges (one JSON line each), and the hostile inputs of issue 21 (deep nesting, huge
+# exchanges (one JSON line each), and hostile inputs (deep nesting, huge
 # scalars, many errors, NUL, huge launch shapes, a 100k-deep submit). Deterministic; run
 # from anywhere. Needs bash, gzip, python3 (standard library only). The trace seeds are
 # cut from the DFTracer project's traces: MIT, see tests/fixtures/README.md and
@@ -50,7 +50,7 @@ printf '%s\n' "name: x" "app:" "  command: \"unterminated" "metric: {}" > "$e/in
   echo "name: [[[[[[[[[[]]]]]]]]]]"
 } > "$e/aliases-and-depth.yaml"
 
-# --- experiment_load: issue 21's hostile inputs, cut to fit -max_len=65536 --------------
+# --- experiment_load: hostile inputs, cut to fit -max_len=65536 --------------
 python3 - "$e" <<'PY'
 import sys
 e = sys.argv[1]
@@ -160,7 +160,7 @@ for name in ["quickstart", "pecan-local"]:
     req = {"submit": {"source_path": f"/home/user/optgate/experiments/{name}.yaml",
                       "source_text": open(path).read()}}
     open(f"{p}/submit-{name}", "w").write(hello + "\n" + json.dumps(req) + "\n")
-# Issue 21: a submit whose text nests 100k lists (200 KB: run this target with
+# Hostile submits: one whose text nests 100k lists (200 KB: run this target with
 # -max_len=262144), a frame nested past serde_json's recursion limit, NUL and a
 # many-error file inside a submit.
 def submit(name, text):

@@ -1,5 +1,5 @@
-//! `RESULTS.md` and its two SVG plots from the simulated cells: the "done when" checks of
-//! issue 13 computed from the numbers, the plans' nominal levels, a table per setting.
+//! `RESULTS.md` and its two SVG plots from the simulated cells: the acceptance checks of
+//! the staged rule computed from the numbers, the plans' nominal levels, a table per setting.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,8 +16,8 @@ const STAGED: usize = 4;
 const STAGED_OBF: usize = 5;
 /// The staged rule at larger budgets (`DesignKind::StagedTuned`), candidates for check 2.
 const STAGED_TUNED: [usize; 3] = [6, 7, 8];
-/// Issue 13's measured mean blocks at 0 % through the daemon under the O'Brien–Fleming rule.
-const ISSUE_ZERO_BLOCKS: f64 = 19.8;
+/// The measured mean blocks at 0 % through the daemon under the O'Brien–Fleming rule.
+const DAEMON_ZERO_BLOCKS: f64 = 19.8;
 
 fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len().max(1) as f64
@@ -472,7 +472,7 @@ fn issue_setting(s: &mut String, cells: &[Cell]) {
         "4. The issue's setting (1 variant, 3 % noise): a 30 % speed-up is accepted by the staged rule \
          in {} % of experiments, all of them at the first look (5 blocks) in {} of {}; at 0 % the staged \
          rule spends {:.1} ± {:.1} blocks (the O'Brien–Fleming rule here: {:.1}; through the real daemon \
-         the issue measured {ISSUE_ZERO_BLOCKS} for it) with a false-accept rate of {} % ± {} %.\n",
+         the daemon measured {DAEMON_ZERO_BLOCKS} for it) with a false-accept rate of {} % ± {} %.\n",
         pct(rate(big.accept, big.verdicts)),
         first,
         big.experiments,

@@ -38,7 +38,7 @@ pub const ALPHA: f64 = 0.05;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DesignKind {
     Fixed(u32),
-    /// `sequential: obrien_fleming` (the default before issue 23): O'Brien–Fleming looks at
+    /// `sequential: obrien_fleming` (the default before the staged rule): O'Brien–Fleming looks at
     /// 5…20 blocks, every arm in every block.
     Shipped,
     /// The staged rule at budget 20 (the issue's setting, `max_replicates: 20`):
