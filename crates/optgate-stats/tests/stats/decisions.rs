@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use optgate_stats::{
-    AnalysisConfig, ArmData, Better, Decision, Design, EpochWindow, RunSamples, SequentialPlan,
-    StatsError, analyze, analyze_sequential,
+    Analysis, AnalysisConfig, ArmData, Better, Decision, Design, EpochWindow, RunSamples,
+    SequentialPlan, StatsError, analyze, analyze_sequential,
 };
 
 /// Deterministic noise in [-1, 1].
@@ -699,9 +699,26 @@ fn decisions_print_as_their_json_names() {
     assert_eq!(Decision::Accept.as_str(), "accept");
 }
 
+/// The analysis of a small clearly-faster experiment under `cfg`.
+fn analyze_limit(cfg: AnalysisConfig) -> Result<Analysis, StatsError> {
+    analyze(&base(6), &[faster(6)], &cfg)
+}
+
 #[test]
 fn settings_at_their_limits() {
-    let ok = |cfg: AnalysisConfig| analyze(&base(6), &[faster(6)], &cfg);
+    levels_at_their_limits();
+    windows_at_their_limits();
+    assert!(
+        analyze_limit(AnalysisConfig {
+            production_epochs: Some(1),
+            ..AnalysisConfig::default()
+        })
+        .is_ok()
+    );
+}
+
+/// α and min_effect_pct at and just inside their limits.
+fn levels_at_their_limits() {
     // α is one-sided: 0.5 and above are refused, just below is fine.
     for alpha in [0.5, 0.7, -0.1] {
         let cfg = AnalysisConfig {
@@ -709,12 +726,12 @@ fn settings_at_their_limits() {
             ..AnalysisConfig::default()
         };
         assert!(
-            matches!(ok(cfg), Err(StatsError::InvalidConfig(_))),
+            matches!(analyze_limit(cfg), Err(StatsError::InvalidConfig(_))),
             "{alpha}"
         );
     }
     assert!(
-        ok(AnalysisConfig {
+        analyze_limit(AnalysisConfig {
             alpha: 0.49,
             ..AnalysisConfig::default()
         })
@@ -726,16 +743,22 @@ fn settings_at_their_limits() {
             min_effect_pct: m,
             ..AnalysisConfig::default()
         };
-        assert!(matches!(ok(cfg), Err(StatsError::InvalidConfig(_))), "{m}");
+        assert!(
+            matches!(analyze_limit(cfg), Err(StatsError::InvalidConfig(_))),
+            "{m}"
+        );
     }
     assert!(
-        ok(AnalysisConfig {
+        analyze_limit(AnalysisConfig {
             min_effect_pct: -99.0,
             ..AnalysisConfig::default()
         })
         .is_ok()
     );
-    // Windows built in code (not parsed) are checked too; a proper range is accepted.
+}
+
+/// Windows built in code (not parsed) are checked too; a proper range is accepted.
+fn windows_at_their_limits() {
     for w in [
         EpochWindow {
             start: 0,
@@ -751,7 +774,7 @@ fn settings_at_their_limits() {
             ..AnalysisConfig::default()
         };
         assert!(
-            matches!(ok(cfg), Err(StatsError::InvalidConfig(_))),
+            matches!(analyze_limit(cfg), Err(StatsError::InvalidConfig(_))),
             "{w:?}"
         );
     }
@@ -775,16 +798,9 @@ fn settings_at_their_limits() {
             steady_epochs: Some(w),
             ..AnalysisConfig::default()
         };
-        let a = ok(cfg).unwrap();
+        let a = analyze_limit(cfg).unwrap();
         assert_eq!(a.variants[0].steady_epochs, epochs);
     }
-    assert!(
-        ok(AnalysisConfig {
-            production_epochs: Some(1),
-            ..AnalysisConfig::default()
-        })
-        .is_ok()
-    );
 }
 
 #[test]
