@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use optgate_stats::{
-    AnalysisConfig, ArmData, Better, Decision, Design, EpochWindow, RunSamples, SequentialPlan,
-    StatsError, analyze, analyze_sequential,
+    Analysis, AnalysisConfig, ArmData, Better, Decision, Design, EpochWindow, RunSamples,
+    SequentialPlan, StatsError, analyze, analyze_sequential,
 };
 
 /// Deterministic noise in [-1, 1].
@@ -699,9 +699,13 @@ fn decisions_print_as_their_json_names() {
     assert_eq!(Decision::Accept.as_str(), "accept");
 }
 
+/// The fast variant against the baseline over six pairs, analysed under `cfg`.
+fn six_pairs_with(cfg: AnalysisConfig) -> Result<Analysis, StatsError> {
+    analyze(&base(6), &[faster(6)], &cfg)
+}
+
 #[test]
 fn settings_at_their_limits() {
-    let ok = |cfg: AnalysisConfig| analyze(&base(6), &[faster(6)], &cfg);
     // α is one-sided: 0.5 and above are refused, just below is fine.
     for alpha in [0.5, 0.7, -0.1] {
         let cfg = AnalysisConfig {
@@ -709,12 +713,12 @@ fn settings_at_their_limits() {
             ..AnalysisConfig::default()
         };
         assert!(
-            matches!(ok(cfg), Err(StatsError::InvalidConfig(_))),
+            matches!(six_pairs_with(cfg), Err(StatsError::InvalidConfig(_))),
             "{alpha}"
         );
     }
     assert!(
-        ok(AnalysisConfig {
+        six_pairs_with(AnalysisConfig {
             alpha: 0.49,
             ..AnalysisConfig::default()
         })
@@ -726,16 +730,30 @@ fn settings_at_their_limits() {
             min_effect_pct: m,
             ..AnalysisConfig::default()
         };
-        assert!(matches!(ok(cfg), Err(StatsError::InvalidConfig(_))), "{m}");
+        assert!(
+            matches!(six_pairs_with(cfg), Err(StatsError::InvalidConfig(_))),
+            "{m}"
+        );
     }
     assert!(
-        ok(AnalysisConfig {
+        six_pairs_with(AnalysisConfig {
             min_effect_pct: -99.0,
             ..AnalysisConfig::default()
         })
         .is_ok()
     );
-    // Windows built in code (not parsed) are checked too; a proper range is accepted.
+    assert!(
+        six_pairs_with(AnalysisConfig {
+            production_epochs: Some(1),
+            ..AnalysisConfig::default()
+        })
+        .is_ok()
+    );
+}
+
+/// Windows built in code (not parsed) are checked too; a proper range is accepted.
+#[test]
+fn epoch_windows_built_in_code_are_checked() {
     for w in [
         EpochWindow {
             start: 0,
@@ -751,7 +769,7 @@ fn settings_at_their_limits() {
             ..AnalysisConfig::default()
         };
         assert!(
-            matches!(ok(cfg), Err(StatsError::InvalidConfig(_))),
+            matches!(six_pairs_with(cfg), Err(StatsError::InvalidConfig(_))),
             "{w:?}"
         );
     }
@@ -775,16 +793,9 @@ fn settings_at_their_limits() {
             steady_epochs: Some(w),
             ..AnalysisConfig::default()
         };
-        let a = ok(cfg).unwrap();
+        let a = six_pairs_with(cfg).unwrap();
         assert_eq!(a.variants[0].steady_epochs, epochs);
     }
-    assert!(
-        ok(AnalysisConfig {
-            production_epochs: Some(1),
-            ..AnalysisConfig::default()
-        })
-        .is_ok()
-    );
 }
 
 #[test]

@@ -205,91 +205,91 @@ fn hodges_lehmann_shift_matches_reference() {
 #[test]
 fn whole_analyses_match_reference() {
     for case in fixture().analyses {
-        let cfg = AnalysisConfig {
-            design: case.design,
-            alpha: case.alpha,
-            min_effect_pct: case.min_effect_pct,
-            ..AnalysisConfig::default()
-        };
-        let a = optgate_stats::analyze(&case.baseline, &case.variants, &cfg).unwrap();
+        let a = optgate_stats::analyze(&case.baseline, &case.variants, &cfg_of(&case)).unwrap();
         assert_eq!(a.variants.len(), case.expected.len());
         for (v, e) in a.variants.iter().zip(&case.expected) {
             let id = format!("{}/{}", case.id, e.name);
             assert_eq!(v.name, e.name);
-            let method = v.p_method.as_deref().unwrap();
-            assert_eq!(
-                method.starts_with("exact"),
-                e.p_method == "exact",
-                "{id}: {method}"
-            );
-            close_abs(
-                &id,
-                "p_improvement",
-                v.p_improvement.unwrap(),
-                e.p_improvement,
-            );
-            close_abs(
-                &id,
-                "p_no_worthwhile",
-                v.p_no_worthwhile.unwrap(),
-                e.p_no_worthwhile,
-            );
-            close_abs(
-                &id,
-                "p_improvement_adjusted",
-                v.p_improvement_adjusted.unwrap(),
-                e.p_improvement_adjusted,
-            );
-            close_abs(
-                &id,
-                "p_no_worthwhile_adjusted",
-                v.p_no_worthwhile_adjusted.unwrap(),
-                e.p_no_worthwhile_adjusted,
-            );
-            close_rel(
-                &id,
-                "speed-up",
-                v.speedup.estimate.unwrap(),
-                e.speedup.estimate,
-            );
-            close_rel(
-                &id,
-                "speed-up low",
-                v.speedup.ci_low.unwrap(),
-                e.speedup.ci_low,
-            );
-            close_rel(
-                &id,
-                "speed-up high",
-                v.speedup.ci_high.unwrap(),
-                e.speedup.ci_high,
-            );
-            close_rel(
-                &id,
-                "first-epoch change",
-                v.first_epoch.change_pct.unwrap(),
-                e.first_epoch_change_pct,
-            );
-            close_rel(
-                &id,
-                "first-epoch baseline",
-                v.first_epoch.baseline_s.unwrap(),
-                e.first_epoch_baseline_s,
-            );
-            close_rel(
-                &id,
-                "first-epoch variant",
-                v.first_epoch.variant_s.unwrap(),
-                e.first_epoch_variant_s,
-            );
-            close_rel(
-                &id,
-                "App Impact",
-                v.app_impact_pct.unwrap(),
-                e.app_impact_pct,
-            );
+            check_variant(&id, v, e);
         }
     }
+}
+
+/// One variant of a whole analysis against the reference: its p-method, the four
+/// p-values, the speed-up and its interval, the first epoch and App Impact.
+fn check_variant(id: &str, v: &optgate_stats::VariantAnalysis, e: &ExpectedVariant) {
+    let method = v.p_method.as_deref().unwrap();
+    assert_eq!(
+        method.starts_with("exact"),
+        e.p_method == "exact",
+        "{id}: {method}"
+    );
+    close_abs(
+        id,
+        "p_improvement",
+        v.p_improvement.unwrap(),
+        e.p_improvement,
+    );
+    close_abs(
+        id,
+        "p_no_worthwhile",
+        v.p_no_worthwhile.unwrap(),
+        e.p_no_worthwhile,
+    );
+    close_abs(
+        id,
+        "p_improvement_adjusted",
+        v.p_improvement_adjusted.unwrap(),
+        e.p_improvement_adjusted,
+    );
+    close_abs(
+        id,
+        "p_no_worthwhile_adjusted",
+        v.p_no_worthwhile_adjusted.unwrap(),
+        e.p_no_worthwhile_adjusted,
+    );
+    close_rel(
+        id,
+        "speed-up",
+        v.speedup.estimate.unwrap(),
+        e.speedup.estimate,
+    );
+    close_rel(
+        id,
+        "speed-up low",
+        v.speedup.ci_low.unwrap(),
+        e.speedup.ci_low,
+    );
+    close_rel(
+        id,
+        "speed-up high",
+        v.speedup.ci_high.unwrap(),
+        e.speedup.ci_high,
+    );
+    close_rel(
+        id,
+        "first-epoch change",
+        v.first_epoch.change_pct.unwrap(),
+        e.first_epoch_change_pct,
+    );
+    close_rel(
+        id,
+        "first-epoch baseline",
+        v.first_epoch.baseline_s.unwrap(),
+        e.first_epoch_baseline_s,
+    );
+    close_rel(
+        id,
+        "first-epoch variant",
+        v.first_epoch.variant_s.unwrap(),
+        e.first_epoch_variant_s,
+    );
+    close_rel(
+        id,
+        "App Impact",
+        v.app_impact_pct.unwrap(),
+        e.app_impact_pct,
+    );
 }
 
 fn cfg_of<E>(case: &AnalysisCase<E>) -> AnalysisConfig {
@@ -357,6 +357,43 @@ fn planning_sets_match_reference() {
     }
 }
 
+/// An arm with one value per run, `value(d_i)` for block i, and a guardrail `g` on the
+/// same values.
+fn figure_of_merit_arm(name: &str, d: &[f64], value: &dyn Fn(f64) -> f64) -> ArmData {
+    let mut a = ArmData {
+        name: name.into(),
+        ..ArmData::default()
+    };
+    for (i, d) in d.iter().enumerate() {
+        a.runs.push(optgate_stats::RunSamples {
+            replicate: i as u32 + 1,
+            block: Some(i as u32 + 1),
+            epochs: std::collections::BTreeMap::from([(1, value(*d))]),
+        });
+    }
+    let values = a.runs.iter().map(|r| r.epochs[&1]).collect();
+    a.guardrails.insert("g".into(), values);
+    a
+}
+
+/// A paired, per-run, higher-is-better analysis at the case's α and δ (as a percentage),
+/// with guardrail `g` higher-is-better too.
+fn figure_of_merit_config(c: &SignedRankCase) -> AnalysisConfig {
+    AnalysisConfig {
+        design: Design::Paired,
+        alpha: c.alpha,
+        min_effect_pct: 100.0 * (c.delta.exp() - 1.0),
+        better: optgate_stats::Better::Higher,
+        per_run: true,
+        guardrails: vec![optgate_stats::GuardrailSpec {
+            name: "g".into(),
+            better: optgate_stats::Better::Higher,
+            ..Default::default()
+        }],
+        ..AnalysisConfig::default()
+    }
+}
+
 /// A figure of merit (one value per run, higher is better) is the same exact test on the
 /// per-run values: runs built so that the log ratio of block i is SciPy's `d_i` (baseline
 /// 1, variant `exp(d_i)`) give SciPy's p-value and Hodges–Lehmann interval, App Impact is
@@ -370,38 +407,9 @@ fn a_figure_of_merit_is_the_signed_rank_test_on_its_values() {
         if !c.id.contains("continuous") {
             continue;
         }
-        let arm = |name: &str, v: &dyn Fn(f64) -> f64| {
-            let mut a = ArmData {
-                name: name.into(),
-                ..ArmData::default()
-            };
-            for (i, d) in c.d.iter().enumerate() {
-                a.runs.push(optgate_stats::RunSamples {
-                    replicate: i as u32 + 1,
-                    block: Some(i as u32 + 1),
-                    epochs: std::collections::BTreeMap::from([(1, v(*d))]),
-                });
-            }
-            let values = a.runs.iter().map(|r| r.epochs[&1]).collect();
-            a.guardrails.insert("g".into(), values);
-            a
-        };
-        let base = arm("baseline", &|_| 1.0);
-        let var = arm("v", &|d| d.exp());
-        let cfg = AnalysisConfig {
-            design: Design::Paired,
-            alpha: c.alpha,
-            min_effect_pct: 100.0 * (c.delta.exp() - 1.0),
-            better: optgate_stats::Better::Higher,
-            per_run: true,
-            guardrails: vec![optgate_stats::GuardrailSpec {
-                name: "g".into(),
-                better: optgate_stats::Better::Higher,
-                ..Default::default()
-            }],
-            ..AnalysisConfig::default()
-        };
-        let a = optgate_stats::analyze(&base, &[var], &cfg).unwrap();
+        let base = figure_of_merit_arm("baseline", &c.d, &|_| 1.0);
+        let var = figure_of_merit_arm("v", &c.d, &|d| d.exp());
+        let a = optgate_stats::analyze(&base, &[var], &figure_of_merit_config(&c)).unwrap();
         let v = &a.variants[0];
         close_abs(
             &c.id,
