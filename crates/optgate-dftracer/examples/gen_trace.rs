@@ -81,6 +81,86 @@ impl<W: Write> Rank<W> {
         self.now += dur + 1 + self.rng.below(3);
         Ok(())
     }
+
+    /// The metadata records and the `start` event that open every rank's trace.
+    fn header(&mut self) -> std::io::Result<()> {
+        let pid = self.pid.to_string();
+        self.meta("HH", "vm", HHASH)?;
+        self.meta("thread_name", &pid, "thread_name")?;
+        self.meta("CM", "time_metric", "US")?;
+        self.meta("FH", "/lustre/data/train", "7c7be5ce41ad79d3")?;
+        self.meta("SH", "python;train.py", "d1e3d2722594601a")?;
+        self.event(
+            "start",
+            "dftracer",
+            1,
+            0,
+            r#","ppid":1,"cmd_hash":"d1e3d2722594601a""#,
+        )?;
+        self.now += 50;
+        Ok(())
+    }
+
+    /// Data loading of one step: open, a run of lseek64/read pairs, close, all inside one
+    /// `TorchDataset.__getitem__` event carrying the step's `args` (`ea`).
+    fn load(&mut self, ea: &str) -> std::io::Result<()> {
+        let load_start = self.now;
+        let fhash = self.rng.next();
+        let dur = 20 + self.rng.below(200);
+        self.posix("open64", dur, fhash, r#","ret":3,"flags":0"#)?;
+        for _ in 0..(40 + self.rng.below(24)) {
+            let off = self.rng.below(1 << 30);
+            let dur = 1 + self.rng.below(3);
+            self.posix(
+                "lseek64",
+                dur,
+                fhash,
+                &format!(r#","offset":{off},"whence":0"#),
+            )?;
+            let size = 4096 * (1 + self.rng.below(64));
+            let dur = 5 + self.rng.below(400);
+            self.posix(
+                "read",
+                dur,
+                fhash,
+                &format!(r#","size":{size},"ret":{size}"#),
+            )?;
+        }
+        let dur = 3 + self.rng.below(30);
+        self.posix("close", dur, fhash, r#","ret":0"#)?;
+        let load_dur = self.now - load_start;
+        self.now = load_start;
+        self.event("TorchDataset.__getitem__", "data", 6, load_dur, ea)?;
+        self.now += load_dur + 2;
+        Ok(())
+    }
+
+    /// One epoch of 64 steps (load, forward, backward), then its `epoch` marker.
+    fn epoch(&mut self, epoch: u32) -> std::io::Result<()> {
+        let epoch_start = self.now;
+        for step in 0..64u32 {
+            let ea = format!(r#","epoch":{epoch},"step":{step}"#);
+            self.load(&ea)?;
+            // Compute: forward and backward.
+            for (name, base) in [("forward", 2_000), ("backward", 4_000)] {
+                let dur = base + self.rng.below(base / 4);
+                self.event(name, "compute", 6, dur, &ea)?;
+                self.now += dur + 1;
+            }
+        }
+        // The marker is written when the epoch ends, stamped with its start.
+        let end = self.now;
+        self.now = epoch_start;
+        self.event(
+            "epoch",
+            "app",
+            6,
+            end - epoch_start,
+            &format!(r#","epoch":{epoch}"#),
+        )?;
+        self.now = end + 5;
+        Ok(())
+    }
 }
 
 fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Result<u64> {
@@ -96,75 +176,12 @@ fn write_rank(path: &PathBuf, rank: u64, seed: u64, target: u64) -> std::io::Res
         now: 1_795_975_471_000_000 + rank * 17,
         bytes: 0,
     };
-    let pid = r.pid.to_string();
-    r.meta("HH", "vm", HHASH)?;
-    r.meta("thread_name", &pid, "thread_name")?;
-    r.meta("CM", "time_metric", "US")?;
-    r.meta("FH", "/lustre/data/train", "7c7be5ce41ad79d3")?;
-    r.meta("SH", "python;train.py", "d1e3d2722594601a")?;
-    r.event(
-        "start",
-        "dftracer",
-        1,
-        0,
-        r#","ppid":1,"cmd_hash":"d1e3d2722594601a""#,
-    )?;
-    r.now += 50;
-
+    r.header()?;
     // Epochs of 64 steps until the file is big enough (always finishing an epoch).
     let mut epoch = 0u32;
     while r.bytes < target {
         epoch += 1;
-        let epoch_start = r.now;
-        for step in 0..64u32 {
-            let ea = format!(r#","epoch":{epoch},"step":{step}"#);
-            // Data loading: open, a run of lseek64/read pairs, close.
-            let load_start = r.now;
-            let fhash = r.rng.next();
-            let dur = 20 + r.rng.below(200);
-            r.posix("open64", dur, fhash, r#","ret":3,"flags":0"#)?;
-            for _ in 0..(40 + r.rng.below(24)) {
-                let off = r.rng.below(1 << 30);
-                let dur = 1 + r.rng.below(3);
-                r.posix(
-                    "lseek64",
-                    dur,
-                    fhash,
-                    &format!(r#","offset":{off},"whence":0"#),
-                )?;
-                let size = 4096 * (1 + r.rng.below(64));
-                let dur = 5 + r.rng.below(400);
-                r.posix(
-                    "read",
-                    dur,
-                    fhash,
-                    &format!(r#","size":{size},"ret":{size}"#),
-                )?;
-            }
-            let dur = 3 + r.rng.below(30);
-            r.posix("close", dur, fhash, r#","ret":0"#)?;
-            let load_dur = r.now - load_start;
-            r.now = load_start;
-            r.event("TorchDataset.__getitem__", "data", 6, load_dur, &ea)?;
-            r.now += load_dur + 2;
-            // Compute: forward and backward.
-            for (name, base) in [("forward", 2_000), ("backward", 4_000)] {
-                let dur = base + r.rng.below(base / 4);
-                r.event(name, "compute", 6, dur, &ea)?;
-                r.now += dur + 1;
-            }
-        }
-        // The marker is written when the epoch ends, stamped with its start.
-        let end = r.now;
-        r.now = epoch_start;
-        r.event(
-            "epoch",
-            "app",
-            6,
-            end - epoch_start,
-            &format!(r#","epoch":{epoch}"#),
-        )?;
-        r.now = end + 5;
+        r.epoch(epoch)?;
     }
     let n = r.id;
     r.event("end", "dftracer", 1, 0, &format!(r#","num_events":{n}"#))?;

@@ -9,35 +9,53 @@ use optgate_experiment::load_str;
 
 const HEAD: &str = "name: t\napp: { command: [./app] }\nmetric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }\n";
 
-fn cases() -> Vec<(&'static str, String)> {
-    let variants = "variants:\n  - { name: v, dimension: l2_threading_model, env: { W: \"1\" } }\n";
-    let deep_flow = |levels: usize| {
-        format!(
-            "{HEAD}description: {}x{}\n{variants}",
-            "[".repeat(levels),
-            "]".repeat(levels)
-        )
-    };
-    let mut flow_maps = format!("{HEAD}description: [");
-    while flow_maps.len() < 500_000 {
-        flow_maps.push_str("{a: {b: {c: [1, 2, {d: e}]}}}, ");
+/// A valid variants list that most cases end with, so that only the part under test is hostile.
+const VARIANTS: &str =
+    "variants:\n  - { name: v, dimension: l2_threading_model, env: { W: \"1\" } }\n";
+
+/// About 500 KB of nested flow mappings inside one `description` sequence.
+fn flow_maps() -> String {
+    let mut text = format!("{HEAD}description: [");
+    while text.len() < 500_000 {
+        text.push_str("{a: {b: {c: [1, 2, {d: e}]}}}, ");
     }
-    flow_maps.push_str("x]\n");
-    flow_maps.push_str(variants);
-    let mut bad_files = format!("{HEAD}correctness:\n  files:\n");
+    text.push_str("x]\n");
+    text.push_str(VARIANTS);
+    text
+}
+
+/// 500 absolute paths under `correctness.files`, each one an error to report.
+fn bad_files() -> String {
+    let mut text = format!("{HEAD}correctness:\n  files:\n");
     for _ in 0..500 {
-        bad_files.push_str("    - /abs\n");
+        text.push_str("    - /abs\n");
     }
-    bad_files.push_str(variants);
-    let mut many_descriptions = HEAD.to_string();
-    many_descriptions.push_str("variants:\n");
+    text.push_str(VARIANTS);
+    text
+}
+
+/// About 500 KB of variants, each with a mapping as its description.
+fn many_descriptions() -> String {
+    let mut text = HEAD.to_string();
+    text.push_str("variants:\n");
     let mut i = 0;
-    while many_descriptions.len() < 500_000 {
-        many_descriptions.push_str(&format!(
+    while text.len() < 500_000 {
+        text.push_str(&format!(
             "  - {{ name: v{i}, description: {{ a: {{ b: [1, 2, 3] }} }} }}\n"
         ));
         i += 1;
     }
+    text
+}
+
+fn cases() -> Vec<(&'static str, String)> {
+    let deep_flow = |levels: usize| {
+        format!(
+            "{HEAD}description: {}x{}\n{VARIANTS}",
+            "[".repeat(levels),
+            "]".repeat(levels)
+        )
+    };
     vec![
         ("flow nesting 10,000 levels", deep_flow(10_000)),
         ("flow nesting 30,000 levels (`[` … `]`)", deep_flow(30_000)),
@@ -45,7 +63,7 @@ fn cases() -> Vec<(&'static str, String)> {
         (
             "nested `{\"a\": ` 30,000 levels (210 KB)",
             format!(
-                "{HEAD}description: {}x{}\n{variants}",
+                "{HEAD}description: {}x{}\n{VARIANTS}",
                 "{\"a\": ".repeat(30_000),
                 "}".repeat(30_000)
             ),
@@ -54,24 +72,24 @@ fn cases() -> Vec<(&'static str, String)> {
             "compact block nesting `- - -` 300,000 levels",
             format!("{HEAD}x:\n{}1\n", "- ".repeat(300_000)),
         ),
-        ("500 KB of flow mappings in `description`", flow_maps),
+        ("500 KB of flow mappings in `description`", flow_maps()),
         (
             "nested `{a: ` 100,000 levels in `description` (500 KB)",
             format!(
-                "{HEAD}description: {}x{}\n{variants}",
+                "{HEAD}description: {}x{}\n{VARIANTS}",
                 "{a: ".repeat(100_000),
                 "}".repeat(100_000)
             ),
         ),
         (
             "500 KB of variants with mapping descriptions",
-            many_descriptions,
+            many_descriptions(),
         ),
-        ("500 bad correctness.files", bad_files),
+        ("500 bad correctness.files", bad_files()),
         (
             "1 MiB: 900 KB description and 20 unknown keys (retries)",
             format!(
-                "{HEAD}description: '{}'\n{}{variants}",
+                "{HEAD}description: '{}'\n{}{VARIANTS}",
                 "x".repeat(900_000),
                 (0..20).map(|i| format!("typo{i}: 1\n")).collect::<String>()
             ),
@@ -79,7 +97,7 @@ fn cases() -> Vec<(&'static str, String)> {
         (
             "1 MiB: a 900 KB alternation as the metric pattern",
             format!(
-                "name: t\napp: {{ command: [./app] }}\nmetric: {{ pattern: '(?P<epoch>\\d+) (?P<seconds>x)|{}' }}\n{variants}",
+                "name: t\napp: {{ command: [./app] }}\nmetric: {{ pattern: '(?P<epoch>\\d+) (?P<seconds>x)|{}' }}\n{VARIANTS}",
                 (0..90_000)
                     .map(|i| format!("a{i:06}b|"))
                     .collect::<String>()

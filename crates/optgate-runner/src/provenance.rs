@@ -202,18 +202,9 @@ mod tests {
         v.as_object().unwrap().keys().map(String::as_str).collect()
     }
 
-    /// The typed provenance keeps the keys an execution's report has always had (reports
-    /// stored by older optgates and users' scripts read them), and says what it records.
-    /// Catches a renamed or dropped field, and a correctness or not-applicable value lost.
-    #[test]
-    fn an_executions_provenance_has_the_reports_keys() {
-        let yaml = "name: t\napp: { command: [app] }\nmetric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }\n\
-                    replicates: 5\nvariants:\n  - { name: v, dimension: l2_threading_model, env: { X: '1' } }\n";
-        let exp = optgate_experiment::load_str(yaml, std::path::Path::new("/tmp/t.yaml"))
-            .unwrap()
-            .experiment;
-        let plan = Plan::for_experiment(&exp);
-        let run = RunResult {
+    /// Arm `v`'s run of block 1, failed with `exit 1` on host `n1` after 1.5 s.
+    fn failed_run() -> RunResult {
+        RunResult {
             id: "b001-v".into(),
             arm: "v".into(),
             block: 1,
@@ -237,9 +228,22 @@ mod tests {
             stderr_tail: None,
             evidence: None,
             labels_differ: false,
-        };
+        }
+    }
+
+    /// The typed provenance keeps the keys an execution's report has always had (reports
+    /// stored by older optgates and users' scripts read them), and says what it records.
+    /// Catches a renamed or dropped field, and a correctness or not-applicable value lost.
+    #[test]
+    fn an_executions_provenance_has_the_reports_keys() {
+        let yaml = "name: t\napp: { command: [app] }\nmetric: { pattern: 'epoch (?P<epoch>\\d+) took (?P<seconds>[0-9.]+) s' }\n\
+                    replicates: 5\nvariants:\n  - { name: v, dimension: l2_threading_model, env: { X: '1' } }\n";
+        let exp = optgate_experiment::load_str(yaml, std::path::Path::new("/tmp/t.yaml"))
+            .unwrap()
+            .experiment;
+        let plan = Plan::for_experiment(&exp);
         let collected = Collected {
-            runs: vec![run],
+            runs: vec![failed_run()],
             correctness: None,
         };
         let na = BTreeMap::from([("v".to_string(), "no avx512".to_string())]);

@@ -328,6 +328,7 @@ pub trait Scheduler: Send + Sync {
 #[cfg(test)]
 mod class_tests {
     use super::*;
+    use FailureClass::*;
 
     fn failed(status: &str, stderr: &str) -> SchedError {
         SchedError::Command {
@@ -338,78 +339,80 @@ mod class_tests {
         }
     }
 
+    /// Scheduler clients' failures as printed (exit status, stderr) and the class each one
+    /// has: known messages decide it, not loose words such as "socket" or "timeout".
+    const CLASSED_MESSAGES: &[(&str, &str, FailureClass)] = &[
+        // Slurm clients' own words, as printed.
+        (
+            "1",
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+            Transient,
+        ),
+        (
+            "1",
+            "squeue: error: Unable to contact slurm controller (connect failure)",
+            Transient,
+        ),
+        (
+            "1",
+            "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+            Transient,
+        ),
+        (
+            "1",
+            "flux-job: ERROR: Resource temporarily unavailable",
+            Transient,
+        ),
+        ("timed out after 30s, killed", "", Transient),
+        // A Flux instance still starting (or a module restarting): the broker's answer.
+        (
+            "1",
+            "flux-batch: ERROR: No service matching job-ingest.submit is registered",
+            Transient,
+        ),
+        (
+            "1",
+            "flux-jobs: ERROR: [Errno 38] No service matching job-list.list is registered",
+            Transient,
+        ),
+        // The same words for a service no instance registers at start-up: a refusal.
+        (
+            "1",
+            "flux-batch: ERROR: No service matching mything.submit is registered",
+            Rejected,
+        ),
+        (
+            "1",
+            "flux-batch: ERROR: no service matching job-ingest is registered",
+            Rejected,
+        ),
+        (
+            "1",
+            "flux-job: ERROR: Unable to connect to Flux: broker socket /run/flux/local was not found",
+            Unreachable,
+        ),
+        (
+            "1",
+            "sbatch: error: Batch job submission failed: Invalid partition name specified",
+            Rejected,
+        ),
+        // A refusal that merely mentions a socket or a timeout is still a refusal: the
+        // words that once made it "transient" are not the scheduler saying it is busy.
+        (
+            "1",
+            "sbatch: error: --time: invalid timeout value for partition socket_test",
+            Rejected,
+        ),
+        (
+            "1",
+            "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
+            Rejected,
+        ),
+    ];
+
     #[test]
     fn each_failure_has_its_class_from_known_messages_not_loose_words() {
-        use FailureClass::*;
-        let cases = [
-            // Slurm clients' own words, as printed.
-            (
-                "1",
-                "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
-                Transient,
-            ),
-            (
-                "1",
-                "squeue: error: Unable to contact slurm controller (connect failure)",
-                Transient,
-            ),
-            (
-                "1",
-                "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
-                Transient,
-            ),
-            (
-                "1",
-                "flux-job: ERROR: Resource temporarily unavailable",
-                Transient,
-            ),
-            ("timed out after 30s, killed", "", Transient),
-            // A Flux instance still starting (or a module restarting): the broker's answer.
-            (
-                "1",
-                "flux-batch: ERROR: No service matching job-ingest.submit is registered",
-                Transient,
-            ),
-            (
-                "1",
-                "flux-jobs: ERROR: [Errno 38] No service matching job-list.list is registered",
-                Transient,
-            ),
-            // The same words for a service no instance registers at start-up: a refusal.
-            (
-                "1",
-                "flux-batch: ERROR: No service matching mything.submit is registered",
-                Rejected,
-            ),
-            (
-                "1",
-                "flux-batch: ERROR: no service matching job-ingest is registered",
-                Rejected,
-            ),
-            (
-                "1",
-                "flux-job: ERROR: Unable to connect to Flux: broker socket /run/flux/local was not found",
-                Unreachable,
-            ),
-            (
-                "1",
-                "sbatch: error: Batch job submission failed: Invalid partition name specified",
-                Rejected,
-            ),
-            // A refusal that merely mentions a socket or a timeout is still a refusal: the
-            // words that once made it "transient" are not the scheduler saying it is busy.
-            (
-                "1",
-                "sbatch: error: --time: invalid timeout value for partition socket_test",
-                Rejected,
-            ),
-            (
-                "1",
-                "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)",
-                Rejected,
-            ),
-        ];
-        for (status, stderr, class) in cases {
+        for &(status, stderr, class) in CLASSED_MESSAGES {
             assert_eq!(failed(status, stderr).class(), class, "{stderr}");
         }
         let missing = SchedError::Spawn {

@@ -72,6 +72,16 @@ impl FakeScheduler {
     fn submitted(&self) -> Vec<String> {
         self.state.lock().unwrap().submitted.clone()
     }
+
+    /// The run ids of the jobs submitted under `name`.
+    fn runs_of(&self, name: &str) -> Vec<String> {
+        let st = self.state.lock().unwrap();
+        st.jobs
+            .values()
+            .filter(|(spec, _, _)| spec.name == name)
+            .flat_map(|(spec, _, _)| spec.runs.iter().map(|r| r.run_id.clone()))
+            .collect()
+    }
 }
 
 /// The block whose baseline run prints `check FAILED` (every other run `check PASSED`):
@@ -322,6 +332,22 @@ async fn run_engine_until_ended(ctx: &Arc<Daemon>, id: &str) -> optgate_store::E
     row
 }
 
+/// Runs an engine until the failpoint armed on `ctx` (named `armed` in the message) fires
+/// (at most a minute), then drops it as a crash would: whatever it was doing, it is gone.
+async fn crash_at_the_failpoint(ctx: &Arc<Daemon>, armed: &str) {
+    let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
+    let start = std::time::Instant::now();
+    while !ctx.failpoints.fired() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{armed} never reached"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    first.abort();
+    let _ = first.await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_experiment_is_submitted_polled_looked_at_and_decided() {
     let dir = tempfile::tempdir().unwrap();
@@ -445,18 +471,7 @@ async fn each_crash_window_is_repaired_by_the_next_engine() {
         let ctx = daemon(&dir.path().join("state"), fake.clone());
         ctx.failpoints.arm(point, at);
         let id = submit(dir.path(), &ctx).await;
-        let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
-        let start = std::time::Instant::now();
-        while !ctx.failpoints.fired() {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "{point}:{at} never reached"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        // The crash: whatever the first engine was doing, it is gone.
-        first.abort();
-        let _ = first.await;
+        crash_at_the_failpoint(&ctx, &format!("{point}:{at}")).await;
         let row = run_engine_until_ended(&ctx, &id).await;
         assert_eq!(row.state, ExperimentState::Decided, "{point}:{at}: {row:?}");
         let submitted = fake.submitted();
@@ -490,14 +505,7 @@ async fn a_look_that_finds_a_baseline_failing_its_check_fails_the_experiment() {
         "{EXPERIMENT}correctness:\n  values: {{ pattern: 'check (?P<value>\\w+)' }}\n  expect: PASSED\n"
     );
     let id = submit_text(dir.path(), &ctx, &text).await;
-    let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
-    let start = std::time::Instant::now();
-    while !ctx.failpoints.fired() {
-        assert!(start.elapsed() < Duration::from_secs(60), "never reached");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    first.abort();
-    let _ = first.await;
+    crash_at_the_failpoint(&ctx, "after-job-end:5").await;
     let row = run_engine_until_ended(&ctx, &id).await;
     assert_eq!(row.state, ExperimentState::Failed, "{row:?}");
     let reason = row.state_reason.unwrap_or_default();
@@ -532,14 +540,7 @@ async fn a_recorded_run_whose_manifest_changed_runs_again_and_counts_once() {
     // the look: the window in which a manifest can change under a recorded run.
     ctx.failpoints.arm("after-job-end", 5);
     let id = submit(dir.path(), &ctx).await;
-    let first = tokio::spawn(run_with(ctx.clone(), CancellationToken::new(), fast()));
-    let start = std::time::Instant::now();
-    while !ctx.failpoints.fired() {
-        assert!(start.elapsed() < Duration::from_secs(60), "never reached");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    first.abort();
-    let _ = first.await;
+    crash_at_the_failpoint(&ctx, "after-job-end:5").await;
     let i = id.clone();
     let (row, runs) = ctx
         .db
@@ -566,16 +567,8 @@ async fn a_recorded_run_whose_manifest_changed_runs_again_and_counts_once() {
         .find(|n| n.ends_with("-b001"))
         .expect("block 1's job");
     assert_eq!(submitted[5], format!("{block1}+r2"), "{submitted:?}");
-    let retried: Vec<String> = {
-        let st = fake.state.lock().unwrap();
-        st.jobs
-            .values()
-            .filter(|(spec, _, _)| spec.name == submitted[5])
-            .flat_map(|(spec, _, _)| spec.runs.iter().map(|r| r.run_id.clone()))
-            .collect()
-    };
     assert_eq!(
-        retried,
+        fake.runs_of(&submitted[5]),
         ["b001-baseline"],
         "only the changed run runs again"
     );
@@ -657,31 +650,21 @@ impl Scheduler for Recorder {
     }
 }
 
-/// A stored scheduler kind that is none optgate knows (a damaged row, written here behind
-/// the store's back) is never read as `local`: the experiment ends `failed` with the value
-/// quoted, its job at the scheduler and its job in doubt are closed, and no backend — the
-/// local one least of all — is asked to poll, look up, submit or cancel anything.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_scheduler_kind_fails_the_experiment_and_reaches_no_backend() {
-    let dir = tempfile::tempdir().unwrap();
-    let (local, slurm) = (
-        Recorder::new(SchedulerKind::Local),
-        Recorder::new(SchedulerKind::Slurm),
-    );
-    let backends = {
-        let (local, slurm) = (local.clone(), slurm.clone());
-        Backends::with_factory(Arc::new(move |kind, _| -> Arc<dyn Scheduler> {
-            match kind {
-                SchedulerKind::Local => local.clone(),
-                _ => slurm.clone(),
-            }
-        }))
-    };
-    let ctx = daemon_with(&dir.path().join("state"), backends);
-    let id = submit(dir.path(), &ctx).await;
-    // Running, with block 1's job at the scheduler and block 2's in doubt (`submitting`),
-    // as a daemon stopped in the middle of a pass leaves it.
-    let i = id.clone();
+/// Backends that hand out `local` for the local kind and `slurm` for every other.
+fn local_or_slurm(local: &Arc<Recorder>, slurm: &Arc<Recorder>) -> Backends {
+    let (local, slurm) = (local.clone(), slurm.clone());
+    Backends::with_factory(Arc::new(move |kind, _| -> Arc<dyn Scheduler> {
+        match kind {
+            SchedulerKind::Local => local.clone(),
+            _ => slurm.clone(),
+        }
+    }))
+}
+
+/// Leaves experiment `id` running, with block 1's job at the scheduler and block 2's in
+/// doubt (`submitting`), as a daemon stopped in the middle of a pass leaves it.
+async fn stopped_mid_pass(ctx: &Daemon, id: &str) {
+    let i = id.to_string();
     ctx.db
         .call(move |s| {
             s.set_state(&i, ExperimentState::Running, None)?;
@@ -702,6 +685,22 @@ async fn a_damaged_scheduler_kind_fails_the_experiment_and_reaches_no_backend() 
         })
         .await
         .unwrap();
+}
+
+/// A stored scheduler kind that is none optgate knows (a damaged row, written here behind
+/// the store's back) is never read as `local`: the experiment ends `failed` with the value
+/// quoted, its job at the scheduler and its job in doubt are closed, and no backend — the
+/// local one least of all — is asked to poll, look up, submit or cancel anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_scheduler_kind_fails_the_experiment_and_reaches_no_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let (local, slurm) = (
+        Recorder::new(SchedulerKind::Local),
+        Recorder::new(SchedulerKind::Slurm),
+    );
+    let ctx = daemon_with(&dir.path().join("state"), local_or_slurm(&local, &slurm));
+    let id = submit(dir.path(), &ctx).await;
+    stopped_mid_pass(&ctx, &id).await;
     let db = rusqlite::Connection::open(ctx.paths.db()).unwrap();
     db.execute_batch("PRAGMA ignore_check_constraints = ON")
         .unwrap();

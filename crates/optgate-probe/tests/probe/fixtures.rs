@@ -139,30 +139,53 @@ fn gb10_arm_big_little_with_cppc_cpufreq() {
         ("Cortex-X925", "5-9,15-19")
     );
     assert_eq!((big.physical_cores, big.max_khz), (10, Some(3900000)));
-    // `Features`, not `flags`.
+    assert_gb10_features(&p);
+    assert_gb10_cpufreq(&p, &fx.root);
+    let text = optgate_probe::render_text(&p);
+    assert!(
+        text.contains("Cortex-X925: CPUs 5-9,15-19 (10 core(s), 10 thread(s), max 3900 MHz)"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("Governor:")
+            && l.contains("performance (driver cppc_cpufreq; writable)")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Flags:") && l.contains(" sve2 ")),
+        "{text}"
+    );
+}
+
+/// GB10's `Features` (not `flags`): Arm SIMD, SVE2 and BF16; no x86 extension, no GPU.
+fn assert_gb10_features(p: &Probe) {
     assert_eq!(p.flags.len(), 49);
     for f in [
         "fp", "asimd", "sve", "sve2", "bf16", "i8mm", "svebf16", "atomics",
     ] {
-        assert!(flag(&p, f), "{f}");
+        assert!(flag(p, f), "{f}");
     }
     assert!(p.isa.neon && p.isa.sve && p.isa.sve2 && p.isa.bf16 && p.isa.fma);
     assert!(!p.isa.sme && !p.isa.avx2 && p.isa.avx512.is_empty());
+    assert!(has_capability(p, "neon") && has_capability(p, "asimd") && has_capability(p, "SVE2"));
+    assert!(has_capability(p, "bf16"));
     assert!(
-        has_capability(&p, "neon") && has_capability(&p, "asimd") && has_capability(&p, "SVE2")
-    );
-    assert!(has_capability(&p, "bf16"));
-    assert!(
-        has_capability(&p, "fma"),
+        has_capability(p, "fma"),
         "FMA is part of AArch64's base SIMD"
     );
     assert!(
-        !has_capability(&p, "avx2") && !has_capability(&p, "avx512") && !has_capability(&p, "sme")
+        !has_capability(p, "avx2") && !has_capability(p, "avx512") && !has_capability(p, "sme")
     );
     assert!(
-        !has_capability(&p, "gpu"),
+        !has_capability(p, "gpu"),
         "GPUs are not known from a captured tree"
     );
+}
+
+/// GB10's cpufreq: one policy per CPU, in CPU order, under cppc_cpufreq; the governor of
+/// the unpacked copy at `root` is writable through sysfs.
+fn assert_gb10_cpufreq(p: &Probe, root: &std::path::Path) {
     // One policy per CPU, all `performance` under cppc_cpufreq, six governors offered.
     let f = &p.cpufreq;
     assert!(f.present);
@@ -193,25 +216,10 @@ fn gb10_arm_big_little_with_cppc_cpufreq() {
     // The unpacked copy belongs to whoever unpacked it, so it is writable.
     assert!(f.governor_writable);
     assert_eq!(
-        tunability(&fx.root, None),
+        tunability(root, None),
         Tunability::Tunable {
             via: TuneVia::Sysfs
         }
-    );
-    let text = optgate_probe::render_text(&p);
-    assert!(
-        text.contains("Cortex-X925: CPUs 5-9,15-19 (10 core(s), 10 thread(s), max 3900 MHz)"),
-        "{text}"
-    );
-    assert!(
-        text.lines().any(|l| l.starts_with("Governor:")
-            && l.contains("performance (driver cppc_cpufreq; writable)")),
-        "{text}"
-    );
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("Flags:") && l.contains(" sve2 ")),
-        "{text}"
     );
 }
 

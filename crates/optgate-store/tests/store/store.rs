@@ -48,16 +48,29 @@ fn an_experiment_life_round_trips() {
     let mut s = Store::open(&dir.path().join("state/optgate.db")).unwrap();
     assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
     let (blocks, runs) = plan(1..=2);
-    s.insert_experiment(&new_experiment("e1"), &blocks, &runs)
+    planned_with_its_plan(&mut s, &blocks, &runs);
+    building_with_arms_not_applicable(&mut s, &blocks, &runs);
+    one_job_runs_its_block(&mut s);
+    a_look_extends_the_plan(&mut s);
+    cancelled_with_its_pending_runs(&mut s);
+}
+
+/// `e1` is stored `Planned` with its blocks and source text; an unknown id is `None`.
+fn planned_with_its_plan(s: &mut Store, blocks: &[BlockRow], runs: &[NewRun]) {
+    s.insert_experiment(&new_experiment("e1"), blocks, runs)
         .unwrap();
     let e = s.experiment("e1").unwrap().unwrap();
     assert_eq!(e.state, ExperimentState::Planned);
     assert_eq!(s.blocks("e1").unwrap(), blocks);
     assert_eq!(s.source_text("e1").unwrap().unwrap(), "name: demo\n");
     assert!(s.experiment("nope").unwrap().is_none());
+}
 
+/// `e2` begins building with `v1` not applicable: that is kept for `e2` only, and the
+/// not-applicable arm's two runs are cancelled.
+fn building_with_arms_not_applicable(s: &mut Store, blocks: &[BlockRow], runs: &[NewRun]) {
     let na = std::collections::BTreeMap::from([("v1".to_string(), "no avx512".to_string())]);
-    s.insert_experiment(&new_experiment("e2"), &blocks, &runs)
+    s.insert_experiment(&new_experiment("e2"), blocks, runs)
         .unwrap();
     s.begin_building("e2", &na).unwrap();
     assert_eq!(s.not_applicable("e2").unwrap(), na);
@@ -67,7 +80,11 @@ fn an_experiment_life_round_trips() {
         s.experiment("e2").unwrap().unwrap().state,
         ExperimentState::Building
     );
+}
 
+/// `e1` runs: one job for block 1 is created, submitted and finished with one run
+/// completed and one failed, and is live only in between.
+fn one_job_runs_its_block(s: &mut Store) {
     s.set_state("e1", ExperimentState::Running, None).unwrap();
     let jobs = s
         .create_jobs(
@@ -109,7 +126,11 @@ fn an_experiment_life_round_trips() {
     assert!(s.live_jobs().unwrap().is_empty());
     let counts = s.run_counts_of("e1").unwrap();
     assert_eq!((counts.completed, counts.failed, counts.done()), (1, 1, 2));
+}
 
+/// `e1` moves to `Analysing` once only; its first look extends it by block 3, back to
+/// `Running`, with the look and its report kept.
+fn a_look_extends_the_plan(s: &mut Store) {
     assert!(
         s.transition(
             "e1",
@@ -153,7 +174,11 @@ fn an_experiment_life_round_trips() {
     assert_eq!(s.runs("e1").unwrap().len(), 6);
     assert_eq!(s.latest_look_of("e1").unwrap().unwrap().look, 1);
     assert_eq!(s.report("e1").unwrap().as_deref(), Some("{}"));
+}
 
+/// Cancelling `e1` cancels its pending runs, keeps finished ones, and leaves `e2` the
+/// only active experiment; cancelling an unknown one is `None`.
+fn cancelled_with_its_pending_runs(s: &mut Store) {
     assert_eq!(
         s.cancel_experiment("e1", "cancelled by the user").unwrap(),
         Some(ExperimentState::Running)
