@@ -50,7 +50,6 @@ measure() { # label repeat command [stdout-file]
 echo "timing optgate ..." >&2
 measure "optgate (scan parser), 1 thread" "$REPEAT" "$summary --threads 1 $traces" "$OUT/optgate.json"
 measure "optgate (scan parser), $cores threads" "$REPEAT" "$summary --threads $cores $traces"
-measure "optgate (serde_json parser), 1 thread" "$REPEAT" "$summary --parser serde --threads 1 $traces"
 echo "timing zcat alone and zcat | python3 json (slow) ..." >&2
 measure "zcat > /dev/null (decompression only)" "$REPEAT" "zcat $traces/*.pfw.gz > /dev/null"
 measure "zcat | python3 json" 1 "zcat $traces/*.pfw.gz | python3 $here/py_aggregate.py" "$OUT/python.json"

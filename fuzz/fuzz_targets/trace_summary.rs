@@ -1,13 +1,12 @@
 //! The DFTracer reader and aggregator (`optgate trace summary`, `source: dftracer` metrics)
-//! on any bytes: `summarize_reader` detects gzip by its magic bytes, splits lines, parses
-//! them with either parser and aggregates per category, name and epoch; then the table,
-//! the JSON and the per-epoch metric are built. Damage must become diagnostics, never a
-//! panic.
+//! on any bytes: `summarize_reader` detects gzip by its magic bytes, splits lines, scans
+//! them and aggregates per category, name and epoch; then the table, the JSON and the
+//! per-epoch metric are built. Damage must become diagnostics, never a panic.
 //!
 //! Each input is read as it is (plain text, or a possibly damaged gzip stream), and, when
 //! it is not gzip already, also gzip-compressed (one member, or two members split in the
 //! middle: DFTracer appends members), which must give the same summary as the plain text.
-//! The options (epoch marker, category filter, parser) come from a hash of the input.
+//! The options (epoch marker, category filter) come from a hash of the input.
 #![no_main]
 
 use std::io::Write;
@@ -17,7 +16,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use libfuzzer_sys::fuzz_target;
 use optgate_dftracer::{
-    AggregateOptions, ParserKind, TraceSummary, epoch_seconds, render_table, summarize_reader,
+    AggregateOptions, TraceSummary, epoch_seconds, render_table, summarize_reader,
 };
 
 fn gzip(parts: &[&[u8]]) -> Vec<u8> {
@@ -62,11 +61,6 @@ fuzz_target!(|data: &[u8]| {
         epoch_marker: (h & 1 == 1).then(|| "epoch".to_string()),
         category: (h & 2 == 2)
             .then(|| ["compute", "POSIX", "STDIO", ""][(h >> 8) as usize % 4].to_string()),
-        parser: if h & 4 == 4 {
-            ParserKind::Serde
-        } else {
-            ParserKind::Scan
-        },
     };
     let plain = summarize(data, &opts);
     if data.starts_with(&[0x1f, 0x8b]) {

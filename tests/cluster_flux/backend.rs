@@ -1,9 +1,10 @@
 //! The Flux backend and the daemon against a real Flux: the one-node flux-core 0.88.0
 //! instance that `schedulers/flux/setup-one-node.sh` builds and starts (`tests/run-all.sh`
-//! runs it and exports its `FLUX_URI`). Jobs are made by `jobs_for_block` from small
-//! experiments whose app is a bash one-liner printing epoch lines; they run the real
-//! `optgate exec-run` inside real `flux batch` jobs, so every check reads what the runs left
-//! on disk: manifests, outputs, the job directory, `probe.json`.
+//! runs it and exports its `FLUX_URI`). Jobs are planned as the engine plans them
+//! (`support::first_block_jobs`) from small experiments whose app is a bash one-liner
+//! printing epoch lines; they run the real `optgate exec-run` inside real `flux batch` jobs,
+//! so every check reads what the runs left on disk: manifests, outputs, the job directory,
+//! `probe.json`.
 //!
 //! Without a reachable Flux these tests FAIL with instructions; they never pass by skipping.
 //!
@@ -23,7 +24,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use optgate_experiment::{Experiment, Plan};
-use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::flux::{FluxBackend, f58_encode, render_script};
@@ -84,14 +84,7 @@ fn setup(tag: &str, yaml: &str) -> Setup {
     let layout = Layout::new(tmp.path().join("exec"));
     optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
     let id = format!("{tag}{}", std::process::id());
-    let jobs = jobs_for_block(
-        &exp,
-        &plan.blocks[0],
-        &layout,
-        &id,
-        Path::new(env!("CARGO_BIN_EXE_optgate")),
-    )
-    .unwrap();
+    let jobs = support::first_block_jobs(&exp, &plan, &layout, &id);
     Setup {
         _tmp: tmp,
         exp,

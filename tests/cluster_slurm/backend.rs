@@ -1,8 +1,9 @@
 //! The Slurm backend against a real Slurm: the one-node cluster that
 //! `schedulers/slurm/setup-one-node.sh` installs and starts (CI runs it as root first).
-//! Jobs are made by `jobs_for_block` from small experiments whose app is a bash one-liner
-//! printing epoch lines; they run the real `optgate exec-run` on the node, so every check
-//! reads what the runs left on disk: manifests, outputs, the job directory.
+//! Jobs are planned as the engine plans them (`support::first_block_jobs`) from small
+//! experiments whose app is a bash one-liner printing epoch lines; they run the real
+//! `optgate exec-run` on the node, so every check reads what the runs left on disk:
+//! manifests, outputs, the job directory.
 //!
 //! Without Slurm these tests FAIL with instructions; they never pass by skipping.
 //!
@@ -19,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use optgate_experiment::{Experiment, Plan};
-use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::slurm::{SlurmBackend, render_script};
@@ -69,14 +69,7 @@ fn setup_from(tmp: tempfile::TempDir, path: &Path, tag: &str) -> Setup {
     let layout = Layout::new(tmp.path().join("exec"));
     optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
     let id = format!("{tag}{}", std::process::id());
-    let jobs = jobs_for_block(
-        &exp,
-        &plan.blocks[0],
-        &layout,
-        &id,
-        Path::new(env!("CARGO_BIN_EXE_optgate")),
-    )
-    .unwrap();
+    let jobs = support::first_block_jobs(&exp, &plan, &layout, &id);
     Setup {
         _tmp: tmp,
         exp,

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use optgate_experiment::Plan;
 use optgate_report::UtilisationFinding;
 use optgate_runner::Layout;
-use optgate_runner::jobs::jobs_for_block;
 use optgate_runner::report::{Execution, Source, build_report};
 use optgate_sched::flux::FluxBackend;
 use optgate_sched::{JobState, Scheduler};
@@ -146,8 +145,7 @@ fn the_report_finds_idle_cores_and_oversubscription_from_real_tasks() {
     let layout = Layout::new(tmp.path().join("exec"));
     optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
     let name = format!("utl{}", std::process::id());
-    let bin = Path::new(env!("CARGO_BIN_EXE_optgate"));
-    let jobs = jobs_for_block(&exp, &plan.blocks[0], &layout, &name, bin).unwrap();
+    let jobs = support::first_block_jobs(&exp, &plan, &layout, &name);
     let b = FluxBackend::new();
     let id = b.submit(&jobs[0]).unwrap();
     let give_up = Instant::now() + DEADLINE;

@@ -285,6 +285,57 @@ pub fn runs_left_to_run(job: &optgate_sched::JobSpec) -> Vec<String> {
         .collect()
 }
 
+/// The jobs of block 1 of `exp` as the engine submits them first: `plan` recorded as
+/// `optgate submit` records it (`work::plan_rows`), the experiment loaded as the engine
+/// loads it (`Work::load`, id `id`, runs under `layout`, prepared already), its jobs
+/// planned by `jobplan::plan_jobs` with every run of block 1 pending and no job yet, and
+/// each job's run files written by `jobs::write_job_files` as just before `submit`. The
+/// backend tests submit these themselves.
+pub fn first_block_jobs(
+    exp: &optgate_experiment::Experiment,
+    plan: &optgate_experiment::Plan,
+    layout: &optgate_runner::Layout,
+    id: &str,
+) -> Vec<optgate_sched::JobSpec> {
+    use optgate_daemon::work::{Work, plan_rows};
+    use optgate_store::{ExperimentRow, ExperimentState};
+    let row = ExperimentRow {
+        id: id.to_string(),
+        name: exp.name().to_string(),
+        source_path: exp.source.display().to_string(),
+        source_sha256: exp.source_sha256.clone(),
+        root: layout.root.display().to_string(),
+        scheduler: exp.kind,
+        state: ExperimentState::Running,
+        state_reason: None,
+        replicates: exp.replicates,
+        max_replicates: exp.max_replicates,
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let backend = optgate_sched::factory::backend_for(
+        exp.kind,
+        &layout.root,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let work = Work::load(&row, &exp.source_text, backend).unwrap_or_else(|e| panic!("{e}"));
+    let (blocks, runs) = plan_rows(plan, 0, |_| false);
+    let pending: std::collections::BTreeSet<String> = runs
+        .into_iter()
+        .filter(|r| r.block == 1)
+        .map(|r| r.run_id)
+        .collect();
+    let bin = Path::new(env!("CARGO_BIN_EXE_optgate"));
+    let (_, specs, already) =
+        optgate_daemon::jobplan::plan_jobs(&work, &blocks, &[], &pending, bin);
+    assert!(already.is_empty(), "nothing has run yet: {already:?}");
+    for spec in &specs {
+        optgate_runner::jobs::write_job_files(&work.exp, &work.layout, spec)
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+    }
+    specs
+}
+
 /// Brokers the multi-node Flux tests' instance must have: 2 for an experiment's nodes, 2
 /// more so that blocks can queue and run side by side as on a real cluster.
 pub const BROKERS: u32 = 4;

@@ -1,17 +1,18 @@
 //! The simulated app and the five designs run on it. Every design decides through the
-//! daemon's own look code (`optgate_policy::decide`: `analyse_look` + `next_step` for the
-//! shipped rule, `analyse_staged_look` + `next_step_staged` for the staged one, plain
-//! `optgate_stats::analyze` for fixed n), on blocks drawn once per experiment and shared by
-//! all designs (common random numbers: the designs differ by their rule, not their luck).
+//! daemon's own look code (`optgate_policy::decide`: [`analyse_look`], the analysis the
+//! engine's report makes, + `next_step` for the shipped rule, `analyse_staged_look` +
+//! `next_step_staged` for the staged one, plain `optgate_stats::analyze` for fixed n), on
+//! blocks drawn once per experiment and shared by all designs (common random numbers: the
+//! designs differ by their rule, not their luck).
 
 use std::collections::BTreeMap;
 
 use optgate_policy::decide::{
-    LookSchedule, Next, StagedNext, analyse_look, analyse_staged_look, next_step, next_step_staged,
+    LookSchedule, Next, StagedNext, analyse_staged_look, next_step, next_step_staged,
 };
 use optgate_stats::{
-    AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, Spending, StagedPlan,
-    analyze,
+    Analysis, AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, Spending,
+    StagedPlan, StatsError, analyze, analyze_sequential,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -274,6 +275,23 @@ fn fixed(exp: &Experiment, variants: usize, n: u32) -> Outcome {
         blocks: n,
         variant_blocks: vec![n; variants],
         node_hours: all_hours(exp, variants, n),
+    }
+}
+
+/// The analysis at look `look` as the engine's report makes it
+/// (`optgate_runner::report::build_report`): at the spending plan's level for that look, or
+/// plain at α for a single look. (The plan costs a numerical integration: make it once per
+/// design with `LookSchedule::sequential_plan`.)
+fn analyse_look(
+    baseline: &ArmData,
+    variants: &[ArmData],
+    cfg: &AnalysisConfig,
+    plan: Option<&SequentialPlan>,
+    look: u32,
+) -> Result<Analysis, StatsError> {
+    match plan {
+        Some(plan) => analyze_sequential(baseline, variants, cfg, plan, look),
+        None => analyze(baseline, variants, cfg),
     }
 }
 

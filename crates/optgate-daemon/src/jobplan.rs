@@ -124,12 +124,15 @@ pub(crate) fn describe(state: &JobState) -> String {
     }
 }
 
-pub(crate) type PlannedJobs = (Vec<NewJob>, Vec<JobSpec>, Vec<RunUpdate>);
+/// The jobs to record, their specs (in the same order), and the outcomes of pending runs
+/// found already finished.
+pub type PlannedJobs = (Vec<NewJob>, Vec<JobSpec>, Vec<RunUpdate>);
 
 /// The jobs for the pending runs, block by block: each block's original job reduced to
 /// its pending runs, named for its attempt. A pending run whose manifest already says it
-/// finished (a job given up for lost ran it after all) is recorded, not run again.
-pub(crate) fn plan_jobs(
+/// finished (a job given up for lost ran it after all) is recorded, not run again. The
+/// engine's one way to jobs; the backend tests against a real scheduler make theirs here too.
+pub fn plan_jobs(
     work: &Work,
     blocks: &[BlockRow],
     jobs: &[JobRow],
@@ -339,6 +342,37 @@ mod tests {
         }
         .write(dir)
         .unwrap();
+    }
+
+    /// A block every run of which is pending, with no job yet, is submitted as its jobs were
+    /// first planned (`Work::block_jobs`: the whole block in the blocked design, one job
+    /// per run in the independent one), attempt 1 under the original names, nothing
+    /// recorded as finished already: what the backend tests against a real scheduler
+    /// submit. Catches a first attempt named as a retry, a run left out or reordered, and
+    /// a block with nothing pending given a job.
+    #[test]
+    fn a_block_that_never_ran_is_submitted_as_first_planned() {
+        for design in ["", "design: independent\n"] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut w = work(design);
+            w.layout = optgate_runner::Layout::new(dir.path());
+            let bin = std::path::Path::new("/opt/optgate");
+            let pending: BTreeSet<String> = ["b001-v2", "b001-baseline", "b001-v1"]
+                .map(String::from)
+                .into();
+            let (new_jobs, specs, already) =
+                plan_jobs(&w, &[block(1), block(2)], &[], &pending, bin);
+            assert_eq!(specs, w.block_jobs(&block(1), bin), "{design:?}");
+            assert!(already.is_empty(), "{already:?}");
+            assert_eq!(new_jobs.len(), specs.len(), "{design:?}");
+            for (job, spec) in new_jobs.iter().zip(&specs) {
+                let runs: Vec<String> = spec.runs.iter().map(|r| r.run_id.clone()).collect();
+                assert_eq!(
+                    (job.block, job.name.as_str(), job.attempt, &job.run_ids),
+                    (1, spec.name.as_str(), 1, &runs)
+                );
+            }
+        }
     }
 
     /// The pending runs of a block become one job, its original reduced to them and named

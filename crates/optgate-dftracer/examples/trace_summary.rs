@@ -1,8 +1,8 @@
 //! Summarises DFTracer traces and reports how fast: the Rust side of the benchmark in
 //! `benches/dftracer/run.sh`, and a quick manual check of `render_table`.
 //!
-//! Usage: trace_summary [--parser scan|serde] [--threads N] [--marker NAME]
-//!                      [--category CAT] [--table|--json|--counts] PATH...
+//! Usage: trace_summary [--threads N] [--marker NAME] [--category CAT]
+//!                      [--table|--json|--counts] PATH...
 //!
 //! Prints one line of timing to stderr (`bytes=… seconds=… mb_per_s=…`); stdout gets
 //! the table, the full JSON, or (`--counts`, default) the run totals as compact JSON,
@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use optgate_dftracer::{AggregateOptions, ParserKind, render_table, summarize_paths};
+use optgate_dftracer::{AggregateOptions, render_table, summarize_paths};
 
 fn main() {
     let mut opts = AggregateOptions::default();
@@ -25,13 +25,6 @@ fn main() {
                 .unwrap_or_else(|| panic!("{name} needs a value"))
         };
         match a.as_str() {
-            "--parser" => {
-                opts.parser = match value("--parser").as_str() {
-                    "scan" => ParserKind::Scan,
-                    "serde" => ParserKind::Serde,
-                    other => panic!("unknown parser {other}"),
-                }
-            }
             "--threads" => threads = Some(value("--threads").parse().expect("--threads N")),
             "--marker" => opts.epoch_marker = Some(value("--marker")),
             "--category" => opts.category = Some(value("--category")),
@@ -59,14 +52,13 @@ fn main() {
     let secs = t0.elapsed().as_secs_f64();
     let bytes: u64 = summary.files.iter().map(|f| f.text_bytes).sum();
     eprintln!(
-        "files={} events={} bytes={} seconds={:.3} mb_per_s={:.1} threads={} parser={:?}",
+        "files={} events={} bytes={} seconds={:.3} mb_per_s={:.1} threads={}",
         summary.files.len(),
         summary.total.events,
         bytes,
         secs,
         bytes as f64 / 1e6 / secs,
         rayon::current_num_threads(),
-        opts.parser
     );
     match mode {
         "table" => print!("{}", render_table(&summary)),

@@ -30,18 +30,6 @@ pub struct AggregateOptions {
     pub epoch_marker: Option<String>,
     /// Only events of this category are counted (markers are still honoured).
     pub category: Option<String>,
-    /// Which line parser to use; both give the same result, `Scan` is faster.
-    pub parser: ParserKind,
-}
-
-/// The line parser: a hand-written field scanner, or `serde_json` with borrowing
-/// visitors. Exposed for the benchmark and for cross-checks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ParserKind {
-    #[default]
-    Scan,
-    Serde,
 }
 
 /// Count and summed duration of a group of events.

@@ -1,9 +1,10 @@
-//! The few fields of one trace line that aggregation needs, as both line parsers
-//! (`scan` and `serde_parse`) produce them, and the shared value conversions.
+//! The few fields of one trace line that aggregation needs, as the line scanner (`scan`)
+//! produces them (and the tests' `serde_json` oracle, which checks it), and the shared
+//! value conversions.
 //!
 //! DFTracer generations disagree on types: 2023 writes every value as a string
 //! (`"dur":"1361443"`), later ones write numbers; `ph` is `"X"`/`"M"` or `1`/`4`. Keeping
-//! one neutral representation here means the parsers only locate values and all
+//! one neutral representation here means a parser only locates values and all
 //! interpretation happens once.
 
 use std::borrow::Cow;
@@ -11,7 +12,7 @@ use std::borrow::Cow;
 /// A scalar as it appeared on the line: a JSON number's text, a string's (unescaped)
 /// contents, or something else (object, array, bool, null).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Val<'a> {
+pub enum Val<'a> {
     /// A JSON number (integers stay exact).
     Num(Number),
     /// A JSON string's contents, unescaped.
@@ -35,7 +36,7 @@ pub(crate) enum Phase {
 
 /// The fields of one trace line that aggregation looks at.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct RawEvent<'a> {
+pub struct RawEvent<'a> {
     pub name: Option<Val<'a>>,
     pub cat: Option<Val<'a>>,
     pub ph: Option<Val<'a>>,
@@ -50,7 +51,7 @@ pub(crate) struct RawEvent<'a> {
 }
 
 impl<'a> RawEvent<'a> {
-    pub fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> Phase {
         match &self.ph {
             None => Phase::Missing,
             Some(Val::Str(s)) => match s.as_ref() {
@@ -68,7 +69,7 @@ impl<'a> RawEvent<'a> {
 
 /// A number read from a number or from a string holding one.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Number {
+pub enum Number {
     Int(i64),
     Float(f64),
 }

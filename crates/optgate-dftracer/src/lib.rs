@@ -28,11 +28,10 @@ pub mod limits;
 mod reader;
 mod render;
 mod scan;
-mod serde_parse;
 
 pub use aggregate::{
-    Aggregate, AggregateOptions, EpochStat, FileSummary, ParserKind, Stat, TimeUnit, TraceFormat,
-    TraceSummary, epoch_seconds,
+    Aggregate, AggregateOptions, EpochStat, FileSummary, Stat, TimeUnit, TraceFormat, TraceSummary,
+    epoch_seconds,
 };
 pub use error::{Diagnostic, DiagnosticKind, TraceError};
 pub use limits::{
@@ -42,19 +41,11 @@ pub use limits::{
 pub use reader::{expand_paths, summarize_paths, summarize_reader};
 pub use render::render_table;
 
-/// Parser internals exposed only so the integration test can check that both line
-/// parsers agree on generated input. Not a stable API.
+/// The line scanner and the event it fills, exposed only so the crate's tests can check
+/// the scanner against their independent `serde_json` oracle (`tests/dftracer/
+/// serde_oracle.rs`). Not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    /// The fields both parsers extract from `line`, as debug text, or `None` if the
-    /// parser rejects the line.
-    pub fn scan_fields(line: &[u8]) -> Option<String> {
-        crate::scan::scan_line(line).ok().map(|e| format!("{e:?}"))
-    }
-
-    pub fn serde_fields(line: &[u8]) -> Option<String> {
-        crate::serde_parse::parse_line(line)
-            .ok()
-            .map(|e| format!("{e:?}"))
-    }
+    pub use crate::event::{Number, RawEvent, Val};
+    pub use crate::scan::{ScanError, scan_into};
 }

@@ -15,7 +15,7 @@ use flate2::bufread::MultiGzDecoder;
 use rayon::prelude::*;
 
 use crate::aggregate::{
-    AggregateOptions, Diagnostics, FileAcc, FileSummary, ParserKind, TraceFormat, TraceSummary,
+    AggregateOptions, Diagnostics, FileAcc, FileSummary, TraceFormat, TraceSummary,
 };
 use crate::error::{Diagnostic, DiagnosticKind, TraceError};
 use crate::event::RawEvent;
@@ -208,7 +208,6 @@ fn summarize_stream<R: Read>(
     };
     let mut state = LineState {
         acc: FileAcc::new(opts),
-        parser: opts.parser,
         seen_content: false,
     };
     let limit = TextLimit {
@@ -291,7 +290,6 @@ struct ReadStats {
 
 struct LineState<'o> {
     acc: FileAcc<'o>,
-    parser: ParserKind,
     seen_content: bool,
 }
 
@@ -316,18 +314,7 @@ impl LineState<'_> {
         }
         self.seen_content = true;
         let mut ev = RawEvent::default();
-        let parsed = match self.parser {
-            ParserKind::Scan => {
-                crate::scan::scan_into(line, &mut ev).map_err(|e| (e.eof, e.to_string()))
-            }
-            ParserKind::Serde => match crate::serde_parse::parse_line(line) {
-                Ok(e) => {
-                    ev = e;
-                    Ok(())
-                }
-                Err(e) => Err((e.is_eof(), e.to_string())),
-            },
-        };
+        let parsed = crate::scan::scan_into(line, &mut ev).map_err(|e| (e.eof, e.to_string()));
         match parsed {
             Ok(()) => self.acc.event(&ev, no, diags),
             Err((true, msg)) if last => diags.push(

@@ -4,8 +4,9 @@
 //! It checks the JSON structure strictly enough that torn and non-JSON lines are
 //! rejected (brackets, strings, escapes, literals and number characters), but it is not
 //! a full validator: a number like `01` is accepted, and strings it skips are not
-//! checked for valid UTF-8. `tests/parsers_agree.rs` checks that it extracts the same
-//! fields as the `serde_json` based parser on every line that `serde_json` accepts.
+//! checked for valid UTF-8. The crate's tests check that it extracts the same fields as
+//! their `serde_json` based oracle (`tests/dftracer/serde_oracle.rs`) on every line that
+//! `serde_json` accepts.
 //!
 //! Speed notes (measured on generated 2.x traces): internal results carry a zero-sized
 //! error (`Stop`) with the details parked in the scanner, so every `Result` fits in
@@ -18,7 +19,7 @@ use crate::event::{Number, RawEvent, Val, parse_number};
 
 /// Why a line is not a JSON object; `at` is the byte offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ScanError {
+pub struct ScanError {
     pub at: usize,
     pub what: &'static str,
     /// True when the input ended before the object was complete (a torn line).
@@ -34,15 +35,9 @@ impl std::fmt::Display for ScanError {
 /// Nesting limit for skipped values; deeper input is rejected instead of recursing.
 const MAX_DEPTH: u32 = 64;
 
-/// Parses one line holding a JSON object (surrounding whitespace allowed).
-pub(crate) fn scan_line(line: &[u8]) -> Result<RawEvent<'_>, ScanError> {
-    let mut ev = RawEvent::default();
-    scan_into(line, &mut ev)?;
-    Ok(ev)
-}
-
-/// Like [`scan_line`], filling a caller-provided (default) event.
-pub(crate) fn scan_into<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> Result<(), ScanError> {
+/// Parses one line holding a JSON object (surrounding whitespace allowed) into `ev`, a
+/// default event the caller provides.
+pub fn scan_into<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> Result<(), ScanError> {
     let mut s = Scanner {
         b: line,
         i: 0,
@@ -449,6 +444,13 @@ impl<'a> Scanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parses one line into a fresh event.
+    fn scan_line(line: &[u8]) -> Result<RawEvent<'_>, ScanError> {
+        let mut ev = RawEvent::default();
+        scan_into(line, &mut ev)?;
+        Ok(ev)
+    }
 
     fn s(line: &str) -> RawEvent<'_> {
         scan_line(line.as_bytes()).unwrap()

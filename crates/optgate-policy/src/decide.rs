@@ -12,7 +12,7 @@
 use optgate_experiment::{AA_CONTROL, BASELINE, Experiment, SequentialRule};
 use optgate_stats::{
     Analysis, AnalysisConfig, ArmData, Decision, SequentialPlan, StagedLook, StagedPlan,
-    StatsError, Stop, analyze, analyze_sequential, analyze_staged,
+    StatsError, Stop, analyze_staged,
 };
 
 /// The planned looks, in blocks.
@@ -67,23 +67,6 @@ pub enum Next {
     BudgetExhausted,
     /// No decision can ever come (no data for an arm that needs it).
     Failed(String),
-}
-
-/// The analysis at look `look`: at the spending plan's level for that look, or plain at α
-/// for a single look. The engine builds its report the same way, through
-/// `optgate_runner::report::build_report` with the same plan and look. (The plan costs a
-/// numerical integration: make it once per experiment with [`LookSchedule::sequential_plan`].)
-pub fn analyse_look(
-    baseline: &ArmData,
-    variants: &[ArmData],
-    cfg: &AnalysisConfig,
-    plan: Option<&SequentialPlan>,
-    look: u32,
-) -> Result<Analysis, StatsError> {
-    match plan {
-        Some(plan) => analyze_sequential(baseline, variants, cfg, plan, look),
-        None => analyze(baseline, variants, cfg),
-    }
 }
 
 /// What follows a look at `blocks` complete blocks. `complete_runs` gives, per arm that
@@ -253,6 +236,22 @@ mod tests {
         assert_eq!(one.planned_looks(), 1);
         assert!(one.sequential_plan(0.05).unwrap().is_none());
         assert_eq!(LookSchedule::new(5, Some(3)).max, 5);
+    }
+
+    /// The analysis at look `look` as the engine makes it (`optgate_runner::report::
+    /// build_report`): at the spending plan's level for that look, or plain at α for a
+    /// single look.
+    fn analyse_look(
+        baseline: &ArmData,
+        variants: &[ArmData],
+        cfg: &AnalysisConfig,
+        plan: Option<&SequentialPlan>,
+        look: u32,
+    ) -> Result<Analysis, StatsError> {
+        match plan {
+            Some(plan) => optgate_stats::analyze_sequential(baseline, variants, cfg, plan, look),
+            None => optgate_stats::analyze(baseline, variants, cfg),
+        }
     }
 
     fn arm(name: &str, runs: &[Vec<f64>]) -> ArmData {
@@ -487,7 +486,7 @@ mod tests {
             .collect();
         let mut v = arm("v", &[]);
         v.failed = Some("5 of 5 run(s) failed — run b1-v: the app exited with status 139".into());
-        let a = analyze(&arm("baseline", &base), &[v], &config()).unwrap();
+        let a = optgate_stats::analyze(&arm("baseline", &base), &[v], &config()).unwrap();
         let va = &a.variants[0];
         assert_eq!(va.decision, Decision::Failed);
         assert_eq!(va.decision.as_str(), "failed");
@@ -579,7 +578,7 @@ mod tests {
     #[test]
     fn an_arm_without_data_fails_the_experiment() {
         let schedule = LookSchedule::new(5, None);
-        let a = analyze(&arm("baseline", &[]), &[arm("v", &[])], &config()).unwrap();
+        let a = optgate_stats::analyze(&arm("baseline", &[]), &[arm("v", &[])], &config()).unwrap();
         let next = next_step(&a, 5, &schedule, &[("baseline".into(), 0), ("v".into(), 5)]);
         assert!(matches!(next, Next::Failed(m) if m.contains("`baseline`")));
         // One look (no max_replicates): inconclusive is the decision, not a spent budget.

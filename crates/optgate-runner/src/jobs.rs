@@ -38,27 +38,11 @@ pub fn job_name(experiment_id: &str, work_id: &str) -> String {
     format!("og-{experiment_id}-{work_id}")
 }
 
-/// The jobs of one block, with every run's files written (see [`block_jobs`] and
-/// [`write_job_files`]): for the backend tests, which submit them as they are. The engine
-/// plans with [`block_jobs`] and writes only the runs it submits; `optgate plan` writes
-/// every run once with [`preview_run`] and describes the jobs with [`block_jobs`].
-pub fn jobs_for_block(
-    exp: &Experiment,
-    block: &PlannedBlock,
-    layout: &Layout,
-    experiment_id: &str,
-    optgate_bin: &Path,
-) -> Result<Vec<JobSpec>, PrepareError> {
-    let jobs = block_jobs(exp, block, layout, experiment_id, optgate_bin);
-    for job in &jobs {
-        write_job_files(exp, layout, job)?;
-    }
-    Ok(jobs)
-}
-
 /// The jobs of one block: one job holding every run (blocked) or one job per run
 /// (independent). Pure: nothing is written (a job is often reduced to some of its runs
-/// before it is submitted; [`write_job_files`] then writes those).
+/// before it is submitted; [`write_job_files`] then writes those). The engine plans with it
+/// (through `optgate_daemon::jobplan::plan_jobs`); `optgate plan` writes every run once
+/// with [`preview_run`] and describes the jobs with it.
 pub fn block_jobs(
     exp: &Experiment,
     block: &PlannedBlock,

@@ -142,25 +142,6 @@ impl Store {
         all_read(self.executions_by_name_each(name)?)
     }
 
-    /// The newest `limit` executions of one kind (all when `None`), oldest first: the
-    /// page `optgate status` shows, one indexed range read from its end. A damaged row is
-    /// the error.
-    pub fn newest_executions_of_kind(
-        &self,
-        kind: ExecutionKind,
-        limit: Option<u32>,
-    ) -> Result<Vec<Execution>, StoreError> {
-        all_read(self.newest_executions_of_kind_each(kind, limit)?)
-    }
-
-    /// The execution `id` (its primary key), if the history has it. A damaged row is the
-    /// error.
-    pub fn execution(&self, id: &str) -> Result<Option<Execution>, StoreError> {
-        self.execution_each(id)?
-            .map(|row| row.map_err(|d| *d.error))
-            .transpose()
-    }
-
     /// [`Store::executions_by_name`], each row read on its own: a damaged one (a value this
     /// optgate cannot read) is its error with the row's id and name, and the others are
     /// still read — what `optgate history` shows.
@@ -170,7 +151,9 @@ impl Store {
         self.query_each(&sql, name)
     }
 
-    /// [`Store::newest_executions_of_kind`], each row read on its own (`optgate status`).
+    /// The newest `limit` executions of one kind (all when `None`), oldest first: the
+    /// page `optgate status` shows, one indexed range read from its end; each row read on
+    /// its own, a damaged one being its error with the row's id and name.
     pub fn newest_executions_of_kind_each(
         &self,
         kind: ExecutionKind,
@@ -186,7 +169,8 @@ impl Store {
         Ok(newest)
     }
 
-    /// [`Store::execution`], a damaged row being its error with its id and name.
+    /// The execution `id` (its primary key), if the history has it; a damaged row is its
+    /// error with its id and name.
     pub fn execution_each(&self, id: &str) -> Result<Option<EachExecution>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM executions WHERE id = ?1");
         Ok(self.query_each(&sql, id)?.into_iter().next())

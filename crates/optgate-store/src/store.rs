@@ -731,36 +731,6 @@ impl Store {
             .collect()
     }
 
-    /// Run counts per experiment id, from the stored counts (one row per experiment and
-    /// state, kept by triggers on `runs`): the cost is the number of experiments, not of runs.
-    pub fn run_counts(&self) -> Result<BTreeMap<String, RunCounts>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT experiment_id, state, n FROM run_state_counts")
-            .map_err(self.err("count runs"))?;
-        let raws: Vec<(String, String, u32)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .and_then(|rows| rows.collect())
-            .map_err(self.err("count runs"))?;
-        let mut out: BTreeMap<String, RunCounts> = BTreeMap::new();
-        for (id, state, n) in raws {
-            let state = RunState::parse(&state).ok_or_else(|| self.bad("runs.state", &state))?;
-            out.entry(id).or_default().add(state, n);
-        }
-        Ok(out)
-    }
-
-    /// Blocks per experiment id, from the stored counts.
-    pub fn block_counts(&self) -> Result<BTreeMap<String, u32>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT experiment_id, n FROM block_counts")
-            .map_err(self.err("count blocks"))?;
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .and_then(|rows| rows.collect())
-            .map_err(self.err("count blocks"))
-    }
-
     /// The blocks of one experiment, from the stored count (0 for none or no such one).
     pub fn block_count_of(&self, id: &str) -> Result<u32, StoreError> {
         self.conn

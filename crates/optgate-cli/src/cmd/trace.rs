@@ -30,7 +30,6 @@ pub fn summary(
     let opts = AggregateOptions {
         epoch_marker,
         category,
-        ..Default::default()
     };
     let summary = optgate_dftracer::summarize_paths(paths, &opts)
         .map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;

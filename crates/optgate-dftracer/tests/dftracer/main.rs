@@ -5,3 +5,4 @@ mod fixtures;
 mod parsers_agree;
 #[cfg(feature = "cluster")]
 mod python_trace;
+mod serde_oracle;

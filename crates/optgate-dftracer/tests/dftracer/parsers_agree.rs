@@ -1,11 +1,24 @@
 //! Property test: the hand-written scanner extracts exactly what the `serde_json`
-//! parser extracts, on generated event lines with odd values, escapes and nesting;
-//! torn prefixes are rejected by both; damaged lines that serde accepts, the scanner
-//! reads the same way.
+//! oracle (`serde_oracle.rs`) extracts, on generated event lines with odd values, escapes
+//! and nesting; torn prefixes are rejected by both; damaged lines that serde accepts, the
+//! scanner reads the same way.
 
-use optgate_dftracer::__private::{scan_fields, serde_fields};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
+
+use crate::serde_oracle;
+
+/// The fields the scanner extracts from `line`, as debug text, or `None` if it rejects it.
+fn scan_fields(line: &[u8]) -> Option<String> {
+    serde_oracle::scan_line(line).ok().map(|e| format!("{e:?}"))
+}
+
+/// The fields the oracle extracts from `line`, as debug text, or `None` if it rejects it.
+fn serde_fields(line: &[u8]) -> Option<String> {
+    serde_oracle::parse_line(line)
+        .ok()
+        .map(|e| format!("{e:?}"))
+}
 
 fn leaf() -> impl Strategy<Value = Value> {
     prop_oneof![

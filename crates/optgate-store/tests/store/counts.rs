@@ -8,6 +8,8 @@ use std::path::Path;
 
 use optgate_store::*;
 
+use crate::stored_counts;
+
 fn new_experiment(id: &str) -> NewExperiment {
     NewExperiment {
         id: id.to_string(),
@@ -77,15 +79,11 @@ fn counted(db: &Path) -> (BTreeMap<String, RunCounts>, BTreeMap<String, u32>) {
         .unwrap();
     for row in rows {
         let (id, state, n) = row.unwrap();
-        let c = runs.entry(id).or_default();
-        c.total += n;
-        match RunState::parse(&state).unwrap() {
-            RunState::Pending => c.pending += n,
-            RunState::Queued => c.queued += n,
-            RunState::Completed => c.completed += n,
-            RunState::Failed => c.failed += n,
-            RunState::Cancelled => c.cancelled += n,
-        }
+        stored_counts::add(
+            runs.entry(id).or_default(),
+            RunState::parse(&state).unwrap(),
+            n,
+        );
     }
     let mut stmt = c
         .prepare("SELECT experiment_id, COUNT(*) FROM blocks GROUP BY experiment_id")
@@ -101,9 +99,13 @@ fn counted(db: &Path) -> (BTreeMap<String, RunCounts>, BTreeMap<String, u32>) {
 #[track_caller]
 fn agree(s: &Store, db: &Path, after: &str) {
     let (runs, blocks) = counted(db);
-    assert_eq!(s.run_counts().unwrap(), runs, "run counts after {after}");
     assert_eq!(
-        s.block_counts().unwrap(),
+        stored_counts::run_counts(s),
+        runs,
+        "run counts after {after}"
+    );
+    assert_eq!(
+        stored_counts::block_counts(s),
         blocks,
         "block counts after {after}"
     );

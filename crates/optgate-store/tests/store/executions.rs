@@ -83,10 +83,10 @@ fn executions_read_back_by_name_oldest_first() {
     s.record_execution(&again).unwrap();
     assert_eq!(s.executions_by_name("demo").unwrap(), vec![again, late]);
     let runs: Vec<String> = s
-        .newest_executions_of_kind(ExecutionKind::Run, None)
+        .newest_executions_of_kind_each(ExecutionKind::Run, None)
         .unwrap()
         .into_iter()
-        .map(|e| e.id)
+        .map(|e| e.unwrap().id)
         .collect();
     assert_eq!(runs, ["a", "c"]);
 }

@@ -5,3 +5,4 @@ mod executions;
 mod queries;
 mod recurrences;
 mod store;
+mod stored_counts;

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use optgate_store::*;
 
+use crate::stored_counts;
+
 fn new_experiment(id: &str) -> NewExperiment {
     NewExperiment {
         id: id.to_string(),
@@ -377,10 +379,11 @@ fn runs_are_the_experiments_own_by_block_and_position() {
     );
 }
 
+/// The stored run counts (kept by the triggers) per experiment and state.
 #[test]
-fn run_counts_are_per_experiment_and_state() {
+fn stored_run_counts_are_per_experiment_and_state() {
     let db = populated();
-    let all = db.s.run_counts().unwrap();
+    let all = stored_counts::run_counts(&db.s);
     assert_eq!(all.keys().collect::<Vec<_>>(), ["e1", "e2", "e3"]);
     let e1 = all["e1"];
     assert_eq!(
@@ -402,7 +405,7 @@ fn run_counts_are_per_experiment_and_state() {
 fn run_counts_of_counts_one_experiment_only() {
     let db = populated();
     let e1 = db.s.run_counts_of("e1").unwrap();
-    assert_eq!(e1, db.s.run_counts().unwrap()["e1"]);
+    assert_eq!(e1, stored_counts::run_counts(&db.s)["e1"]);
     assert_eq!(
         (e1.total, e1.pending, e1.queued, e1.completed),
         (6, 3, 2, 1)
@@ -410,11 +413,12 @@ fn run_counts_of_counts_one_experiment_only() {
     assert_eq!(db.s.run_counts_of("e4").unwrap(), RunCounts::default());
 }
 
+/// The stored block counts (kept by the triggers) per experiment.
 #[test]
-fn block_counts_are_per_experiment() {
+fn stored_block_counts_are_per_experiment() {
     let db = populated();
     assert_eq!(
-        db.s.block_counts().unwrap(),
+        stored_counts::block_counts(&db.s),
         BTreeMap::from([("e1".into(), 2), ("e2".into(), 3), ("e3".into(), 1)])
     );
 }

@@ -1,19 +1,110 @@
-//! The `serde_json` based line parser: hand-written visitors that borrow strings from
-//! the line and ignore every field aggregation does not need, without ever building a
-//! `serde_json::Value`.
-//!
-//! It is the reference the faster `scan` module is checked against, and the alternative
-//! the benchmark measures (`ParserKind::Serde`).
+//! The test oracle for the crate's line scanner: a `serde_json` based line parser
+//! (hand-written visitors that borrow strings from the line and ignore every field
+//! aggregation does not need, without ever building a `serde_json::Value`), and
+//! [`assert_scanner_agrees`], which checks the scanner against it on every line of a trace
+//! as the reader cuts it (used by `parsers_agree.rs`, `damaged.rs` and `fixtures.rs`).
 
 use std::borrow::Cow;
 use std::fmt;
 
+use optgate_dftracer::__private::{Number, RawEvent, ScanError, Val, scan_into};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use crate::event::{Number, RawEvent, Val};
+/// What the crate's scanner makes of one line: its event, or why not.
+pub fn scan_line(line: &[u8]) -> Result<RawEvent<'_>, ScanError> {
+    let mut ev = RawEvent::default();
+    scan_into(line, &mut ev)?;
+    Ok(ev)
+}
+
+/// The lines of `text` as the reader hands them to its parser: cut at `\n`, trimmed, a
+/// leading `[` and trailing `]` and `,` of the bracketed generations taken off, empty ones
+/// left out; each with whether it is a last line without a newline (where an incomplete
+/// object is a torn line, not a line that is not JSON).
+fn parsed_lines(text: &[u8]) -> Vec<(&[u8], bool)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (raw, last) = match rest.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                let raw = &rest[..end];
+                rest = &rest[end + 1..];
+                (raw, false)
+            }
+            None => (std::mem::take(&mut rest), true),
+        };
+        let mut line = raw.trim_ascii();
+        if let Some(inner) = line.strip_prefix(b"[") {
+            line = inner.trim_ascii_start();
+        }
+        while let Some(inner) = line.strip_suffix(b"]").or_else(|| line.strip_suffix(b",")) {
+            line = inner.trim_ascii_end();
+        }
+        if !line.is_empty() {
+            out.push((line, last));
+        }
+    }
+    out
+}
+
+/// Checks that the scanner reads every line of `text` (a trace's uncompressed text) as
+/// this oracle does: the same fields where both accept the line; where both reject it, the
+/// same diagnostic (a torn line for an incomplete last line, otherwise not JSON); never
+/// one accepting what the other rejects.
+#[track_caller]
+pub fn assert_scanner_agrees(text: &[u8]) {
+    for (line, last) in parsed_lines(text) {
+        let shown = String::from_utf8_lossy(line);
+        match (scan_line(line), parse_line(line)) {
+            (Ok(scanned), Ok(parsed)) => assert!(
+                same_fields(&scanned, &parsed),
+                "line: {shown}\n scanner: {scanned:?}\n  oracle: {parsed:?}"
+            ),
+            (Err(scanned), Err(parsed)) => assert_eq!(
+                scanned.eof && last,
+                parsed.is_eof() && last,
+                "torn or not JSON ({scanned:?}, {parsed}): {shown}"
+            ),
+            (scanned, parsed) => panic!(
+                "the scanner says {:?}, the oracle {:?}: {shown}",
+                scanned.map(|_| "accepted"),
+                parsed.map(|_| "accepted")
+            ),
+        }
+    }
+}
+
+/// Whether the scanner's event and the oracle's hold the same fields, a float allowed 1 ulp
+/// apart: serde_json's default float parser (without `float_roundtrip`) may miss the
+/// correctly rounded value by that much on a long literal, where the scanner uses std's
+/// exact parser.
+fn same_fields(scanned: &RawEvent<'_>, parsed: &RawEvent<'_>) -> bool {
+    let same = |a: &Option<Val<'_>>, b: &Option<Val<'_>>| match (a, b) {
+        (Some(Val::Num(Number::Float(x))), Some(Val::Num(Number::Float(y)))) => {
+            x.to_bits().abs_diff(y.to_bits()) <= 1
+        }
+        _ => a == b,
+    };
+    let (a, b) = (fields(scanned), fields(parsed));
+    a.iter().zip(b).all(|(x, y)| same(x, y))
+}
+
+/// Every field of `e`, in declaration order.
+fn fields<'e, 'a>(e: &'e RawEvent<'a>) -> [&'e Option<Val<'a>>; 8] {
+    [
+        &e.name,
+        &e.cat,
+        &e.ph,
+        &e.ts,
+        &e.dur,
+        &e.epoch,
+        &e.arg_name,
+        &e.arg_value,
+    ]
+}
 
 /// Parses one line holding a JSON object (surrounding whitespace allowed).
-pub(crate) fn parse_line(line: &[u8]) -> Result<RawEvent<'_>, serde_json::Error> {
+pub fn parse_line(line: &[u8]) -> Result<RawEvent<'_>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(line);
     let ev = de.deserialize_map(EventVisitor)?;
     de.end()?;
@@ -221,29 +312,26 @@ impl<'de> Visitor<'de> for ArgsSeed<'_, 'de> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+// The oracle's own behaviour, so that a change to it cannot hide a scanner bug.
 
-    #[test]
-    fn reads_the_same_fields_as_documented() {
-        let e = parse_line(
-            br#"{"id":"203","name":"TorchFramework.compute","cat":"ai_framework","ts":"1698352113761329","dur":"1361443","ph":"X","args":{"hostname":"ruby165","epoch":2}}"#,
-        )
-        .unwrap();
-        assert_eq!(e.name, Some(Val::Str("TorchFramework.compute".into())));
-        assert_eq!(e.dur, Some(Val::Str("1361443".into())));
-        assert_eq!(e.epoch, Some(Val::Num(Number::Int(2))));
-        // An args value that is not an object is ignored, not an error.
-        let e = parse_line(br#"{"name":"x","args":[1,2],"dur":3}"#).unwrap();
-        assert_eq!(e.dur, Some(Val::Num(Number::Int(3))));
-        assert_eq!(e.epoch, None);
-    }
+#[test]
+fn reads_the_same_fields_as_documented() {
+    let e = parse_line(
+        br#"{"id":"203","name":"TorchFramework.compute","cat":"ai_framework","ts":"1698352113761329","dur":"1361443","ph":"X","args":{"hostname":"ruby165","epoch":2}}"#,
+    )
+    .unwrap();
+    assert_eq!(e.name, Some(Val::Str("TorchFramework.compute".into())));
+    assert_eq!(e.dur, Some(Val::Str("1361443".into())));
+    assert_eq!(e.epoch, Some(Val::Num(Number::Int(2))));
+    // An args value that is not an object is ignored, not an error.
+    let e = parse_line(br#"{"name":"x","args":[1,2],"dur":3}"#).unwrap();
+    assert_eq!(e.dur, Some(Val::Num(Number::Int(3))));
+    assert_eq!(e.epoch, None);
+}
 
-    #[test]
-    fn arrays_and_trailing_garbage_are_rejected() {
-        assert!(parse_line(br#"["forward","compute"]"#).is_err());
-        assert!(parse_line(br#"{"name":"x"} x"#).is_err());
-        assert!(parse_line(br#"{"name":"x""#).is_err());
-    }
+#[test]
+fn arrays_and_trailing_garbage_are_rejected() {
+    assert!(parse_line(br#"["forward","compute"]"#).is_err());
+    assert!(parse_line(br#"{"name":"x"} x"#).is_err());
+    assert!(parse_line(br#"{"name":"x""#).is_err());
 }
