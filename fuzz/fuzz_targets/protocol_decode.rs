@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use optgate_daemon::protocol::{
+use optgate_client::protocol::{
     Hello, HelloReply, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, Request, Response, read_frame,
 };
 use optgate_experiment::{Plan, load_str};

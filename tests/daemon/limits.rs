@@ -249,7 +249,7 @@ fn status_lists_the_others_when_one_row_is_damaged() {
     use optgate_store::{NewExperiment, SchedulerKind, Store};
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
-    optgate_daemon::StatePaths::new(&home).prepare().unwrap();
+    optgate_client::StatePaths::new(&home).prepare().unwrap();
     let db = home.join("optgate.db");
     let mut store = Store::open(&db).unwrap();
     for (id, name) in [("e-good", "good"), ("e-bad", "bad")] {
@@ -383,7 +383,7 @@ fn status_lists_a_page_newest_first_and_counts_the_rest() {
     use optgate_store::{BlockRow, NewExperiment, NewRun, SchedulerKind, Store};
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
-    optgate_daemon::StatePaths::new(&home).prepare().unwrap();
+    optgate_client::StatePaths::new(&home).prepare().unwrap();
     let mut store = Store::open(&home.join("optgate.db")).unwrap();
     let blocks = [BlockRow {
         index: 1,

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use optgate_client::StatePaths;
+use optgate_client::protocol::{DaemonInfo, PROTOCOL_VERSION};
 use optgate_experiment::SchedulerKind;
 use optgate_sched::Scheduler;
 use optgate_store::{Store, StoreError};
 
 use crate::error::{DaemonError, SettingError};
-use crate::paths::StatePaths;
-use crate::protocol::{DaemonInfo, PROTOCOL_VERSION};
 
 /// The database, shared. Calls run on tokio's blocking pool: SQLite calls block, and an
 /// fsync at commit must never stall the runtime's workers.

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use optgate_client::StatePaths;
 use optgate_experiment::{Experiment, SchedulerKind};
 use optgate_sched::local_backend::LocalBackend;
 use optgate_sched::{JobId, Scheduler};
@@ -27,7 +28,6 @@ use optgate_wrapper::manifest::RunManifest;
 use crate::context::{Backends, Daemon, Db, UNREACHABLE_GIVE_UP};
 use crate::engine::{EngineSettings, run_with};
 use crate::error::DaemonError;
-use crate::paths::StatePaths;
 use crate::supervise::{RESTART_DELAY, supervise};
 
 /// The directory under a run root that holds the in-process engine's state (its database
@@ -228,7 +228,7 @@ async fn give_up_on_space(
     id: &str,
     engine: tokio::task::JoinHandle<Result<(), DaemonError>>,
     waited: Duration,
-    lack: crate::space::NoSpace,
+    lack: optgate_client::space::NoSpace,
 ) -> DaemonError {
     tracing::error!(
         "experiment {id}: gave up after {waited:?}: {}",
@@ -257,7 +257,7 @@ async fn open_engine(opts: &Options) -> Result<Arc<Daemon>, DaemonError> {
             .map_err(crate::error::join_error)??
     };
     for file in paths.state_files() {
-        crate::paths::private_file(&file)?;
+        optgate_client::paths::private_file(&file)?;
     }
     let (dir, lock) = (paths.dir.clone(), opts.machine_lock.clone());
     let backend: Arc<dyn Scheduler> = Arc::new(LocalBackend::with_lock(&dir, &lock));

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
+use optgate_client::StatePaths;
 use optgate_experiment::{Experiment, Plan};
 use optgate_runner::Layout;
 
 use crate::error::DaemonError;
-use crate::paths::StatePaths;
 
 /// Why a run root cannot take this execution.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +92,7 @@ pub fn wait_for_local_runs(on_wait: impl FnOnce(&Path)) -> Result<PathBuf, Daemo
         source: std::io::Error::from(e),
     };
     let open = || {
-        crate::paths::open_state_file(&path, false).map_err(|source| DaemonError::Io {
+        optgate_client::paths::open_state_file(&path, false).map_err(|source| DaemonError::Io {
             op: "open",
             path: path.clone(),
             source,

@@ -1,19 +1,21 @@
 //! optgate-daemon: the long-running daemon that takes submitted experiments through their
-//! builds, scheduler jobs, looks and decisions, and the client functions `optgate` uses to
-//! talk to it over a Unix socket.
+//! builds, scheduler jobs, looks and decisions, serving `optgate` over a Unix socket. The
+//! socket's protocol, the client, the state directory and the read-only answers are
+//! `optgate-client`'s, which this crate uses (never the other way round).
 //!
-//! Code map: [`paths`] (state directory), [`protocol`] (the socket's messages), [`server`]
-//! (accept, peer check, handshake), [`handlers`] (one per request), [`engine`] (the state
-//! machine and polling), [`reconcile`] (what crash repair does, decided purely), [`recheck`] (recurring re-checks: due times, flips, the notify summary, decided purely), [`notify`] (the notify command, run bounded), [`look`] (a look: data in,
-//! decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), the decision policy is `optgate-policy`, [`work`] (an experiment as the engine sees it), [`foreground`] (the engine in
-//! `optgate run`'s own process), [`history`] (each ended execution recorded, change points), [`lifecycle`] (lock,
-//! socket, signals), [`client`] (the CLI's side).
+//! Code map: [`server`] (accept, peer check, handshake), [`handlers`] (one per request),
+//! [`engine`] (the state machine and polling), [`reconcile`] (what crash repair does,
+//! decided purely), [`recheck`] (recurring re-checks: due times, flips, the notify summary,
+//! decided purely), [`notify`] (the notify command, run bounded), [`look`] (a look: data
+//! in, decision out), [`jobplan`] (jobs for pending runs, outcomes of ended jobs), the
+//! decision policy is `optgate-policy`, [`work`] (an experiment as the engine sees it),
+//! [`foreground`] (the engine in `optgate run`'s own process), [`history`] (each ended
+//! execution recorded), [`lifecycle`] (lock, socket, signals).
 //!
 //! Invariants: backends never touch the database; the database is written only through
 //! `optgate-store`, one transaction per state change, committed before the change is acted
 //! on; run outcomes come from run manifests, never from the scheduler's memory.
 
-pub mod client;
 pub mod context;
 pub mod engine;
 pub mod error;
@@ -30,8 +32,6 @@ pub mod look;
 pub mod no_space;
 pub mod notify;
 pub mod orphans;
-pub mod paths;
-pub mod protocol;
 pub mod recheck;
 pub mod reconcile;
 pub mod server;
@@ -39,5 +39,4 @@ pub mod space;
 pub mod supervise;
 pub mod work;
 
-pub use error::{ClientError, DaemonError};
-pub use paths::StatePaths;
+pub use error::DaemonError;

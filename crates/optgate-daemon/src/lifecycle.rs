@@ -16,11 +16,11 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use optgate_client::StatePaths;
 use optgate_store::Store;
 
 use crate::context::{Backends, Daemon, Db};
 use crate::error::DaemonError;
-use crate::paths::StatePaths;
 use crate::{engine, server};
 
 /// Held for the daemon's life: the lock on `daemon.lock`, and the pid file.
@@ -33,8 +33,8 @@ impl InstanceLock {
     /// Takes the state directory's lock, or says which daemon holds it.
     pub fn acquire(paths: &StatePaths) -> Result<InstanceLock, DaemonError> {
         let path = paths.lock();
-        let file =
-            crate::paths::open_state_file(&path, false).map_err(DaemonError::io("open", &path))?;
+        let file = optgate_client::paths::open_state_file(&path, false)
+            .map_err(DaemonError::io("open", &path))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
             if errno == nix::errno::Errno::EWOULDBLOCK {
                 DaemonError::AlreadyRunning {
@@ -87,14 +87,6 @@ impl Drop for InstanceLock {
     }
 }
 
-/// Whether a daemon holds the state directory's lock right now.
-pub fn is_locked(paths: &StatePaths) -> bool {
-    let Ok(file) = File::open(paths.lock()) else {
-        return false;
-    };
-    Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
-}
-
 /// Removes a stale socket and binds a new one, 0600 from the start. Call with the
 /// instance lock held (then no live daemon can own the old socket) and before any other
 /// thread starts (the umask is process-wide).
@@ -130,7 +122,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
     // SQLite creates its files with the process's umask: make them private now that they
     // exist (the checks in `prepare` already refused links and other owners).
     for file in paths.state_files() {
-        crate::paths::private_file(&file)?;
+        optgate_client::paths::private_file(&file)?;
     }
     let optgate_bin = optgate_sched::batch::optgate_for_jobs(
         std::env::var_os(optgate_sched::batch::OPTGATE_BIN_VAR),

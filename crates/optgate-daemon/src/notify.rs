@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use optgate_client::protocol::{NotifyOutcome, NotifyState};
 
 /// The longest a notify command may run: 30 s. It sends a message or writes a file; one
 /// that hangs (a mail server that does not answer) is stopped, and its outcome says so.
@@ -22,56 +22,6 @@ pub const NOTIFY_KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// How much of a notify's stderr is kept (its end): 2 KiB, what `status` shows of it.
 pub const STDERR_TAIL_BYTES: usize = 2048;
-
-/// How a notify ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NotifyState {
-    /// Something changed but the recurrence has no `notify:` command.
-    NoCommand,
-    /// Started; its end is not recorded yet (or the daemon stopped while it ran).
-    Started,
-    /// It exited (its status in `exit_code`) or was ended by a signal of its own.
-    Exited,
-    /// It ran past [`NOTIFY_TIMEOUT`] and its process group was killed.
-    TimedOut,
-    /// It could not be started (no such program, not executable, …).
-    NotStarted,
-}
-
-/// What `status` shows of a notify, recorded with the execution it was for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NotifyOutcome {
-    /// The execution whose end called for it.
-    pub experiment_id: String,
-    /// The summary's one-sentence reason.
-    pub reason: String,
-    pub state: NotifyState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// The end of its stderr (lossy UTF-8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub stderr_tail: String,
-    /// Why it could not be started, or that it was killed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-impl NotifyOutcome {
-    pub fn new(experiment_id: &str, reason: &str, state: NotifyState) -> NotifyOutcome {
-        NotifyOutcome {
-            experiment_id: experiment_id.to_string(),
-            reason: reason.to_string(),
-            state,
-            exit_code: None,
-            signal: None,
-            stderr_tail: String::new(),
-            detail: None,
-        }
-    }
-}
 
 /// Runs `argv` in `dir` with `input` on its stdin, bounded by `timeout`; blocking. A
 /// relative program with a `/` is taken from `dir`.

@@ -8,12 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use optgate_client::history::history_of;
 use optgate_policy::staged::VariantDecision;
 use optgate_stats::Decision;
 use optgate_store::Execution;
 use serde::{Deserialize, Serialize};
-
-use crate::history::history_of;
 
 /// What a recurrence's check at time `now` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,9 +105,10 @@ pub const SAME_CHANGE_WITHIN: usize = 1;
 
 /// The change points first seen at execution `latest`, each a reason to notify:
 /// `executions` is the experiment's history (oldest first, as `optgate history` lists it,
-/// `history::history_of`'s test), and the rule is that a change point of the history up
-/// to and including `latest` alerts when the history up to the execution before it had no
-/// change point in the same series within [`SAME_CHANGE_WITHIN`] executions of it.
+/// `optgate_client::history::history_of`'s test), and the rule is that a change point of
+/// the history up to and including `latest` alerts when the history up to the execution
+/// before it had no change point in the same series within [`SAME_CHANGE_WITHIN`]
+/// executions of it.
 ///
 /// A change is therefore alerted once, by the execution that makes it detectable — not
 /// necessarily the first at the new level: E-Divisive needs
@@ -218,21 +218,6 @@ pub fn summary(
         flips,
         change_points,
     })
-}
-
-/// `R<n>`: how a recurrence is named to users (`optgate cancel R3`).
-pub fn recurrence_name(id: i64) -> String {
-    format!("R{id}")
-}
-
-/// The number of a recurrence name `R<n>` (or `r<n>`); `None` for anything else
-/// (experiment ids start with a digit).
-pub fn parse_recurrence_name(s: &str) -> Option<i64> {
-    let digits = s.strip_prefix(['R', 'r'])?;
-    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().filter(|&n| n > 0)
 }
 
 #[cfg(test)]
@@ -428,23 +413,5 @@ mod tests {
     fn a_stable_history_raises_no_alert() {
         assert!(alerts_as_executions_end(&[1.0; 10]).is_empty());
         assert!(change_alerts(&[row(0, 1.0)], "not-there").is_empty());
-    }
-
-    #[test]
-    fn recurrence_names_round_trip_and_experiment_ids_are_not_names() {
-        assert_eq!(recurrence_name(3), "R3");
-        assert_eq!(parse_recurrence_name("R3"), Some(3));
-        assert_eq!(parse_recurrence_name("r12"), Some(12));
-        for no in [
-            "R",
-            "R0",
-            "R-1",
-            "R1x",
-            "20261202-041500-ab12",
-            "X1",
-            "R99999999999999999999",
-        ] {
-            assert_eq!(parse_recurrence_name(no), None, "{no}");
-        }
     }
 }

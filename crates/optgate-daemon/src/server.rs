@@ -17,13 +17,14 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::context::Daemon;
-use crate::handlers;
-use crate::protocol::{
+use optgate_client::protocol::{
     ErrorKind, ErrorReply, FrameError, HANDSHAKE_TIMEOUT, Hello, HelloReply, LineRead,
     MAX_HELLO_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION, REQUEST_TIMEOUT, Request, Response,
     Welcome, parse_frame, read_line_upto, write_frame,
 };
+
+use crate::context::Daemon;
+use crate::handlers;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PeerError {

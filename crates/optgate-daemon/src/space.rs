@@ -1,18 +1,19 @@
 //! A full file system, as the engine meets it: recognising ENOSPC (or a full quota) in its
-//! errors, which file system it is (the state directory's or an experiment's workdir), how
-//! many bytes are free there, and the reason shown while it waits for space. The engine
-//! never fails an experiment for lack of space: it pauses (every state change waits) and
-//! goes on by itself when space returns.
+//! errors, which file system it is (the state directory's or an experiment's workdir), and
+//! the lack it waits on ([`SpaceWatch`]); what a lack is, with its reason and the bytes
+//! free, is `optgate_client::space`. The engine never fails an experiment for lack of
+//! space: it pauses (every state change waits) and goes on by itself when space returns.
 
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use optgate_client::PathsError;
+use optgate_client::space::{NoSpace, Place, bytes_free};
+
 use crate::error::DaemonError;
 
-pub use crate::no_space::{
-    MAX_NO_SPACE_RETRIES, NO_SPACE, NO_SPACE_GIVE_UP, NO_SPACE_GIVE_UP_VAR, NoSpace, Place,
-};
+pub use crate::no_space::{MAX_NO_SPACE_RETRIES, NO_SPACE_GIVE_UP, NO_SPACE_GIVE_UP_VAR};
 
 /// The give-up limit of `optgate run` from `value` (`$OPTGATE_NO_SPACE_GIVE_UP`): the
 /// default when unset or empty, an error naming the variable when it is not a duration.
@@ -30,14 +31,6 @@ pub fn no_space_give_up(
         value: text.to_string(),
         source,
     })
-}
-
-/// Bytes available to unprivileged writers on the file system holding `path` (or the
-/// nearest ancestor that exists).
-pub fn bytes_free(path: &Path) -> Option<u64> {
-    let existing = path.ancestors().find(|p| p.exists())?;
-    let st = nix::sys::statvfs::statvfs(existing).ok()?;
-    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
 /// Whether `e` is ENOSPC or EDQUOT.
@@ -82,6 +75,7 @@ pub fn no_space_in(e: &DaemonError, state_dir: &Path) -> Option<NoSpace> {
     }
     let path = match e {
         DaemonError::Io { path, .. } if !store_full => path.clone(),
+        DaemonError::Paths(PathsError::Io { path, .. }) => path.clone(),
         DaemonError::Sched(optgate_sched::SchedError::Io { path, .. }) => path.clone(),
         _ => state_dir.to_path_buf(),
     };
@@ -185,20 +179,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("OPTGATE_NO_SPACE_GIVE_UP=\"soon\": "), "{e}");
-    }
-
-    #[test]
-    fn the_reason_names_the_place_and_the_free_bytes() {
-        let lack = NoSpace {
-            place: Place::StateDir,
-            path: "/s".into(),
-            free: Some(4096),
-        };
-        assert_eq!(
-            lack.reason(),
-            "no space left on the state directory's file system: 4096 bytes free (/s)"
-        );
-        assert!(lack.paused().ends_with("(/s); paused until space returns"));
     }
 
     #[test]

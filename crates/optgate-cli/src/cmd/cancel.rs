@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use optgate_daemon::client;
-use optgate_daemon::protocol::{CancelRequest, JobStatus, Request, Response};
+use optgate_client::client;
+use optgate_client::protocol::{CancelRequest, JobStatus, Request, Response};
 
-use super::daemon::{client_error, state_paths};
+use super::daemon_client::{client_error, state_paths};
 use crate::exit;
 
 pub fn cancel(id: &str) -> Result<i32> {

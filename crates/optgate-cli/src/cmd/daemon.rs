@@ -1,13 +1,15 @@
-//! `optgate daemon [--foreground]` and `optgate daemon stop`, plus the mapping from the
-//! daemon client's errors to exit codes that every daemon command uses.
+//! `optgate daemon [--foreground]` and `optgate daemon stop`: the one command that runs
+//! the daemon itself (`optgate_daemon::lifecycle`); stopping it is a client's call.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use optgate_daemon::protocol::{ErrorKind, Request, Response, ShutdownRequest, Welcome};
-use optgate_daemon::{ClientError, DaemonError, StatePaths, client};
+use optgate_client::protocol::{ErrorKind, Request, Response, ShutdownRequest};
+use optgate_client::{ClientError, StatePaths, client};
+use optgate_daemon::DaemonError;
 
+use super::daemon_client::{client_error, start, state_paths};
 use crate::exit;
 
 /// How long `daemon stop` waits for the daemon to finish its database writes and exit.
@@ -98,7 +100,7 @@ fn stop_daemon(paths: &StatePaths) -> Result<i32> {
 fn terminate_busy_daemon(paths: &StatePaths) -> Result<()> {
     let pid = paths
         .read_pid()
-        .filter(|_| optgate_daemon::lifecycle::is_locked(paths))
+        .filter(|_| optgate_client::client::is_locked(paths))
         .context("the daemon is busy and its pid file names no running daemon")?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
@@ -116,32 +118,4 @@ fn terminate_busy_daemon(paths: &StatePaths) -> Result<()> {
         nix::sys::signal::Signal::SIGTERM,
     )
     .with_context(|| format!("cannot signal the daemon (pid {pid})"))
-}
-
-/// Starts the daemon in the background with this very binary.
-pub fn start(paths: &StatePaths) -> Result<Welcome> {
-    let me = std::env::current_exe()?;
-    client::start_background(paths, &me).map_err(client_error)
-}
-
-pub fn state_paths() -> Result<StatePaths> {
-    StatePaths::from_env().map_err(|e| exit::with_code(exit::FAILED, e))
-}
-
-/// The exit code a daemon client error means: unreachable → 4, unknown experiment → 3,
-/// an invalid experiment or a report that is not ready yet → 2.
-pub fn client_error(e: ClientError) -> anyhow::Error {
-    let code = match &e {
-        e if e.is_unreachable() => exit::NO_DAEMON,
-        ClientError::VersionMismatch { .. } => exit::NO_DAEMON,
-        ClientError::Refused { kind, .. } => match kind {
-            ErrorKind::InvalidExperiment | ErrorKind::NoReport | ErrorKind::BadRequest => {
-                exit::INVALID_INPUT
-            }
-            ErrorKind::ShuttingDown | ErrorKind::Refused | ErrorKind::Busy => exit::NO_DAEMON,
-            ErrorKind::UnknownExperiment | ErrorKind::Internal => exit::FAILED,
-        },
-        _ => exit::FAILED,
-    };
-    exit::with_code(code, e)
 }

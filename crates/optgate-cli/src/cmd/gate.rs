@@ -4,7 +4,7 @@
 //! variant counts: 1 if any was rejected, else 2 if any is not accepted, else 0.
 
 use anyhow::Result;
-use optgate_daemon::protocol::{Decision, ExperimentState};
+use optgate_client::protocol::{Decision, ExperimentState};
 
 use crate::exit;
 
@@ -82,7 +82,7 @@ pub fn gate(id: &str, variant: Option<&str>) -> Result<i32> {
 fn check_variant_exists(
     id: &str,
     name: &str,
-    e: &optgate_daemon::protocol::ExperimentStatus,
+    e: &optgate_client::protocol::ExperimentStatus,
 ) -> Result<()> {
     let copy =
         optgate_runner::layout::Layout::new(std::path::PathBuf::from(&e.root)).experiment_copy();

@@ -1,21 +1,21 @@
 //! `optgate history NAME [--format table|json|html]`: every execution of one experiment,
-//! oldest first, and the changes found over them (`optgate_daemon::history`): a table,
+//! oldest first, and the changes found over them (`optgate_client::history`): a table,
 //! then one line per series saying what changed from which execution on, or that it did
 //! not; as HTML the same table and lines, and each series plotted with its change points.
 
 use anyhow::Result;
 
-use optgate_daemon::history::{BASELINE_SERIES, ChangePointJson, History, value_of};
+use optgate_client::history::{BASELINE_SERIES, ChangePointJson, History, value_of};
 use optgate_report::{ChangeMark, HistoryPoint, HistorySeries, HistoryTable};
 use optgate_store::Execution;
 
-use super::daemon::state_paths;
+use super::daemon_client::state_paths;
 use crate::choices::HistoryFormat;
 use crate::exit;
 
 pub fn history(name: &str, format: HistoryFormat) -> Result<i32> {
     let paths = state_paths()?;
-    let history = optgate_daemon::client::read_history(&paths, name)
+    let history = optgate_client::client::read_history(&paths, name)
         .map_err(|e| exit::with_code(exit::FAILED, e))?;
     let text = match format {
         HistoryFormat::Json => serde_json::to_string_pretty(&history)? + "\n",

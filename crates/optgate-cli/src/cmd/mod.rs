@@ -5,6 +5,7 @@ mod campaign;
 mod cancel;
 mod common;
 mod daemon;
+mod daemon_client;
 mod exec_run;
 mod gate;
 mod history;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use optgate_daemon::client;
-use optgate_daemon::protocol::{Request, Response, StatusRequest, SubmitRequest};
+use optgate_client::client;
+use optgate_client::protocol::{Request, Response, StatusRequest, SubmitRequest};
 use optgate_experiment::{BASELINE, CommandSpec, Experiment, SchedulerKind};
 use optgate_propose::{Facts, Launcher, LauncherKind, NodeFacts, TraceTimes, Usage};
 use optgate_runner::Layout;
@@ -41,9 +41,9 @@ pub fn run_baseline(exp: &Experiment, source: &Path, text: &str, quiet: bool) ->
 /// Hands the measuring experiment to the daemon (started when none runs) and waits for it
 /// to end; its root.
 fn through_daemon(source: &Path, text: &str) -> Result<PathBuf> {
-    let paths = super::daemon::state_paths()?;
+    let paths = super::daemon_client::state_paths()?;
     if client::ping(&paths).is_err() {
-        let w = super::daemon::start(&paths)?;
+        let w = super::daemon_client::start(&paths)?;
         errln!("optgate: started the daemon (pid {})", w.pid);
     }
     let request = Request::Submit(SubmitRequest {
@@ -51,7 +51,7 @@ fn through_daemon(source: &Path, text: &str) -> Result<PathBuf> {
         source_text: text.to_string(),
         every: None,
     });
-    let reply = match client::call(&paths, &request).map_err(super::daemon::client_error)? {
+    let reply = match client::call(&paths, &request).map_err(super::daemon_client::client_error)? {
         Response::Submitted(reply) => reply,
         other => anyhow::bail!("the daemon answered {other:?} to a submission"),
     };
@@ -63,7 +63,7 @@ fn through_daemon(source: &Path, text: &str) -> Result<PathBuf> {
             limit: None,
         });
         let Response::Status(status) =
-            client::call(&paths, &ask).map_err(super::daemon::client_error)?
+            client::call(&paths, &ask).map_err(super::daemon_client::client_error)?
         else {
             anyhow::bail!("the daemon gave no status of {}", reply.id);
         };

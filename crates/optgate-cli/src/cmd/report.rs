@@ -50,11 +50,11 @@ pub fn plots(report: &Report, dir: &Path) -> Result<()> {
 /// `optgate report ID`: the latest report of a daemon experiment (stored with its latest
 /// look), rendered like `optgate run`'s.
 pub fn report_experiment(id: &str, format: Format, plot: Option<&Path>) -> Result<i32> {
-    use optgate_daemon::protocol::{ReportRequest, Request, Response};
-    let paths = super::daemon::state_paths()?;
+    use optgate_client::protocol::{ReportRequest, Request, Response};
+    let paths = super::daemon_client::state_paths()?;
     let request = Request::Report(ReportRequest { id: id.to_string() });
-    let (reply, source) = optgate_daemon::client::call_or_read(&paths, &request)
-        .map_err(super::daemon::client_error)?;
+    let (reply, source) = optgate_client::client::call_or_read(&paths, &request)
+        .map_err(super::daemon_client::client_error)?;
     super::status::say_if_offline(source);
     let reply = match reply {
         Response::Report(r) => r,

@@ -130,7 +130,7 @@ fn engine_options(root: &Path) -> Result<foreground::Options> {
             lock.display()
         )
     })?;
-    let history = optgate_daemon::paths::StatePaths::from_env()?;
+    let history = optgate_client::StatePaths::from_env()?;
     let no_space_give_up = optgate_daemon::space::no_space_give_up(std::env::var_os(
         optgate_daemon::space::NO_SPACE_GIVE_UP_VAR,
     ))

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use optgate_daemon::client;
-use optgate_daemon::protocol::{Request, Response, StatusReply, StatusRequest};
+use optgate_client::client;
+use optgate_client::protocol::{Request, Response, StatusReply, StatusRequest};
 
-use super::daemon::{client_error, state_paths};
+use super::daemon_client::{client_error, state_paths};
 use crate::exit;
 
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);

@@ -1,7 +1,7 @@
 //! The recurrences part of `optgate status` (pure): each recurring re-check with its
 //! interval, next due time, executions and how its last notify ended.
 
-use optgate_daemon::protocol::{RecurrenceState, StatusReply};
+use optgate_client::protocol::{RecurrenceState, StatusReply};
 
 /// The recurrences below the experiments: each with its interval, state, next due time,
 /// executions and latest notify, then the reason it did not submit, if any.
@@ -61,8 +61,8 @@ pub(super) fn recurrences(reply: &StatusReply) -> String {
 }
 
 /// A notify's end in one line: how it ended, for what, and its stderr's last line.
-fn notify_text(n: &optgate_daemon::notify::NotifyOutcome) -> String {
-    use optgate_daemon::notify::NotifyState;
+fn notify_text(n: &optgate_client::protocol::NotifyOutcome) -> String {
+    use optgate_client::protocol::NotifyState;
     let how = match n.state {
         NotifyState::NoCommand => "flipped (no notify command)".to_string(),
         NotifyState::Started => "started (no end recorded yet)".to_string(),

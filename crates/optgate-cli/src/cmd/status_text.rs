@@ -2,7 +2,7 @@
 //! experiments, campaigns, `optgate run` executions and recurrences, or one experiment with
 //! its jobs and decisions.
 
-use optgate_daemon::protocol::{ExperimentStatus, JobRecordState, StatusReply};
+use optgate_client::protocol::{ExperimentStatus, JobRecordState, StatusReply};
 
 /// `completed/total`, then what else happened to the rest: a cancelled experiment reads
 /// "7/48 (41 cancelled)", not "48/48" (failed and cancelled runs are done, not measured).

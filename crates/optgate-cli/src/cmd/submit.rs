@@ -7,11 +7,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use optgate_daemon::ClientError;
-use optgate_daemon::client;
-use optgate_daemon::protocol::{Request, Response, SubmitRequest};
+use optgate_client::ClientError;
+use optgate_client::client;
+use optgate_client::protocol::{Request, Response, SubmitRequest};
 
-use super::daemon::{client_error, start, state_paths};
+use super::daemon_client::{client_error, start, state_paths};
 use crate::exit;
 
 pub fn submit(path: &Path, no_start: bool, every: Option<&str>) -> Result<i32> {

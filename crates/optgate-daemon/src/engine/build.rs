@@ -121,9 +121,9 @@ async fn build_task(ctx: Arc<Daemon>, work: Arc<Work>, cancel: CancellationToken
             Err(e) if crate::space::chain_is_no_space(&e) => {
                 // Left `building` with the reason: the engine starts the build again at a
                 // later pass, and it goes on once space is back.
-                let lack = crate::space::NoSpace {
-                    place: crate::space::Place::Workdir,
-                    free: crate::space::bytes_free(&dir),
+                let lack = optgate_client::space::NoSpace {
+                    place: optgate_client::space::Place::Workdir,
+                    free: optgate_client::space::bytes_free(&dir),
                     path: dir.clone(),
                 };
                 tracing::warn!("experiment {id}: build {}: {}", build.id, lack.paused());

@@ -8,12 +8,13 @@
 
 use std::path::Path;
 
+use optgate_client::answers::campaign::parse;
 use optgate_experiment::campaign::{self, NextStep};
 use optgate_store::{CampaignRow, CampaignState, ExperimentState};
 
 use super::Engine;
 use crate::error::DaemonError;
-use crate::handlers::campaign::{parse, step_root};
+use crate::handlers::campaign::step_root;
 
 /// What a campaign's steps say now, read from the store.
 enum Standing {

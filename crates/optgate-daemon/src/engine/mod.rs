@@ -80,7 +80,7 @@ pub struct Engine {
     polled: BTreeSet<SchedulerKind>,
     /// A write of the current pass that failed for lack of space (the experiment it was
     /// for waits, never fails; `space.rs`).
-    pub(crate) lack_of_space: Option<(String, crate::space::NoSpace)>,
+    pub(crate) lack_of_space: Option<(String, optgate_client::space::NoSpace)>,
     /// The earliest due time (seconds since 1970) of a recurrence not yet due, as the last
     /// pass saw it: the engine sleeps no longer than until then.
     recurrence_due: Option<i64>,
@@ -419,10 +419,10 @@ impl Engine {
     pub(crate) async fn pause_for_space(
         &mut self,
         of: Option<String>,
-        lack: crate::space::NoSpace,
+        lack: optgate_client::space::NoSpace,
     ) {
         let reason = lack.paused();
-        let only = of.filter(|_| lack.place == crate::space::Place::Workdir);
+        let only = of.filter(|_| lack.place == optgate_client::space::Place::Workdir);
         let new = self
             .ctx
             .space
@@ -463,7 +463,7 @@ impl Engine {
                 for e in s.active_experiments()? {
                     if e.state_reason
                         .as_deref()
-                        .is_some_and(|r| r.starts_with(crate::space::NO_SPACE))
+                        .is_some_and(|r| r.starts_with(optgate_client::space::NO_SPACE))
                     {
                         s.transition(&e.id, e.state, e.state, None)?;
                     }

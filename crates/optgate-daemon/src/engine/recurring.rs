@@ -9,13 +9,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use optgate_client::protocol::{NotifyOutcome, NotifyState, recurrence_name};
 use optgate_policy::staged::VariantDecision;
 use optgate_store::{RecurrenceRow, UnjudgedExecution};
 
 use super::Engine;
 use crate::context::Daemon;
 use crate::error::DaemonError;
-use crate::notify::{self, NotifyOutcome, NotifyState};
+use crate::notify;
 use crate::recheck::{self, Due, ExecutionSummary};
 
 impl Engine {
@@ -50,7 +51,7 @@ impl Engine {
     /// no longer loads, or a root that cannot be prepared, postpones it to `next_due` with
     /// the reason shown in `status`; a lack of space is the pass's error (it waits).
     async fn resubmit(&mut self, r: &RecurrenceRow, next_due: i64) -> Result<bool, DaemonError> {
-        let (rid, due, name) = (r.id, r.next_due_at, recheck::recurrence_name(r.id));
+        let (rid, due, name) = (r.id, r.next_due_at, recurrence_name(r.id));
         let text = self.ctx.db.call(move |s| s.recurrence_text(rid)).await?;
         let path = PathBuf::from(&r.source_path);
         let loaded = tokio::task::spawn_blocking(move || {
@@ -194,7 +195,7 @@ impl Engine {
             .await
             .map_err(crate::error::join_error)?;
         Ok(recheck::summary(
-            &recheck::recurrence_name(r.id),
+            &recurrence_name(r.id),
             &r.name,
             p,
             l,

@@ -4,20 +4,22 @@
 //! a campaign's cancel do: the one cancel of an experiment. `R<n>`
 //! names a recurrence: cancelling it stops its re-submissions.
 
+use optgate_client::answers::unknown;
+use optgate_client::protocol::{
+    CancelReply, CancelRequest, ErrorKind, ErrorReply, RecurrenceCancelReply, Response,
+    parse_recurrence_name, recurrence_name,
+};
 use optgate_store::{ExperimentState, RecurrenceState};
 
+use super::HandlerResult;
 use super::cancelling::cancel_experiment;
-use super::{HandlerResult, unknown};
 use crate::context::Daemon;
-use crate::protocol::{
-    CancelReply, CancelRequest, ErrorKind, ErrorReply, RecurrenceCancelReply, Response,
-};
 
 /// The reason a user's `optgate cancel` records.
 pub const BY_THE_USER: &str = "cancelled by the user";
 
 pub async fn cancel(ctx: &Daemon, req: CancelRequest) -> HandlerResult {
-    if let Some(n) = crate::recheck::parse_recurrence_name(&req.id) {
+    if let Some(n) = parse_recurrence_name(&req.id) {
         return cancel_recurrence(ctx, &req.id, n).await;
     }
     if super::campaign::cancel(ctx, &req.id, BY_THE_USER)
@@ -56,7 +58,7 @@ async fn cancel_recurrence(ctx: &Daemon, name: &str, n: i64) -> HandlerResult {
     };
     tracing::info!("recurrence {name} cancelled (was {before})");
     Ok(Response::RecurrenceCancelled(RecurrenceCancelReply {
-        id: crate::recheck::recurrence_name(n),
+        id: recurrence_name(n),
         previous_state: before,
         state: RecurrenceState::Cancelled,
     }))

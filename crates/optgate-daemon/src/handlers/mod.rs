@@ -4,15 +4,15 @@ pub mod campaign;
 pub mod cancel;
 pub mod cancelling;
 pub mod precheck;
-pub mod recurrence_view;
 pub mod report;
 mod shutdown;
 pub mod status;
 pub mod submit;
 
+use optgate_client::protocol::{ErrorKind, ErrorReply, Request, Response};
+
 use crate::context::Daemon;
 use crate::error::DaemonError;
-use crate::protocol::{ErrorKind, ErrorReply, Request, Response};
 
 pub async fn dispatch(ctx: &Daemon, request: Request) -> Response {
     let result = match request {
@@ -26,14 +26,6 @@ pub async fn dispatch(ctx: &Daemon, request: Request) -> Response {
         tracing::error!("request failed: {e}");
         Response::Error(ErrorReply::new(ErrorKind::Internal, e.to_string()))
     })
-}
-
-/// The reply for an experiment id the daemon does not know.
-pub(crate) fn unknown(id: &str) -> Response {
-    Response::Error(ErrorReply::new(
-        ErrorKind::UnknownExperiment,
-        format!("no experiment `{id}`; `optgate status` lists them"),
-    ))
 }
 
 pub(crate) type HandlerResult = Result<Response, DaemonError>;

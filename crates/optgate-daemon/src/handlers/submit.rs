@@ -6,6 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use optgate_client::protocol::{
+    ErrorKind, ErrorReply, RecurrenceStatus, Response, SubmitReply, SubmitRequest,
+};
 use optgate_experiment::{Experiment, Loaded, Plan, SchedulerKind};
 use optgate_runner::Layout;
 use std::time::Duration;
@@ -16,9 +19,6 @@ use super::HandlerResult;
 use crate::context::Daemon;
 use crate::error::DaemonError;
 use crate::ids::new_root;
-use crate::protocol::{
-    ErrorKind, ErrorReply, RecurrenceStatus, Response, SubmitReply, SubmitRequest,
-};
 
 pub async fn submit(ctx: &Daemon, req: SubmitRequest) -> HandlerResult {
     if ctx.shutdown.is_cancelled() {
@@ -102,7 +102,7 @@ async fn record_recurring(
         .call(move |s| {
             let rid = s.start_recurrence(&new, &blocks, &runs, &recurrence)?;
             let row = s.recurrences(false)?.into_iter().find(|r| r.id == rid);
-            Ok(row.map(|r| super::recurrence_view::recurrence_status(&r)))
+            Ok(row.map(|r| optgate_client::answers::recurrence::recurrence_status(&r)))
         })
         .await?
         .ok_or_else(|| DaemonError::Experiment {

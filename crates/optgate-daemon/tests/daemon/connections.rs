@@ -9,11 +9,11 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
-use optgate_daemon::StatePaths;
-use optgate_daemon::context::{Backends, Daemon, Db};
-use optgate_daemon::protocol::{
+use optgate_client::StatePaths;
+use optgate_client::protocol::{
     ErrorKind, HelloReply, MAX_HELLO_BYTES, PROTOCOL_VERSION, Response,
 };
+use optgate_daemon::context::{Backends, Daemon, Db};
 use optgate_daemon::server::{MAX_LARGE_REQUESTS, SMALL_REQUEST_BYTES, handle_connection};
 use optgate_store::Store;
 
@@ -78,7 +78,7 @@ async fn a_hello_past_its_limit_is_refused_naming_it() {
 
 /// The daemon's status as a fresh client sees it; a small request, answered beside the
 /// long ones.
-async fn status_of(ctx: &Arc<Daemon>) -> optgate_daemon::protocol::StatusReply {
+async fn status_of(ctx: &Arc<Daemon>) -> optgate_client::protocol::StatusReply {
     let mut status = connect(ctx);
     let ask = format!("{}{{\"status\":{{\"id\":null}}}}\n", hello());
     status.get_mut().write_all(ask.as_bytes()).await.unwrap();

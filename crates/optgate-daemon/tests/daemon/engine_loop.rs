@@ -19,10 +19,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use optgate_client::StatePaths;
+use optgate_client::protocol::{Request, Response, SubmitRequest};
 use optgate_daemon::context::{Backends, Daemon, Db};
 use optgate_daemon::engine::{EngineSettings, run_with};
-use optgate_daemon::protocol::{Request, Response, SubmitRequest};
-use optgate_daemon::{StatePaths, handlers};
+use optgate_daemon::handlers;
 use optgate_experiment::SchedulerKind;
 use optgate_sched::poll::PollSchedule;
 use optgate_sched::{JobId, JobSpec, JobState, SchedError, Scheduler};

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use optgate_client::protocol::{Hello, MAX_REQUEST_BYTES, Request, read_frame};
 use optgate_daemon::handlers::precheck::refuse_before_parsing;
-use optgate_daemon::protocol::{Hello, MAX_REQUEST_BYTES, Request, read_frame};
 use tokio::io::BufReader;
 
 /// How long one input may take before the test calls it stuck (a hang guard, not a speed

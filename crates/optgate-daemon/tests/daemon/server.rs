@@ -11,12 +11,13 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
+use optgate_client::client::{self, is_locked};
+use optgate_client::protocol::{ErrorKind, HelloReply, PROTOCOL_VERSION, Response};
+use optgate_client::{ClientError, StatePaths};
 use optgate_daemon::context::{Backends, Daemon, Db};
 use optgate_daemon::error::DaemonError;
-use optgate_daemon::lifecycle::{InstanceLock, bind_socket, is_locked};
-use optgate_daemon::protocol::{ErrorKind, HelloReply, PROTOCOL_VERSION, Response};
+use optgate_daemon::lifecycle::{InstanceLock, bind_socket};
 use optgate_daemon::server::{PeerError, check_peer, handle_connection, serve};
-use optgate_daemon::{StatePaths, client};
 use optgate_store::Store;
 
 fn me() -> u32 {
@@ -177,7 +178,7 @@ async fn a_silent_client_is_dropped_after_the_timeout() {
         other => panic!("{other:?}"),
     }
     // Exactly the timeout elapsed on the paused clock.
-    assert_eq!(t0.elapsed(), optgate_daemon::protocol::HANDSHAKE_TIMEOUT);
+    assert_eq!(t0.elapsed(), optgate_client::protocol::HANDSHAKE_TIMEOUT);
     task.await.unwrap();
 }
 
@@ -244,7 +245,7 @@ fn one_daemon_per_state_directory_and_a_stale_socket_is_replaced() {
     assert!(paths.socket().exists());
     assert!(matches!(
         client::ping(&paths),
-        Err(optgate_daemon::ClientError::NotRunning { .. })
+        Err(ClientError::NotRunning { .. })
     ));
     let _listener = bind_socket(&paths).unwrap();
     let mode = std::fs::metadata(paths.socket())

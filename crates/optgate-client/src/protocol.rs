@@ -36,7 +36,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_HELLO_BYTES: usize = 4 * 1024;
 /// How long the daemon waits for a whole hello line from the moment it accepts the
 /// connection. Silent or trickling clients are dropped when it passes; until then they
-/// hold a connection (of [`crate::server::MAX_CONNECTIONS`], 256), not a request slot.
+/// hold a connection (of the daemon's `server::MAX_CONNECTIONS`, 256), not a request slot.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The client's first line.
@@ -190,10 +190,75 @@ pub struct RecurrenceStatus {
     pub notify: Vec<String>,
     /// The latest notify (or flip without a `notify:` command), with how it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_notify: Option<crate::notify::NotifyOutcome>,
+    pub last_notify: Option<NotifyOutcome>,
     /// Why it did not submit (its stored file no longer loads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+}
+
+/// `R<n>`: how a recurrence is named to users (`optgate cancel R3`).
+pub fn recurrence_name(id: i64) -> String {
+    format!("R{id}")
+}
+
+/// The number of a recurrence name `R<n>` (or `r<n>`); `None` for anything else
+/// (experiment ids start with a digit).
+pub fn parse_recurrence_name(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix(['R', 'r'])?;
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&n| n > 0)
+}
+
+/// How a notify ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyState {
+    /// Something changed but the recurrence has no `notify:` command.
+    NoCommand,
+    /// Started; its end is not recorded yet (or the daemon stopped while it ran).
+    Started,
+    /// It exited (its status in `exit_code`) or was ended by a signal of its own.
+    Exited,
+    /// It ran past the daemon's `notify::NOTIFY_TIMEOUT` and its process group was killed.
+    TimedOut,
+    /// It could not be started (no such program, not executable, …).
+    NotStarted,
+}
+
+/// What `status` shows of a notify, recorded with the execution it was for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotifyOutcome {
+    /// The execution whose end called for it.
+    pub experiment_id: String,
+    /// The summary's one-sentence reason.
+    pub reason: String,
+    pub state: NotifyState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The end of its stderr (lossy UTF-8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+    /// Why it could not be started, or that it was killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl NotifyOutcome {
+    pub fn new(experiment_id: &str, reason: &str, state: NotifyState) -> NotifyOutcome {
+        NotifyOutcome {
+            experiment_id: experiment_id.to_string(),
+            reason: reason.to_string(),
+            state,
+            exit_code: None,
+            signal: None,
+            stderr_tail: String::new(),
+            detail: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -482,6 +547,24 @@ mod tests {
             serde_json::to_string(&Response::ShuttingDown).unwrap(),
             r#""shutting_down""#
         );
+    }
+
+    #[test]
+    fn recurrence_names_round_trip_and_experiment_ids_are_not_names() {
+        assert_eq!(recurrence_name(3), "R3");
+        assert_eq!(parse_recurrence_name("R3"), Some(3));
+        assert_eq!(parse_recurrence_name("r12"), Some(12));
+        for no in [
+            "R",
+            "R0",
+            "R-1",
+            "R1x",
+            "20261202-041500-ab12",
+            "X1",
+            "R99999999999999999999",
+        ] {
+            assert_eq!(parse_recurrence_name(no), None, "{no}");
+        }
     }
 
     #[tokio::test]

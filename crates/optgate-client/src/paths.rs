@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::error::DaemonError;
+use crate::error::PathsError;
 
 /// The longest socket path `sockaddr_un` holds on Linux, terminating NUL excluded.
 const SUN_PATH_MAX: usize = 107;
@@ -40,13 +40,13 @@ impl StatePaths {
     }
 
     /// The state directory this process's environment names.
-    pub fn from_env() -> Result<StatePaths, DaemonError> {
+    pub fn from_env() -> Result<StatePaths, PathsError> {
         let dir = state_dir_from(
             std::env::var_os("OPTGATE_HOME"),
             std::env::var_os("XDG_STATE_HOME"),
             std::env::var_os("HOME"),
         )
-        .ok_or(DaemonError::NoStateDir)?;
+        .ok_or(PathsError::NoStateDir)?;
         Ok(StatePaths::new(std::path::absolute(&dir).unwrap_or(dir)))
     }
 
@@ -110,7 +110,7 @@ impl StatePaths {
     /// link or someone else's is refused, and every state file is made 0600. Every
     /// directory above it must be this user's or root's and not writable by others unless
     /// sticky ([`check_ancestors`]).
-    pub fn prepare(&self) -> Result<(), DaemonError> {
+    pub fn prepare(&self) -> Result<(), PathsError> {
         self.prepare_dir()?;
         let sock_dir = self.socket_dir();
         std::fs::DirBuilder::new()
@@ -120,11 +120,11 @@ impl StatePaths {
                 std::io::ErrorKind::AlreadyExists => Ok(()),
                 _ => Err(e),
             })
-            .map_err(DaemonError::io("create", &sock_dir))?;
+            .map_err(PathsError::io("create", &sock_dir))?;
         private_dir(&sock_dir, Tighten::Yes)?;
         let socket = self.socket();
         if socket.as_os_str().len() > SUN_PATH_MAX {
-            return Err(DaemonError::SocketPathTooLong { path: socket });
+            return Err(PathsError::SocketPathTooLong { path: socket });
         }
         Ok(())
     }
@@ -133,12 +133,12 @@ impl StatePaths {
 impl StatePaths {
     /// The state directory alone (what `optgate run` needs for its lock): created 0700,
     /// checked as [`StatePaths::prepare`] says, its existing state files checked too.
-    pub fn prepare_dir(&self) -> Result<(), DaemonError> {
+    pub fn prepare_dir(&self) -> Result<(), PathsError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)
-            .map_err(DaemonError::io("create", &self.dir))?;
+            .map_err(PathsError::io("create", &self.dir))?;
         self.check(Tighten::Yes)
     }
 
@@ -146,14 +146,14 @@ impl StatePaths {
     /// reads the state (`status`, `report`, `gate` while no daemon runs) does before it
     /// opens the database. It refuses exactly what the daemon refuses; what the daemon
     /// would tighten (a directory or file others can only read) it leaves as it is.
-    pub fn check_for_reading(&self) -> Result<(), DaemonError> {
+    pub fn check_for_reading(&self) -> Result<(), PathsError> {
         self.check(Tighten::No)
     }
 
     /// The one check behind the daemon's start and the read-only commands: the state
     /// directory's ancestors ([`check_ancestors`]), the directory itself, then each state
     /// file.
-    fn check(&self, tighten: Tighten) -> Result<(), DaemonError> {
+    fn check(&self, tighten: Tighten) -> Result<(), PathsError> {
         check_ancestors(&self.dir)?;
         private_dir(&self.dir, tighten)?;
         for file in self.state_files() {
@@ -177,9 +177,9 @@ enum Tighten {
 /// rename an ancestor can swap the whole state directory for one of their own. Both the
 /// path as given and the path with its links resolved are walked, so a link in the path
 /// is checked where it lies and where it leads.
-fn check_ancestors(dir: &Path) -> Result<(), DaemonError> {
+fn check_ancestors(dir: &Path) -> Result<(), PathsError> {
     let mut seen = std::collections::BTreeSet::new();
-    let resolved = std::fs::canonicalize(dir).map_err(DaemonError::io("resolve", dir))?;
+    let resolved = std::fs::canonicalize(dir).map_err(PathsError::io("resolve", dir))?;
     let as_given = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     for path in [as_given, resolved] {
         for ancestor in path.ancestors().skip(1) {
@@ -192,18 +192,18 @@ fn check_ancestors(dir: &Path) -> Result<(), DaemonError> {
 }
 
 /// One directory above the state directory, by the rule of [`check_ancestors`].
-fn check_ancestor(dir: &Path) -> Result<(), DaemonError> {
-    let meta = std::fs::metadata(dir).map_err(DaemonError::io("inspect", dir))?;
+fn check_ancestor(dir: &Path) -> Result<(), PathsError> {
+    let meta = std::fs::metadata(dir).map_err(PathsError::io("inspect", dir))?;
     let me = nix::unistd::getuid().as_raw();
     if meta.uid() != me && meta.uid() != ROOT_UID {
-        return Err(DaemonError::NotOwner {
+        return Err(PathsError::NotOwner {
             path: dir.to_path_buf(),
             owner: meta.uid(),
         });
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 && mode & STICKY == 0 {
-        return Err(DaemonError::AncestorWritableByOthers {
+        return Err(PathsError::AncestorWritableByOthers {
             path: dir.to_path_buf(),
             mode,
         });
@@ -218,57 +218,57 @@ const STICKY: u32 = 0o1000;
 
 /// Refuses a directory owned by another user or writable by group or others; tightens one
 /// that they can only read or enter to 0700 (when asked to).
-fn private_dir(dir: &Path, tighten: Tighten) -> Result<(), DaemonError> {
-    let meta = std::fs::metadata(dir).map_err(DaemonError::io("inspect", dir))?;
+fn private_dir(dir: &Path, tighten: Tighten) -> Result<(), PathsError> {
+    let meta = std::fs::metadata(dir).map_err(PathsError::io("inspect", dir))?;
     let me = nix::unistd::getuid().as_raw();
     if meta.uid() != me {
-        return Err(DaemonError::NotOwner {
+        return Err(PathsError::NotOwner {
             path: dir.to_path_buf(),
             owner: meta.uid(),
         });
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
-        return Err(DaemonError::StateDirWritableByOthers {
+        return Err(PathsError::StateDirWritableByOthers {
             path: dir.to_path_buf(),
             mode,
         });
     }
     if mode & 0o077 != 0 && tighten == Tighten::Yes {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(DaemonError::io("restrict the permissions of", dir))?;
+            .map_err(PathsError::io("restrict the permissions of", dir))?;
     }
     Ok(())
 }
 
 /// An existing state file must not be a link nor another user's; it is made 0600. A file
 /// that does not exist yet is fine (it is created 0600 where it is opened).
-pub fn private_file(path: &Path) -> Result<(), DaemonError> {
+pub fn private_file(path: &Path) -> Result<(), PathsError> {
     check_file(path, Tighten::Yes)
 }
 
 /// [`private_file`], making the file 0600 only when asked to.
-fn check_file(path: &Path, tighten: Tighten) -> Result<(), DaemonError> {
+fn check_file(path: &Path, tighten: Tighten) -> Result<(), PathsError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(DaemonError::io("inspect", path)(e)),
+        Err(e) => return Err(PathsError::io("inspect", path)(e)),
     };
     if meta.file_type().is_symlink() {
-        return Err(DaemonError::StateFileIsLink {
+        return Err(PathsError::StateFileIsLink {
             path: path.to_path_buf(),
         });
     }
     let me = nix::unistd::getuid().as_raw();
     if meta.uid() != me {
-        return Err(DaemonError::NotOwner {
+        return Err(PathsError::NotOwner {
             path: path.to_path_buf(),
             owner: meta.uid(),
         });
     }
     if meta.mode() & 0o077 != 0 && tighten == Tighten::Yes {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(DaemonError::io("restrict the permissions of", path))?;
+            .map_err(PathsError::io("restrict the permissions of", path))?;
     }
     Ok(())
 }
@@ -330,7 +330,7 @@ mod tests {
             std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(mode)).unwrap();
             let err = p.prepare().unwrap_err();
             assert!(
-                matches!(err, DaemonError::StateDirWritableByOthers { mode: m, .. } if m == mode),
+                matches!(err, PathsError::StateDirWritableByOthers { mode: m, .. } if m == mode),
                 "{mode:o}: {err}"
             );
             assert!(err.to_string().contains("chmod 700"), "{err}");
@@ -359,7 +359,7 @@ mod tests {
             std::os::unix::fs::symlink(&target, &file).unwrap();
             let err = p.prepare().unwrap_err();
             assert!(
-                matches!(&err, DaemonError::StateFileIsLink { path } if *path == file),
+                matches!(&err, PathsError::StateFileIsLink { path } if *path == file),
                 "{err}"
             );
             // Opening it for writing does not follow the link either.
@@ -388,7 +388,7 @@ mod tests {
         nix::unistd::chown(&p.dir, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
         let err = p.prepare().unwrap_err();
         assert!(
-            matches!(err, DaemonError::NotOwner { owner: 65534, .. }),
+            matches!(err, PathsError::NotOwner { owner: 65534, .. }),
             "{err}"
         );
     }
@@ -405,7 +405,7 @@ mod tests {
             std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(mode)).unwrap();
             for err in [p.prepare().unwrap_err(), p.check_for_reading().unwrap_err()] {
                 assert!(
-                    matches!(&err, DaemonError::AncestorWritableByOthers { path, mode: m }
+                    matches!(&err, PathsError::AncestorWritableByOthers { path, mode: m }
                         if *path == parent && *m == mode),
                     "{mode:o}: {err}"
                 );
@@ -423,7 +423,7 @@ mod tests {
         let linked = StatePaths::new(open.join("link"));
         assert!(matches!(
             linked.check_for_reading(),
-            Err(DaemonError::AncestorWritableByOthers { path, .. }) if path == open
+            Err(PathsError::AncestorWritableByOthers { path, .. }) if path == open
         ));
     }
 
@@ -443,7 +443,7 @@ mod tests {
         std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o775)).unwrap();
         assert!(matches!(
             p.check_for_reading(),
-            Err(DaemonError::StateDirWritableByOthers { mode: 0o775, .. })
+            Err(PathsError::StateDirWritableByOthers { mode: 0o775, .. })
         ));
         std::fs::set_permissions(&p.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let real = d.path().join("real.db");
@@ -451,7 +451,7 @@ mod tests {
         std::os::unix::fs::symlink(&real, p.db()).unwrap();
         assert!(matches!(
             p.check_for_reading(),
-            Err(DaemonError::StateFileIsLink { path }) if path == p.db()
+            Err(PathsError::StateFileIsLink { path }) if path == p.db()
         ));
         std::fs::remove_file(p.db()).unwrap();
         std::fs::rename(&real, p.db()).unwrap();
@@ -459,7 +459,7 @@ mod tests {
             nix::unistd::chown(&p.db(), Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
             assert!(matches!(
                 p.check_for_reading(),
-                Err(DaemonError::NotOwner { owner: 65534, .. })
+                Err(PathsError::NotOwner { owner: 65534, .. })
             ));
             // A parent of another user is refused as well.
             nix::unistd::chown(&p.db(), Some(nix::unistd::ROOT), None).unwrap();
@@ -469,7 +469,7 @@ mod tests {
             nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
             assert!(matches!(
                 under.check_for_reading(),
-                Err(DaemonError::NotOwner { owner: 65534, path }) if path == theirs
+                Err(PathsError::NotOwner { owner: 65534, path }) if path == theirs
             ));
         } else {
             assert!(
@@ -492,7 +492,7 @@ mod tests {
         let long = StatePaths::new(d.path().join("x".repeat(120)));
         assert!(matches!(
             long.prepare(),
-            Err(DaemonError::SocketPathTooLong { .. })
+            Err(PathsError::SocketPathTooLong { .. })
         ));
     }
 }

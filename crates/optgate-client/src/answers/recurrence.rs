@@ -1,6 +1,6 @@
 //! A stored recurrence as the protocol shows it (`status`, and `submit`'s reply).
 
-use crate::protocol::RecurrenceStatus;
+use crate::protocol::{RecurrenceStatus, recurrence_name};
 
 /// A stored recurrence as `status` (and `submit`'s reply) shows it.
 pub fn recurrence_status(r: &optgate_store::RecurrenceRow) -> RecurrenceStatus {
@@ -10,7 +10,7 @@ pub fn recurrence_status(r: &optgate_store::RecurrenceRow) -> RecurrenceStatus {
             .unwrap_or_else(|| t.to_string())
     };
     RecurrenceStatus {
-        id: crate::recheck::recurrence_name(r.id),
+        id: recurrence_name(r.id),
         name: r.name.clone(),
         every: optgate_experiment::format_interval(std::time::Duration::from_secs(r.interval_secs)),
         interval_secs: r.interval_secs,

@@ -1,6 +1,9 @@
 //! The client side, for the CLI: connect, handshake, one request, one response — plain
-//! blocking I/O, no runtime needed — and starting the daemon in the background.
+//! blocking I/O, no runtime needed — the answers from the database while no daemon runs
+//! ([`call_or_read`], [`read_history`]), starting the daemon in the background, and
+//! whether one runs.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -8,13 +11,16 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::ClientError;
+use crate::error::{ClientError, ReadError};
+use crate::history::History;
 use crate::paths::StatePaths;
 use crate::protocol::{
-    ErrorKind, Hello, HelloReply, MAX_REPLY_BYTES, PROTOCOL_VERSION, Request, Response, Welcome,
+    DaemonInfo, ErrorKind, Hello, HelloReply, MAX_REPLY_BYTES, PROTOCOL_VERSION, Request, Response,
+    Welcome,
 };
 
 /// How long the client waits for the daemon's answer.
@@ -203,10 +209,10 @@ pub fn call_or_read(
         Err(ClientError::NotRunning { socket }) if paths.db().exists() => {
             let read = match request {
                 Request::Status(r) => read_offline(paths, |store, info| {
-                    Ok(crate::handlers::status::answer(store, r.clone(), info)?)
+                    Ok(crate::answers::status::answer(store, r.clone(), info)?)
                 }),
                 Request::Report(r) => read_offline(paths, |store, _| {
-                    crate::handlers::report::answer(store, r.clone())
+                    crate::answers::report::answer(store, r.clone())
                 }),
                 _ => return Err(ClientError::NotRunning { socket }),
             };
@@ -226,20 +232,17 @@ pub fn call_or_read(
 /// Answers from the state directory's database opened read-only, as a stopped daemon.
 fn read_offline(
     paths: &StatePaths,
-    answer: impl FnOnce(
-        &optgate_store::Store,
-        crate::protocol::DaemonInfo,
-    ) -> Result<Response, crate::error::DaemonError>,
-) -> Result<Response, crate::error::DaemonError> {
+    answer: impl FnOnce(&optgate_store::Store, DaemonInfo) -> Result<Response, ReadError>,
+) -> Result<Response, ReadError> {
     // What the daemon would refuse to open, a reader refuses too: a link, another user's
     // file, a directory others can write.
     paths.check_for_reading()?;
     let store = optgate_store::Store::open_read_only(&paths.db())?;
-    let info = crate::protocol::DaemonInfo {
+    let info = DaemonInfo {
         // No daemon: pid 0 and no start time say so in the JSON.
         pid: 0,
         version: env!("CARGO_PKG_VERSION").to_string(),
-        protocol: crate::protocol::PROTOCOL_VERSION,
+        protocol: PROTOCOL_VERSION,
         state_dir: paths.dir.clone(),
         started_at: String::new(),
         long_requests_reading: 0,
@@ -250,10 +253,7 @@ fn read_offline(
 /// The history of experiment `name` from the state directory's database, read-only
 /// (the daemon running or not: WAL readers never block it), with its change points;
 /// empty when there is no database yet.
-pub fn read_history(
-    paths: &StatePaths,
-    name: &str,
-) -> Result<crate::history::History, crate::error::DaemonError> {
+pub fn read_history(paths: &StatePaths, name: &str) -> Result<History, ReadError> {
     if !paths.db().exists() {
         return Ok(crate::history::history_of(Vec::new()));
     }
@@ -384,6 +384,14 @@ impl DaemonProcess {
     }
 }
 
+/// Whether a daemon holds the state directory's lock right now.
+pub fn is_locked(paths: &StatePaths) -> bool {
+    let Ok(file) = File::open(paths.lock()) else {
+        return false;
+    };
+    Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
+}
+
 /// Waits up to `limit` until the daemon on `paths` has exited: its lock is free and
 /// `process` (the daemon as found before the stop, if it was) no longer runs.
 pub fn wait_until_stopped(
@@ -393,7 +401,7 @@ pub fn wait_until_stopped(
 ) -> bool {
     let t0 = Instant::now();
     loop {
-        let gone = !crate::lifecycle::is_locked(paths) && !process.is_some_and(|p| p.is_running());
+        let gone = !is_locked(paths) && !process.is_some_and(|p| p.is_running());
         if gone {
             return true;
         }
