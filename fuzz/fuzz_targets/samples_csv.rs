@@ -1,4 +1,4 @@
-//! The samples CSV of `optgate analyze`: `optgate_runner::report::analyze_samples` (parse,
+//! The samples CSV of `optgate analyze`: `optgate_evidence::report::analyze_samples` (parse,
 //! validate, then the one report builder) and the renderings `analyze` prints, on any text. Bad input must come back as a
 //! `SamplesError` (exit 2 in the CLI), never a panic.
 //!
@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use optgate_report::{AnalyzeOptions, render_csv, render_json, render_markdown, render_table};
-use optgate_runner::report::analyze_samples;
+use optgate_evidence::report::analyze_samples;
 use optgate_stats::Design;
 
 fuzz_target!(|data: &[u8]| {

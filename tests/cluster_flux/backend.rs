@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use optgate_evidence::{Layout, RunStatus};
 use optgate_experiment::{Experiment, Plan};
-use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::flux::{FluxBackend, f58_encode, render_script};
 use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
@@ -82,7 +82,7 @@ fn setup(tag: &str, yaml: &str) -> Setup {
         .experiment;
     let plan = Plan::for_experiment(&exp);
     let layout = Layout::new(tmp.path().join("exec"));
-    optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
+    optgate_evidence::root::prepare(&exp, &plan, &layout).unwrap();
     let id = format!("{tag}{}", std::process::id());
     let jobs = support::first_block_jobs(&exp, &plan, &layout, &id);
     Setup {
@@ -268,7 +268,7 @@ fn a_block_runs_every_arm_in_order_on_one_allocation_with_its_own_launch_line() 
 
     // Nothing left to run again; the runs collect into samples like local runs do.
     assert_eq!(support::runs_left_to_run(job), Vec::<String>::new());
-    let collected = optgate_runner::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
+    let collected = optgate_evidence::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
     let done: Vec<_> = collected
         .runs
         .iter()

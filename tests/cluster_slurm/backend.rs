@@ -19,8 +19,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use optgate_evidence::{Layout, RunStatus};
 use optgate_experiment::{Experiment, Plan};
-use optgate_runner::{Layout, RunStatus};
 use optgate_sched::batch::{JOB_ID_FILE, JOB_SCRIPT, PROBE_FILE};
 use optgate_sched::slurm::{SlurmBackend, render_script};
 use optgate_sched::{JobId, JobSpec, JobState, Scheduler};
@@ -67,7 +67,7 @@ fn setup_from(tmp: tempfile::TempDir, path: &Path, tag: &str) -> Setup {
         .experiment;
     let plan = Plan::for_experiment(&exp);
     let layout = Layout::new(tmp.path().join("exec"));
-    optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
+    optgate_evidence::root::prepare(&exp, &plan, &layout).unwrap();
     let id = format!("{tag}{}", std::process::id());
     let jobs = support::first_block_jobs(&exp, &plan, &layout, &id);
     Setup {
@@ -232,7 +232,7 @@ fn a_block_runs_every_arm_in_order_on_one_allocation_with_its_own_launch_line() 
 
     // Nothing left to run again; the runs collect into samples like local runs do.
     assert_eq!(support::runs_left_to_run(job), Vec::<String>::new());
-    let collected = optgate_runner::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
+    let collected = optgate_evidence::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
     let done: Vec<_> = collected
         .runs
         .iter()
@@ -437,7 +437,7 @@ fn the_slurm_quickstart_runs_a_block_on_this_cluster() {
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
     let end = wait_for(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Completed);
-    let collected = optgate_runner::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
+    let collected = optgate_evidence::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
     let block1: Vec<_> = collected.runs.iter().filter(|r| r.block == 1).collect();
     assert_eq!(block1.len(), 4);
     for r in block1 {

@@ -284,7 +284,7 @@ variants:
 /// the 9th and 10th. Planted bugs caught: `change_alerts` returning none (no notify: the
 /// test times out), or every change point of the history (told at 9 and 10 again).
 #[test]
-fn a_baseline_step_in_a_recurrence_runs_notify_with_the_change_point() {
+fn a_baseline_shift_in_a_recurrence_runs_notify_with_the_change_point() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let _guard = StopOnDrop(home.clone());

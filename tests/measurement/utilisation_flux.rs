@@ -21,10 +21,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use optgate_evidence::Layout;
+use optgate_evidence::report::{Execution, Source, build_report};
 use optgate_experiment::Plan;
 use optgate_report::UtilisationFinding;
-use optgate_runner::Layout;
-use optgate_runner::report::{Execution, Source, build_report};
 use optgate_sched::flux::FluxBackend;
 use optgate_sched::{JobState, Scheduler};
 
@@ -143,7 +143,7 @@ fn the_report_finds_idle_cores_and_oversubscription_from_real_tasks() {
         .experiment;
     let plan = Plan::for_experiment(&exp);
     let layout = Layout::new(tmp.path().join("exec"));
-    optgate_runner::root::prepare(&exp, &plan, &layout).unwrap();
+    optgate_evidence::root::prepare(&exp, &plan, &layout).unwrap();
     let name = format!("utl{}", std::process::id());
     let jobs = support::first_block_jobs(&exp, &plan, &layout, &name);
     let b = FluxBackend::new();
@@ -163,7 +163,7 @@ fn the_report_finds_idle_cores_and_oversubscription_from_real_tasks() {
     assert_eq!(end, JobState::Completed);
 
     let none = BTreeMap::new();
-    let collected = optgate_runner::collect(&exp, &plan, &layout, &none);
+    let collected = optgate_evidence::collect(&exp, &plan, &layout, &none);
     let node = optgate_probe::probe_live();
     let source = Source::Execution(Execution {
         exp: &exp,

@@ -294,7 +294,7 @@ pub fn runs_left_to_run(job: &optgate_sched::JobSpec) -> Vec<String> {
 pub fn first_block_jobs(
     exp: &optgate_experiment::Experiment,
     plan: &optgate_experiment::Plan,
-    layout: &optgate_runner::Layout,
+    layout: &optgate_evidence::Layout,
     id: &str,
 ) -> Vec<optgate_sched::JobSpec> {
     use optgate_daemon::work::{Work, plan_rows};
@@ -330,7 +330,7 @@ pub fn first_block_jobs(
         optgate_daemon::jobplan::plan_jobs(&work, &blocks, &[], &pending, bin);
     assert!(already.is_empty(), "nothing has run yet: {already:?}");
     for spec in &specs {
-        optgate_runner::jobs::write_job_files(&work.exp, &work.layout, spec)
+        optgate_evidence::jobs::write_job_files(&work.exp, &work.layout, spec)
             .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
     }
     specs

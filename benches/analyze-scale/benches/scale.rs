@@ -1,6 +1,6 @@
 //! `optgate analyze` at the documented maxima: a samples file of 1,000,000 rows, 2 arms × 5
 //! replicates × 100,000 epochs (`samples_csv::MAX_ROWS`), parsed, analysed and reported
-//! (`optgate_runner::report::analyze_samples`, what the command runs), with and without a trend in the steady window;
+//! (`optgate_evidence::report::analyze_samples`, what the command runs), with and without a trend in the steady window;
 //! and the trend checks that made it quadratic in epochs, old (pairwise, kept in this
 //! crate) against new, on the same series in the same run.
 
@@ -12,8 +12,8 @@ use optgate_analyze_scale::{
     left_out_scan, left_out_search, samples_csv, series, window_trend_counted,
     window_trend_pairwise,
 };
+use optgate_evidence::report::analyze_samples;
 use optgate_report::AnalyzeOptions;
-use optgate_runner::report::analyze_samples;
 
 /// Epochs per run: 10k, 30k and the limit, 100k (at 2 × 5 runs: 1,000,000 rows).
 const EPOCHS: [u32; 3] = [10_000, 30_000, 100_000];

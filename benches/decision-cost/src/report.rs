@@ -115,8 +115,8 @@ fn header(s: &mut String, counts: Counts, elapsed_s: f64) {
         "# Decision cost: fixed and sequential designs on a simulated app\n\n\
          Made by `benches/decision-cost/run.sh` (the `optgate-decision-cost` binary), seeded, in \
          {elapsed_s:.0} s. Every design decides through the engine's own decision code (`optgate-policy`): fixed n through \
-         `optgate_stats::analyze`, the O'Brien–Fleming rule through `optgate_stats::analyze_sequential` at the look's level (as the engine's `build_report`) + `decide::next_step`, \
-         the staged rule through `decide::analyse_staged_look` + `next_step_staged`. All designs \
+         `optgate_stats::analyze`, the O'Brien–Fleming rule through `optgate_stats::analyze_sequential` at the look's level (as the engine's `build_report`) + `decide::next_after_look`, \
+         the staged rule through `decide::analyse_staged_look` + `next_after_staged_look`. All designs \
          see the same simulated blocks (common random numbers).\n\n\
          **Simulated app.** {epochs} epochs per run, the first {warm}× a steady epoch (warm-up); a \
          baseline steady epoch is 10 min, so a baseline run is 40 min = 0.67 node-hours. Each run's \

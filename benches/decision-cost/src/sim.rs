@@ -1,14 +1,14 @@
 //! The simulated app and the five designs run on it. Every design decides through the
 //! daemon's own look code (`optgate_policy::decide`: [`analyse_look`], the analysis the
-//! engine's report makes, + `next_step` for the shipped rule, `analyse_staged_look` +
-//! `next_step_staged` for the staged one, plain `optgate_stats::analyze` for fixed n), on
+//! engine's report makes, + `next_after_look` for the shipped rule, `analyse_staged_look` +
+//! `next_after_staged_look` for the staged one, plain `optgate_stats::analyze` for fixed n), on
 //! blocks drawn once per experiment and shared by all designs (common random numbers: the
 //! designs differ by their rule, not their luck).
 
 use std::collections::BTreeMap;
 
 use optgate_policy::decide::{
-    LookSchedule, Next, StagedNext, analyse_staged_look, next_step, next_step_staged,
+    LookSchedule, Next, StagedNext, analyse_staged_look, next_after_look, next_after_staged_look,
 };
 use optgate_stats::{
     Analysis, AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, Spending,
@@ -279,7 +279,7 @@ fn fixed(exp: &Experiment, variants: usize, n: u32) -> Outcome {
 }
 
 /// The analysis at look `look` as the engine's report makes it
-/// (`optgate_runner::report::build_report`): at the spending plan's level for that look, or
+/// (`optgate_evidence::report::build_report`): at the spending plan's level for that look, or
 /// plain at α for a single look. (The plan costs a numerical integration: make it once per
 /// design with `LookSchedule::sequential_plan`.)
 fn analyse_look(
@@ -311,7 +311,7 @@ fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
         )
         .expect("analysis");
         let counts = counts(&vars, blocks);
-        match next_step(&a, blocks, &plans.schedule, &counts) {
+        match next_after_look(&a, blocks, &plans.schedule, &counts) {
             Next::Extend(k) => blocks += k,
             _ => {
                 return Outcome {
@@ -348,7 +348,7 @@ pub fn staged(exp: &Experiment, variants: usize, plan: &StagedPlan) -> Outcome {
             retired += v.retired as usize;
         }
         let counts = counts(&vars, blocks);
-        match next_step_staged(&look, blocks, plan, &counts) {
+        match next_after_staged_look(&look, blocks, plan, &counts) {
             StagedNext::Extend { blocks: k, arms } => {
                 open.retain(|&a| arms.contains(&format!("v{a}")));
                 blocks += k;

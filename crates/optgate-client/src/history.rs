@@ -182,7 +182,7 @@ mod tests {
     /// Eight executions (rows as the store holds them), the baseline 15 % slower from the
     /// fifth on: one change, in the baseline, at 5 (1-based); omp6's speed-up unchanged.
     #[test]
-    fn a_baseline_step_at_the_fifth_of_eight_is_found_at_five() {
+    fn a_baseline_shift_at_the_fifth_of_eight_is_found_at_five() {
         let rows = (0..8)
             .map(|i| {
                 let level = if i >= 4 { 1.15 } else { 1.0 };

@@ -135,7 +135,7 @@ pub async fn run(
         ctx.shutdown.clone(),
         RESTART_DELAY,
     ));
-    let mut watch = Watch::new(optgate_runner::Layout::new(&opts.root));
+    let mut watch = Watch::new(optgate_evidence::Layout::new(&opts.root));
     let end = loop {
         let (row, runs, na) = read_state(&ctx, &id).await?;
         watch.report(&row, &runs, &na, &mut on_event);
@@ -477,11 +477,11 @@ struct Watch {
     total: Option<(usize, usize)>,
     finished: BTreeSet<String>,
     /// Where the runs' manifests are (their wall time).
-    layout: optgate_runner::Layout,
+    layout: optgate_evidence::Layout,
 }
 
 impl Watch {
-    fn new(layout: optgate_runner::Layout) -> Watch {
+    fn new(layout: optgate_evidence::Layout) -> Watch {
         Watch {
             started: false,
             building: false,

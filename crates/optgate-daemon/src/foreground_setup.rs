@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use optgate_client::StatePaths;
+use optgate_evidence::Layout;
 use optgate_experiment::{Experiment, Plan};
-use optgate_runner::Layout;
 
 use crate::error::DaemonError;
 

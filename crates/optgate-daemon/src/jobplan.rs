@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use optgate_evidence::RunStatus;
+use optgate_evidence::collect::collect_run;
 use optgate_experiment::PlannedRun;
-use optgate_runner::RunStatus;
-use optgate_runner::collect::collect_run;
 use optgate_sched::{JobSpec, JobState};
 use optgate_store::{BlockRow, JobRow, NewJob, RunRow, RunState, RunUpdate};
 use optgate_wrapper::manifest::RunManifest;
@@ -355,7 +355,7 @@ mod tests {
         for design in ["", "design: independent\n"] {
             let dir = tempfile::tempdir().unwrap();
             let mut w = work(design);
-            w.layout = optgate_runner::Layout::new(dir.path());
+            w.layout = optgate_evidence::Layout::new(dir.path());
             let bin = std::path::Path::new("/opt/optgate");
             let pending: BTreeSet<String> = ["b001-v2", "b001-baseline", "b001-v1"]
                 .map(String::from)
@@ -384,7 +384,7 @@ mod tests {
     fn pending_runs_become_the_next_attempt_unless_they_finished_after_all() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = work("");
-        w.layout = optgate_runner::Layout::new(dir.path());
+        w.layout = optgate_evidence::Layout::new(dir.path());
         leave(&w.layout.run_dir("b001-v1"), "b001-v1", Outcome::Completed);
         let interrupted = "b001-baseline";
         leave(

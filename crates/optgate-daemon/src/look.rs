@@ -9,7 +9,7 @@ use optgate_store::{AfterLook, BlockRow, ExperimentState, JobRow, LookRow};
 use optgate_wrapper::manifest::RunManifest;
 
 use crate::work::Work;
-use optgate_policy::decide::{Next, next_step, next_step_staged};
+use optgate_policy::decide::{Next, next_after_look, next_after_staged_look};
 use optgate_policy::staged::VariantDecision;
 
 /// A look taken: its record, its report, what follows, and the files to write into the
@@ -48,10 +48,10 @@ pub(crate) fn compute_node_facts(
     jobs: &[JobRow],
 ) -> (
     BTreeMap<String, String>,
-    Vec<optgate_runner::preflight::Finding>,
+    Vec<optgate_evidence::preflight::Finding>,
 ) {
     let mut na = BTreeMap::new();
-    let mut findings: Vec<optgate_runner::preflight::Finding> = Vec::new();
+    let mut findings: Vec<optgate_evidence::preflight::Finding> = Vec::new();
     if work.exp.kind == optgate_experiment::SchedulerKind::Local {
         return (na, findings);
     }
@@ -68,7 +68,7 @@ pub(crate) fn compute_node_facts(
             continue;
         };
         let (job_na, job_findings) =
-            optgate_runner::preflight::compute_node_checks(&work.exp, &probe);
+            optgate_evidence::preflight::compute_node_checks(&work.exp, &probe);
         for (arm, reason) in job_na {
             na.entry(arm).or_insert(reason);
         }
@@ -94,7 +94,7 @@ pub(crate) fn compute_node_facts(
         .filter_map(|r| RunManifest::read(&work.layout.run_dir(r)).ok().flatten())
         .filter(|m| governed.contains(m.arm.as_str()))
         .collect();
-    let steps = optgate_runner::preflight::step_governor_not_applicable(
+    let steps = optgate_evidence::preflight::step_governor_not_applicable(
         &work.exp,
         manifests.iter().map(|m| (m.arm.as_str(), m)),
     );
@@ -107,7 +107,7 @@ pub(crate) fn compute_node_facts(
 /// What a look analyses.
 pub(crate) struct LookAt<'a> {
     plan: &'a optgate_experiment::Plan,
-    collected: &'a optgate_runner::Collected,
+    collected: &'a optgate_evidence::Collected,
     not_applicable: &'a BTreeMap<String, String>,
     node: &'a Probe,
     look: u32,
@@ -122,7 +122,7 @@ pub(crate) fn look_report(
     closed: &BTreeMap<String, VariantDecision>,
 ) -> Result<(optgate_report::Report, Option<optgate_stats::StagedLook>), LookError> {
     let mut staged_look = None;
-    let source = optgate_runner::report::Source::Execution(optgate_runner::report::Execution {
+    let source = optgate_evidence::report::Source::Execution(optgate_evidence::report::Execution {
         exp: &work.exp,
         plan: at.plan,
         layout: &work.layout,
@@ -131,11 +131,11 @@ pub(crate) fn look_report(
         node: at.node,
     });
     let report = match &work.staged {
-        None => optgate_runner::report::build_report(
+        None => optgate_evidence::report::build_report(
             &source,
             work.sequential.as_ref().map(|p| (p, at.look)),
         ),
-        Some(sp) => optgate_runner::report::build_report_with(&source, |base, others, cfg| {
+        Some(sp) => optgate_evidence::report::build_report_with(&source, |base, others, cfg| {
             let (analysis, l) =
                 optgate_policy::staged::analyse(base, others, cfg, sp, closed, at.blocks)?;
             staged_look = Some(l);
@@ -165,8 +165,8 @@ pub(crate) fn take_look(
         .ok_or(LookError::NotALook { blocks: n_blocks })?;
     let (merged, node_findings) = with_compute_node_facts(work, jobs, not_applicable);
     let not_applicable = &merged;
-    let collected = optgate_runner::collect(&work.exp, &plan, &work.layout, not_applicable);
-    let changed = optgate_runner::collect::changed_since_recorded(&collected, recorded_completed);
+    let collected = optgate_evidence::collect(&work.exp, &plan, &work.layout, not_applicable);
+    let changed = optgate_evidence::collect::changed_since_recorded(&collected, recorded_completed);
     if !changed.is_empty() {
         return Err(LookError::RecordedRunChanged { runs: changed });
     }
@@ -203,7 +203,7 @@ pub(crate) fn take_look(
     let mut files = vec![
         (
             work.layout.samples(),
-            optgate_runner::analysis::samples_csv(&collected).into_bytes(),
+            optgate_evidence::analysis::samples_csv(&collected).into_bytes(),
         ),
         (work.layout.report_json(), report_json.clone().into_bytes()),
     ];
@@ -234,7 +234,7 @@ fn with_compute_node_facts(
     not_applicable: &BTreeMap<String, String>,
 ) -> (
     BTreeMap<String, String>,
-    Vec<optgate_runner::preflight::Finding>,
+    Vec<optgate_evidence::preflight::Finding>,
 ) {
     let (node_na, node_findings) = compute_node_facts(work, jobs);
     let mut merged = not_applicable.clone();
@@ -284,7 +284,7 @@ fn after_look(
 fn next_after(
     work: &Work,
     report: &optgate_report::Report,
-    collected: &optgate_runner::Collected,
+    collected: &optgate_evidence::Collected,
     not_applicable: &BTreeMap<String, String>,
     closed: &BTreeMap<String, VariantDecision>,
     staged_look: &Option<optgate_stats::StagedLook>,
@@ -292,7 +292,7 @@ fn next_after(
 ) -> (Next, Option<Vec<String>>) {
     // A baseline run that fails its own correctness checks is an error of the experiment:
     // fail fast stops it after that block, and a look that finds one ends it too.
-    if let Some(why) = optgate_runner::collect::baseline_error(&work.exp, &collected.runs) {
+    if let Some(why) = optgate_evidence::collect::baseline_error(&work.exp, &collected.runs) {
         return (Next::Failed(why), None);
     }
     let counts: Vec<(String, usize)> = work
@@ -310,10 +310,10 @@ fn next_after(
                 .filter(|(a, _)| !closed.contains_key(a))
                 .cloned()
                 .collect();
-            optgate_policy::staged::next(next_step_staged(l, n_blocks, sp, &open))
+            optgate_policy::staged::next(next_after_staged_look(l, n_blocks, sp, &open))
         }
         _ => (
-            next_step(&report.analysis, n_blocks, &work.schedule, &counts),
+            next_after_look(&report.analysis, n_blocks, &work.schedule, &counts),
             None,
         ),
     }
@@ -361,7 +361,7 @@ fn add_provenance(
     looks: &[LookRow],
     this: (u32, u32, &[VariantDecision]),
     jobs: &[JobRow],
-    node_findings: &[optgate_runner::preflight::Finding],
+    node_findings: &[optgate_evidence::preflight::Finding],
 ) {
     use optgate_report::{DecisionProvenance, JobProvenance, LookProvenance, SequentialProvenance};
     let (look, n_blocks, decisions) = this;

@@ -397,7 +397,7 @@ mod tests {
     /// the history (alerts at 9 and 10 too), or comparing with the whole history instead of
     /// the one before `latest` (no alert at all).
     #[test]
-    fn a_baseline_step_is_alerted_once_when_it_becomes_detectable() {
+    fn a_baseline_shift_is_alerted_once_when_it_becomes_detectable() {
         let levels: Vec<f64> = (0..10).map(|i| if i >= 4 { 1.15 } else { 1.0 }).collect();
         let seen = alerts_as_executions_end(&levels);
         assert_eq!(seen.len(), 1, "{seen:?}");

@@ -1,14 +1,14 @@
 //! An experiment as the engine works on it: the validated experiment re-read from the text
 //! stored at submission, its run-directory layout, its plan as recorded in the database,
-//! and the job specs of its blocks (rendered by `optgate_runner::jobs`).
+//! and the job specs of its blocks (rendered by `optgate_evidence::jobs`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use optgate_evidence::Layout;
+use optgate_evidence::jobs::block_jobs;
 use optgate_experiment::{Experiment, Plan, PlannedBlock};
-use optgate_runner::Layout;
-use optgate_runner::jobs::block_jobs;
 use optgate_sched::{JobSpec, Scheduler};
 use optgate_stats::{SequentialPlan, StagedPlan};
 use optgate_store::{BlockRow, ExperimentRow, JobRow, NewRun};

@@ -466,7 +466,7 @@ pub fn replay(c: &Campaign, stages: &[&[optgate_stats::VariantAnalysis]]) -> Rep
 
 /// What a campaign does once `done` steps have ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NextStep {
+pub enum CampaignNext {
     /// Run stage `k`, this experiment text.
     Stage(usize, String),
     /// Run the confirmation, this experiment text.
@@ -483,23 +483,26 @@ pub const NO_COMBINATION: &str = "no stage accepted a proposal: there is no comb
 /// The one way a campaign advances, for `optgate run` and the daemon alike: the chain
 /// replayed from the ended steps' variant analyses (the stages' in order, then the
 /// confirmation's), and what runs next.
-pub fn advance(c: &Campaign, ended: &[&[optgate_stats::VariantAnalysis]]) -> (Replay, NextStep) {
+pub fn advance(
+    c: &Campaign,
+    ended: &[&[optgate_stats::VariantAnalysis]],
+) -> (Replay, CampaignNext) {
     let replayed = replay(c, ended);
-    let next = next_step(c, &replayed, ended.len());
+    let next = next_stage(c, &replayed, ended.len());
     (replayed, next)
 }
 
 /// The next step after `done` ended steps, with the chain `replayed` from them.
-pub fn next_step(c: &Campaign, replayed: &Replay, done: usize) -> NextStep {
+pub fn next_stage(c: &Campaign, replayed: &Replay, done: usize) -> CampaignNext {
     let n = c.stages.len();
     if done < n {
-        NextStep::Stage(done, c.stage_text(done, &replayed.chain))
+        CampaignNext::Stage(done, c.stage_text(done, &replayed.chain))
     } else if done > n {
-        NextStep::Finished
+        CampaignNext::Finished
     } else if replayed.chain.winners.is_empty() {
-        NextStep::NoCombination(NO_COMBINATION.into())
+        CampaignNext::NoCombination(NO_COMBINATION.into())
     } else {
-        NextStep::Confirmation(c.confirmation_text(&replayed.chain))
+        CampaignNext::Confirmation(c.confirmation_text(&replayed.chain))
     }
 }
 

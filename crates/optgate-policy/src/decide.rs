@@ -71,7 +71,7 @@ pub enum Next {
 
 /// What follows a look at `blocks` complete blocks. `complete_runs` gives, per arm that
 /// should have run (not-applicable arms excluded), how many of its runs completed.
-pub fn next_step(
+pub fn next_after_look(
     analysis: &Analysis,
     blocks: u32,
     schedule: &LookSchedule,
@@ -175,7 +175,7 @@ pub enum StagedNext {
 
 /// What follows a staged look at `blocks` blocks. `complete_runs`: per arm analysed at this
 /// look (baseline and open variants), how many of its runs completed.
-pub fn next_step_staged(
+pub fn next_after_staged_look(
     look: &StagedLook,
     blocks: u32,
     plan: &StagedPlan,
@@ -238,7 +238,7 @@ mod tests {
         assert_eq!(LookSchedule::new(5, Some(3)).max, 5);
     }
 
-    /// The analysis at look `look` as the engine makes it (`optgate_runner::report::
+    /// The analysis at look `look` as the engine makes it (`optgate_evidence::report::
     /// build_report`): at the spending plan's level for that look, or plain at α for a
     /// single look.
     fn analyse_look(
@@ -315,7 +315,7 @@ mod tests {
                 ("baseline".to_string(), base.len()),
                 ("v".to_string(), var.len()),
             ];
-            match next_step(&a, blocks, schedule, &counts) {
+            match next_after_look(&a, blocks, schedule, &counts) {
                 Next::Extend(n) => blocks += n,
                 _ => return (false, look),
             }
@@ -417,7 +417,7 @@ mod tests {
             v.reason
         );
         let counts = [("baseline".to_string(), 10), ("v".to_string(), 10)];
-        assert_eq!(next_step(&a, 10, &schedule, &counts), Next::Decided);
+        assert_eq!(next_after_look(&a, 10, &schedule, &counts), Next::Decided);
     }
 
     /// The sequential A/A loop again, counting how many experiments rule 5′ ended early: the
@@ -455,7 +455,7 @@ mod tests {
                     ("baseline".to_string(), base.len()),
                     ("v".to_string(), var.len()),
                 ];
-                match next_step(&a, blocks, &schedule, &counts) {
+                match next_after_look(&a, blocks, &schedule, &counts) {
                     Next::Extend(n) => blocks += n,
                     _ => {
                         accepted += (v.decision == Decision::Accept) as u32;
@@ -497,7 +497,7 @@ mod tests {
         );
         assert_eq!(va.p_improvement, None);
         let counts = [("baseline".to_string(), 5), ("v".to_string(), 0)];
-        assert_eq!(next_step(&a, 5, &schedule, &counts), Next::Decided);
+        assert_eq!(next_after_look(&a, 5, &schedule, &counts), Next::Decided);
         let json = serde_json::to_value(va).unwrap();
         assert_eq!(json["decision"], "failed");
     }
@@ -531,7 +531,7 @@ mod tests {
         ];
         let next = plan.next_look_after(6).unwrap();
         assert_eq!(
-            next_step_staged(&look, 6, &plan, &counts),
+            next_after_staged_look(&look, 6, &plan, &counts),
             StagedNext::Extend {
                 blocks: next - 6,
                 arms: vec!["same".to_string()]
@@ -567,10 +567,10 @@ mod tests {
             Some(_) => StagedNext::Decided,
             None => panic!("the last look leaves no variant open"),
         };
-        assert_eq!(next_step_staged(&look, 8, &plan, &counts), expected);
+        assert_eq!(next_after_staged_look(&look, 8, &plan, &counts), expected);
         let none = [("baseline".to_string(), 0), ("v".to_string(), 8)];
         assert!(matches!(
-            next_step_staged(&look, 8, &plan, &none),
+            next_after_staged_look(&look, 8, &plan, &none),
             StagedNext::Failed(m) if m.contains("`baseline`")
         ));
     }
@@ -579,17 +579,17 @@ mod tests {
     fn an_arm_without_data_fails_the_experiment() {
         let schedule = LookSchedule::new(5, None);
         let a = optgate_stats::analyze(&arm("baseline", &[]), &[arm("v", &[])], &config()).unwrap();
-        let next = next_step(&a, 5, &schedule, &[("baseline".into(), 0), ("v".into(), 5)]);
+        let next = next_after_look(&a, 5, &schedule, &[("baseline".into(), 0), ("v".into(), 5)]);
         assert!(matches!(next, Next::Failed(m) if m.contains("`baseline`")));
         // One look (no max_replicates): inconclusive is the decision, not a spent budget.
         assert_eq!(
-            next_step(&a, 5, &schedule, &[("baseline".into(), 5), ("v".into(), 5)]),
+            next_after_look(&a, 5, &schedule, &[("baseline".into(), 5), ("v".into(), 5)]),
             Next::Decided
         );
         // With a budget, an inconclusive variant at its end has exhausted it.
         let with_budget = LookSchedule::new(5, Some(8));
         assert_eq!(
-            next_step(
+            next_after_look(
                 &a,
                 8,
                 &with_budget,
@@ -598,7 +598,7 @@ mod tests {
             Next::BudgetExhausted
         );
         assert_eq!(
-            next_step(
+            next_after_look(
                 &a,
                 6,
                 &with_budget,
@@ -690,7 +690,7 @@ mod tests {
             ("broken".to_string(), 0),
             ("same".to_string(), first as usize),
         ];
-        let next = next_step_staged(&look, first, &plan, &counts);
+        let next = next_after_staged_look(&look, first, &plan, &counts);
         assert!(!matches!(next, StagedNext::Failed(_)), "{next:?}");
     }
 }

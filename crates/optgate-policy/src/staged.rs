@@ -325,7 +325,7 @@ mod tests {
     }
 
     /// One A/A experiment through the engine's staged loop (`analyse`, the stored
-    /// `decisions`, `next_step_staged`; a decided variant keeps only the blocks it ran in):
+    /// `decisions`, `next_after_staged_look`; a decided variant keeps only the blocks it ran in):
     /// `variants` arms identical to the baseline, `noise` log-normal per run over a 3 %
     /// block effect. Returns whether any variant was accepted and how many retired.
     fn staged_aa_experiment(
@@ -372,7 +372,7 @@ mod tests {
                 .filter(|a| !closed.contains_key(&a.name) || a.name == "baseline")
                 .map(|a| (a.name.clone(), a.runs.len()))
                 .collect();
-            match crate::decide::next_step_staged(&look, blocks, plan, &counts) {
+            match crate::decide::next_after_staged_look(&look, blocks, plan, &counts) {
                 crate::decide::StagedNext::Extend { blocks: more, .. } => blocks += more,
                 _ => return (false, closed.values().filter(|d| d.retired).count()),
             }

@@ -1,7 +1,7 @@
 //! Benchmark of the size: 20 variants × 30 replicates × 100 epochs (plus the
 //! baseline), paired. Measures the statistics alone, the samples parser and the table
 //! rendering. (The whole `optgate analyze` path — parse, then the one report builder in
-//! `optgate-runner` — is measured through the binary in `benches/analyze`.)
+//! `optgate-evidence` — is measured through the binary in `benches/analyze`.)
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -82,7 +82,7 @@ fn bench(c: &mut Criterion) {
     });
     let text = csv_text(&base, &variants);
     let opts = AnalyzeOptions::new("base");
-    // `optgate analyze` is this parse, then `optgate_runner::report::build_report` (the
+    // `optgate analyze` is this parse, then `optgate_evidence::report::build_report` (the
     // analysis above and `Report::new`).
     c.bench_function("parse_samples, same size", |b| {
         b.iter(|| parse_samples(black_box(&text), "bench.csv", "base", opts.design).unwrap())

@@ -8,7 +8,7 @@
 //! `optgate analyze --format json` and the daemon's report JSON are the same object; the
 //! daemon's simply has the metadata filled in.
 //!
-//! A report is built by one function, `optgate_runner::report::build_report`, for an
+//! A report is built by one function, `optgate_evidence::report::build_report`, for an
 //! execution and for a samples file alike (`optgate analyze`: [`parse_samples`], then that);
 //! this crate defines its shape and renders it ([`render`], [`html`], [`junit`],
 //! [`plots::write_plots`]).

@@ -1,7 +1,7 @@
 //! The report model: everything a report shows ([`Report`]: the analysis with the
 //! experiment's metadata, checklist, provenance, per-arm epoch summaries, isolation,
 //! resources, interference, noise floor and traced time), and the options of a samples
-//! file's analysis. Built by `optgate_runner::report::build_report`; rendered by the
+//! file's analysis. Built by `optgate_evidence::report::build_report`; rendered by the
 //! sibling modules.
 
 use optgate_stats::{Analysis, AnalysisConfig, ArmData, Better, Design, EpochWindow};

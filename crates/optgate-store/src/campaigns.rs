@@ -1,6 +1,6 @@
 //! Campaigns in the database: the campaign's row (its file and state) and its steps, each
 //! a stage experiment or the confirmation, recorded in the same transaction as the
-//! experiment itself ([`Store::insert_campaign_step`]), so a crash never leaves a step
+//! experiment itself ([`Store::insert_campaign_stage`]), so a crash never leaves a step
 //! without its experiment nor creates one twice.
 
 use rusqlite::{OptionalExtension, params};
@@ -84,7 +84,7 @@ impl Store {
 
     /// Step `step` of campaign `campaign` and its experiment, in one transaction. A step
     /// already recorded is refused (the primary key), so it is never created twice.
-    pub fn insert_campaign_step(
+    pub fn insert_campaign_stage(
         &mut self,
         campaign: &str,
         step: u32,
@@ -213,17 +213,17 @@ mod tests {
             root: "/runs".into(),
         };
         s.insert_campaign(&c).unwrap();
-        s.insert_campaign_step("c1", 0, &experiment("c1-1"), &[], &[])
+        s.insert_campaign_stage("c1", 0, &experiment("c1-1"), &[], &[])
             .unwrap();
         assert!(
-            s.insert_campaign_step("c1", 0, &experiment("c1-1b"), &[], &[])
+            s.insert_campaign_stage("c1", 0, &experiment("c1-1b"), &[], &[])
                 .is_err()
         );
         assert!(
             s.experiment("c1-1b").unwrap().is_none(),
             "rolled back with its step"
         );
-        s.insert_campaign_step("c1", 1, &experiment("c1-2"), &[], &[])
+        s.insert_campaign_stage("c1", 1, &experiment("c1-2"), &[], &[])
             .unwrap();
         let row = s.campaign("c1").unwrap().unwrap();
         assert_eq!(row.steps, vec!["c1-1".to_string(), "c1-2".to_string()]);

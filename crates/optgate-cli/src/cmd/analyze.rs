@@ -1,5 +1,5 @@
 //! `optgate analyze SAMPLES.csv --baseline NAME`: the statistics alone, on measurements
-//! taken elsewhere, through the one report builder (`optgate_runner::report::
+//! taken elsewhere, through the one report builder (`optgate_evidence::report::
 //! analyze_samples` → `build_report`). Bad input exits with code 2 and names the rows.
 
 use std::path::Path;
@@ -24,7 +24,7 @@ pub fn analyze(a: crate::args::AnalyzeArgs) -> Result<i32> {
         Some(s) => Some(s.parse::<EpochWindow>().map_err(|e| bad(e.into()))?),
         None => None,
     };
-    let report = optgate_runner::report::analyze_samples(&text, &display(&a.samples), &opts)
+    let report = optgate_evidence::report::analyze_samples(&text, &display(&a.samples), &opts)
         .map_err(|e| bad(e.into()))?;
     if let Some(dir) = &a.output.plot {
         super::report::plots(&report, dir)?;

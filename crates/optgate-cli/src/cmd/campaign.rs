@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use optgate_evidence::Layout;
 use optgate_experiment::Experiment;
-use optgate_experiment::campaign::{self, Campaign, Chain, NextStep};
+use optgate_experiment::campaign::{self, Campaign, CampaignNext, Chain};
 use optgate_report::Report;
 use optgate_report::campaign::CampaignReport;
-use optgate_runner::Layout;
 
 use crate::choices::Format;
 use crate::exit;
@@ -112,16 +112,16 @@ pub fn run(
         let (replayed, next) = campaign::advance(&c, &lists);
         say_stage_outcome(&c, &replayed, steps.len());
         let text = match next {
-            NextStep::Stage(_, text) | NextStep::Confirmation(text) => text,
-            NextStep::NoCombination(why) => {
+            CampaignNext::Stage(_, text) | CampaignNext::Confirmation(text) => text,
+            CampaignNext::NoCombination(why) => {
                 errln!("optgate: {why}");
                 break;
             }
-            NextStep::Finished => break,
+            CampaignNext::Finished => break,
         };
         let k = steps.len();
         let exp = stage_experiment(&c, &text)?;
-        say_next_step(&c, &replayed, k);
+        say_next_stage(&c, &replayed, k);
         let Some(report) = execute(&exp, path, &root.join(campaign::step_dir(&c, k)), quiet)?
         else {
             return Ok(exit::INTERRUPTED);
@@ -150,7 +150,7 @@ fn say_stage_outcome(c: &Campaign, replayed: &campaign::Replay, done: usize) {
 }
 
 /// What step `k` is about to run: a stage with its baseline, or the confirmation.
-fn say_next_step(c: &Campaign, replayed: &campaign::Replay, k: usize) {
+fn say_next_stage(c: &Campaign, replayed: &campaign::Replay, k: usize) {
     match c.stages.get(k) {
         Some(s) => errln!(
             "optgate: campaign `{}` stage {}/{} ({}): baseline = {}",

@@ -85,7 +85,7 @@ fn check_variant_exists(
     e: &optgate_client::protocol::ExperimentStatus,
 ) -> Result<()> {
     let copy =
-        optgate_runner::layout::Layout::new(std::path::PathBuf::from(&e.root)).experiment_copy();
+        optgate_evidence::layout::Layout::new(std::path::PathBuf::from(&e.root)).experiment_copy();
     let mut names: Vec<String> = match optgate_experiment::load(&copy) {
         Ok(loaded) => loaded
             .experiment

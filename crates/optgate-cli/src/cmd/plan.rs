@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use optgate_evidence::Layout;
 use optgate_experiment::{Experiment, Plan, SchedulerKind};
-use optgate_runner::Layout;
 use optgate_sched::script::render_build;
 use optgate_sched::{batch, flux, slurm};
 
@@ -47,7 +47,7 @@ pub fn plan(path: &Path, out: &Path) -> Result<i32> {
 /// batch script under `out`; the number of job scripts (`None`: a local experiment).
 fn write_plan(exp: &Experiment, plan: &Plan, out: &Path) -> Result<Option<usize>> {
     let layout = Layout::new(out);
-    optgate_runner::root::prepare(exp, plan, &layout)?;
+    optgate_evidence::root::prepare(exp, plan, &layout)?;
     let write = |p: &Path, text: String| -> Result<()> {
         std::fs::create_dir_all(p.parent().expect("has a parent"))
             .with_context(|| format!("cannot create {}", p.display()))?;
@@ -64,7 +64,7 @@ fn write_plan(exp: &Experiment, plan: &Plan, out: &Path) -> Result<Option<usize>
     for r in &runs {
         // The same rendering a real execution does: run.sh and run.json in the run's
         // directory (not flushed to disk: nothing runs from a plan).
-        optgate_runner::jobs::preview_run(exp, r, &layout)?;
+        optgate_evidence::jobs::preview_run(exp, r, &layout)?;
     }
     write_job_scripts(exp, plan, &layout)
 }
@@ -172,7 +172,7 @@ fn write_job_scripts(exp: &Experiment, plan: &Plan, layout: &Layout) -> Result<O
     let mut count = 0;
     for block in &plan.blocks {
         // The runs' files are written above; the jobs are only described here.
-        let jobs = optgate_runner::jobs::block_jobs(exp, block, layout, exp.name(), &bin);
+        let jobs = optgate_evidence::jobs::block_jobs(exp, block, layout, exp.name(), &bin);
         for job in jobs {
             let script = render(&job).map_err(|e| exit::with_code(exit::INVALID_INPUT, e))?;
             let path = job.dir.join(batch::JOB_SCRIPT);

@@ -9,9 +9,9 @@ use anyhow::{Context, Result};
 
 use optgate_client::client;
 use optgate_client::protocol::{Request, Response, StatusRequest, SubmitRequest};
+use optgate_evidence::Layout;
 use optgate_experiment::{BASELINE, CommandSpec, Experiment, SchedulerKind};
 use optgate_propose::{Facts, Launcher, LauncherKind, NodeFacts, TraceTimes, Usage};
-use optgate_runner::Layout;
 
 use crate::exit;
 

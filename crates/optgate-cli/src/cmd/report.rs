@@ -1,4 +1,4 @@
-//! Rendering a report (built by the engine's look, `optgate_runner::report`) in the format
+//! Rendering a report (built by the engine's look, `optgate_evidence::report`) in the format
 //! asked for, and its plots.
 
 use std::path::Path;

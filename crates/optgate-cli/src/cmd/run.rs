@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use optgate_daemon::engine::EngineSettings;
 use optgate_daemon::{foreground, foreground_setup};
+use optgate_evidence::Layout;
 use optgate_experiment::Experiment;
-use optgate_runner::Layout;
 use optgate_store::ExperimentState;
 
 use super::progress::Progress;

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use optgate_evidence::preflight::{self, Finding, Level};
 use optgate_experiment::yaml::Locator;
 use optgate_experiment::{Diagnostic, Experiment, SchedulerKind, SequentialRule, Severity};
-use optgate_runner::preflight::{self, Finding, Level};
 
 use crate::exit;
 

@@ -24,7 +24,7 @@ impl Engine {
         let not_applicable = if row.scheduler == optgate_experiment::SchedulerKind::Local {
             let node = self.node();
             // Where runs change the governor (the run wrapper reads the same root).
-            optgate_runner::preflight::not_applicable(
+            optgate_evidence::preflight::not_applicable(
                 &work.exp,
                 &node,
                 &optgate_probe::sysfs_root(),
@@ -34,7 +34,7 @@ impl Engine {
             // every look); the login node's facts do not apply. A governor variant is
             // submitted on Slurm (`srun --cpu-freq`; each look checks the governor its
             // steps ran under) and not applicable under Flux, which has no equivalent.
-            optgate_runner::preflight::cluster_not_applicable(&work.exp)
+            optgate_evidence::preflight::cluster_not_applicable(&work.exp)
         };
         for (arm, reason) in &not_applicable {
             tracing::info!(

@@ -2,19 +2,19 @@
 //! step's experiment has ended gets its next step — the next stage's experiment (its
 //! baseline carrying the winners replayed from the stored reports), the confirmation, or
 //! its end. The step and its experiment are one transaction
-//! (`Store::insert_campaign_step`), committed before anything runs, so a daemon killed at
+//! (`Store::insert_campaign_stage`), committed before anything runs, so a daemon killed at
 //! any moment resumes the campaign where it was: a finished stage is never run again (its
 //! step is recorded) and a running one resumes as any experiment does.
 
 use std::path::Path;
 
 use optgate_client::answers::campaign::parse;
-use optgate_experiment::campaign::{self, NextStep};
+use optgate_experiment::campaign::{self, CampaignNext};
 use optgate_store::{CampaignRow, CampaignState, ExperimentState};
 
 use super::Engine;
 use crate::error::DaemonError;
-use crate::handlers::campaign::step_root;
+use crate::handlers::campaign::stage_root;
 
 /// What a campaign's steps say now, read from the store.
 enum Standing {
@@ -72,13 +72,13 @@ impl Engine {
             reports.iter().map(Vec::as_slice).collect();
         let k = row.steps.len();
         let text = match campaign::advance(&c, &lists).1 {
-            NextStep::Stage(_, t) | NextStep::Confirmation(t) => t,
-            NextStep::NoCombination(why) => {
+            CampaignNext::Stage(_, t) | CampaignNext::Confirmation(t) => t,
+            CampaignNext::NoCombination(why) => {
                 return self
                     .end_campaign(&row.id, CampaignState::Finished, &why)
                     .await;
             }
-            NextStep::Finished => {
+            CampaignNext::Finished => {
                 let why = "the confirmation ended";
                 return self
                     .end_campaign(&row.id, CampaignState::Finished, why)
@@ -95,9 +95,9 @@ impl Engine {
             }
         };
         let id = format!("{}-{}", row.id, k + 1);
-        let root = step_root(&row, &c, k);
+        let root = stage_root(&row, &c, k);
         let step = Some((row.id.clone(), k as u32));
-        crate::handlers::submit::record_new_step(&self.ctx, &exp, &id, &root, exp.kind, step)
+        crate::handlers::submit::record_new_stage(&self.ctx, &exp, &id, &root, exp.kind, step)
             .await?;
         tracing::info!("campaign {}: step {} is experiment {id}", row.id, k + 1);
         Ok(true)

@@ -357,12 +357,12 @@ impl Engine {
             if shutdown.is_cancelled() {
                 break;
             }
-            match self.step(row, &live, &states).await {
+            match self.advance_experiment(row, &live, &states).await {
                 Ok(c) => {
                     changed |= c;
                     self.errors_in_a_row.remove(&row.id);
                 }
-                Err(e) => changed |= self.step_failed(&row.id, e).await?,
+                Err(e) => changed |= self.advance_failed(&row.id, e).await?,
             }
         }
         // The history rows of the experiments that ended (in this pass or while no engine
@@ -387,7 +387,7 @@ impl Engine {
     /// when the disk is full (not the experiment's fault: `pause_for_space`), else the
     /// error counted, and the experiment failed once its own errors (not the database's
     /// or the runtime's) come too often in a row; whether a state changed.
-    async fn step_failed(&mut self, id: &str, e: DaemonError) -> Result<bool, DaemonError> {
+    async fn advance_failed(&mut self, id: &str, e: DaemonError) -> Result<bool, DaemonError> {
         if let Some(lack) = crate::space::no_space_in(&e, &self.ctx.paths.dir) {
             tracing::debug!("experiment {id}: {e}");
             self.lack_of_space = Some((id.to_string(), lack));
@@ -633,7 +633,7 @@ impl Engine {
         row: &ExperimentRow,
         ended_as: Option<&JobState>,
     ) -> Result<(), DaemonError> {
-        let layout = optgate_runner::Layout::new(&row.root);
+        let layout = optgate_evidence::Layout::new(&row.root);
         let why = match (&row.state, &row.state_reason) {
             (ExperimentState::Cancelled, Some(reason)) => reason.clone(),
             _ => format!("the experiment ended ({})", row.state),
@@ -755,7 +755,7 @@ impl Engine {
     }
 
     /// Moves one experiment along. Returns whether anything changed.
-    async fn step(
+    async fn advance_experiment(
         &mut self,
         row: &ExperimentRow,
         live: &[JobRow],

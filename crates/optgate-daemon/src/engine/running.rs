@@ -185,7 +185,7 @@ impl Engine {
         row: &ExperimentRow,
         work: &Arc<Work>,
         block: u32,
-    ) -> Result<optgate_runner::failfast::FailFast, DaemonError> {
+    ) -> Result<optgate_evidence::failfast::FailFast, DaemonError> {
         let id = row.id.clone();
         let (blocks, na, runs) = self
             .ctx
@@ -200,14 +200,16 @@ impl Engine {
         let w = work.clone();
         let verdict = super::read_run_files(&row.id, "fail fast's collection", move || {
             let plan = w.plan(&blocks);
-            let done: Vec<optgate_runner::RunResult> = plan
+            let done: Vec<optgate_evidence::RunResult> = plan
                 .runs()
                 .iter()
                 .filter(|r| !na.contains_key(&r.arm) && settled.contains(&r.id))
-                .map(|r| optgate_runner::collect::collect_run(&w.exp, r, &w.layout.run_dir(&r.id)))
-                .filter(|r| r.status != optgate_runner::RunStatus::NotRun)
+                .map(|r| {
+                    optgate_evidence::collect::collect_run(&w.exp, r, &w.layout.run_dir(&r.id))
+                })
+                .filter(|r| r.status != optgate_evidence::RunStatus::NotRun)
                 .collect();
-            optgate_runner::failfast::judge(&w.exp, &w.layout, block, &done)
+            optgate_evidence::failfast::judge(&w.exp, &w.layout, block, &done)
         })
         .await?;
         Ok(verdict)
@@ -301,7 +303,7 @@ impl Engine {
         let w = work.clone();
         // The runs' files, written once (atomically) just before the job that runs them.
         let submitted = tokio::task::spawn_blocking(move || {
-            optgate_runner::jobs::write_job_files(&w.exp, &w.layout, &spec).map_err(|e| {
+            optgate_evidence::jobs::write_job_files(&w.exp, &w.layout, &spec).map_err(|e| {
                 // A full disk stays one (the engine waits for space instead of failing).
                 let kind = match crate::space::chain_is_no_space(&e) {
                     true => std::io::ErrorKind::StorageFull,

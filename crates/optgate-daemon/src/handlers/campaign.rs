@@ -75,6 +75,6 @@ pub async fn cancel(ctx: &Daemon, id: &str, reason: &str) -> Result<Option<()>, 
 }
 
 /// Where a campaign's step `k` runs.
-pub fn step_root(row: &CampaignRow, c: &Campaign, k: usize) -> PathBuf {
+pub fn stage_root(row: &CampaignRow, c: &Campaign, k: usize) -> PathBuf {
     PathBuf::from(&row.root).join(campaign::step_dir(c, k))
 }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use optgate_client::protocol::{
     ErrorKind, ErrorReply, RecurrenceStatus, Response, SubmitReply, SubmitRequest,
 };
+use optgate_evidence::Layout;
 use optgate_experiment::{Experiment, Loaded, Plan, SchedulerKind};
-use optgate_runner::Layout;
 use std::time::Duration;
 
 use optgate_store::{BlockRow, NewExperiment, NewRecurrence, NewRun};
@@ -207,12 +207,12 @@ pub async fn record_new(
     root: &Path,
     kind: SchedulerKind,
 ) -> Result<(), DaemonError> {
-    record_new_step(ctx, exp, id, root, kind, None).await
+    record_new_stage(ctx, exp, id, root, kind, None).await
 }
 
 /// [`record_new`], and when `step` is `(campaign, k)` the experiment recorded as that
 /// campaign's step `k` in the same transaction.
-pub async fn record_new_step(
+pub async fn record_new_stage(
     ctx: &Daemon,
     exp: &Experiment,
     id: &str,
@@ -224,7 +224,7 @@ pub async fn record_new_step(
     ctx.db
         .call(move |s| match &step {
             None => s.insert_experiment(&new, &blocks, &runs),
-            Some((c, k)) => s.insert_campaign_step(c, *k, &new, &blocks, &runs),
+            Some((c, k)) => s.insert_campaign_stage(c, *k, &new, &blocks, &runs),
         })
         .await?;
     record_build_identity(ctx, exp, id).await
@@ -232,7 +232,7 @@ pub async fn record_new_step(
 
 /// The rows of a new experiment `id` with its runs under `root`, run by `kind`'s backend,
 /// after writing the experiment copy and the first plan into `root` (created 0700). What
-/// [`record_new_step`] records, and a recurrence's re-submission (`engine/recurring.rs`).
+/// [`record_new_stage`] records, and a recurrence's re-submission (`engine/recurring.rs`).
 pub async fn prepare_new(
     exp: &Experiment,
     id: &str,
@@ -243,7 +243,7 @@ pub async fn prepare_new(
     let layout = Layout::new(root);
     {
         let (exp, plan, layout) = (exp.clone(), plan.clone(), layout.clone());
-        tokio::task::spawn_blocking(move || optgate_runner::root::prepare(&exp, &plan, &layout))
+        tokio::task::spawn_blocking(move || optgate_evidence::root::prepare(&exp, &plan, &layout))
             .await
             .map_err(crate::error::join_error)?
             .map_err(|e| DaemonError::Experiment {

@@ -553,7 +553,7 @@ async fn a_recorded_run_whose_manifest_changed_runs_again_and_counts_once() {
         runs.iter().all(|r| r.state == RunState::Completed),
         "{runs:?}"
     );
-    let changed = optgate_runner::Layout::new(&row.root).run_dir("b001-baseline");
+    let changed = optgate_evidence::Layout::new(&row.root).run_dir("b001-baseline");
     let mut manifest = RunManifest::read(&changed).unwrap().unwrap();
     manifest.outcome = Outcome::Interrupted;
     manifest.exit_code = None;

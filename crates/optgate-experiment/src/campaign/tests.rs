@@ -316,14 +316,14 @@ fn a_plain_experiment_is_not_a_campaign() {
 }
 
 #[test]
-fn the_next_step_follows_the_replayed_chain_to_the_confirmation_or_its_absence() {
+fn the_next_stage_follows_the_replayed_chain_to_the_confirmation_or_its_absence() {
     let c = campaign();
     let io = [analysis("prefetch", Decision::Accept, 20.0, 1.25)];
     let memory = [analysis("numa", Decision::Reject, -5.0, 0.9)];
     let r = replay(&c, &[&io, &memory]);
     assert_eq!(r.outcomes[1].winner, None);
     assert_eq!(r.speedups, vec![1.25]);
-    let NextStep::Stage(2, text) = next_step(&c, &r, 2) else {
+    let CampaignNext::Stage(2, text) = next_stage(&c, &r, 2) else {
         panic!("the compute stage is next");
     };
     assert!(
@@ -332,9 +332,15 @@ fn the_next_step_follows_the_replayed_chain_to_the_confirmation_or_its_absence()
     );
     let compute = [analysis("vec", Decision::Inconclusive, 1.0, 1.01)];
     let r = replay(&c, &[&io, &memory, &compute]);
-    assert!(matches!(next_step(&c, &r, 3), NextStep::Confirmation(_)));
-    assert_eq!(next_step(&c, &r, 4), NextStep::Finished);
+    assert!(matches!(
+        next_stage(&c, &r, 3),
+        CampaignNext::Confirmation(_)
+    ));
+    assert_eq!(next_stage(&c, &r, 4), CampaignNext::Finished);
     let none = [analysis("prefetch", Decision::Reject, 1.0, 1.0)];
     let r = replay(&c, &[&none, &memory, &compute]);
-    assert!(matches!(next_step(&c, &r, 3), NextStep::NoCombination(_)));
+    assert!(matches!(
+        next_stage(&c, &r, 3),
+        CampaignNext::NoCombination(_)
+    ));
 }

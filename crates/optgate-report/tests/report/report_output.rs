@@ -1,7 +1,7 @@
 //! The report of a samples file: what the table, Markdown, CSV and JSON renderings show,
 //! the JSON round trip, the checklist, and the SVG plots. (The report itself is made by
-//! `optgate_runner::report::build_report`, which this crate cannot call; the fixture below
-//! assembles the same object from its public parts, and `optgate-runner`'s
+//! `optgate_evidence::report::build_report`, which this crate cannot call; the fixture below
+//! assembles the same object from its public parts, and `optgate-evidence`'s
 //! `tests/samples_report.rs` checks that the builder's is that object.)
 
 use crate::common;

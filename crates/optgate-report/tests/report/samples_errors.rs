@@ -1,6 +1,6 @@
 //! Bad samples files: each problem is reported with the line numbers it comes from, and
 //! all problems at once. Input in, expected message out. (The analysis of a good file, and
-//! a statistics error, go through the report builder: `optgate-runner`'s
+//! a statistics error, go through the report builder: `optgate-evidence`'s
 //! `tests/samples_report.rs`.)
 
 use optgate_report::{Problem, SamplesError, parse_samples};

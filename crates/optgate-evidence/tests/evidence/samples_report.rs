@@ -2,8 +2,8 @@
 //! then `build_report` of it — the analysis, the system resource the file measured, and
 //! the typed provenance naming the file; bad settings a statistics error naming the file.
 
+use optgate_evidence::report::{SamplesFile, Source, analyze_samples, build_report};
 use optgate_report::{AnalyzeOptions, SamplesError, SamplesProvenance, parse_samples};
-use optgate_runner::report::{SamplesFile, Source, analyze_samples, build_report};
 use optgate_stats::{Decision, Design};
 
 /// Two arms × 2 replicates × 2 epochs, correct.

@@ -1,0 +1,3 @@
+//! optgate-evidence's integration tests, one module per area.
+
+mod samples_report;

@@ -1,3 +1,0 @@
-//! optgate-runner's integration tests, one module per area.
-
-mod samples_report;
