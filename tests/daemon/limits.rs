@@ -353,22 +353,9 @@ fn execution_row(id: &str, kind: optgate_store::ExecutionKind) -> optgate_store:
         id: id.into(),
         name: "good".into(),
         kind,
-        scheduler: optgate_store::SchedulerKind::Local,
-        state: optgate_store::ExperimentState::Decided,
-        state_reason: None,
         source_path: "/x/exp.yaml".into(),
-        source_sha256: String::new(),
-        root: String::new(),
-        build: optgate_store::BuildIdentity::default(),
-        nodes: Vec::new(),
-        started_at: "2026-01-01T00:00:00Z".into(),
         ended_at: "2026-01-01T00:01:00Z".into(),
-        runs_completed: 6,
-        runs_total: 6,
-        looks: 1,
-        baseline: Some("baseline".into()),
-        baseline_median_s: Some(1.0),
-        variants: Vec::new(),
+        ..optgate_store::fixtures::execution()
     }
 }
 

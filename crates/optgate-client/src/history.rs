@@ -138,42 +138,16 @@ pub fn value_of(e: &Execution, series: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use optgate_store::{
-        BuildIdentity, ExecutionKind, ExperimentState, SchedulerKind, VariantOutcome,
-    };
+    use optgate_store::fixtures;
 
     /// An execution row with the baseline at `base` and omp6's speed-up `speedup`.
     fn execution(i: usize, base: Option<f64>, speedup: f64) -> Execution {
         Execution {
             id: format!("e{i}"),
-            name: "demo".into(),
-            kind: ExecutionKind::Daemon,
-            scheduler: SchedulerKind::Local,
-            state: ExperimentState::Decided,
-            state_reason: None,
-            source_path: "/w/exp.yaml".into(),
-            source_sha256: String::new(),
-            root: String::new(),
-            build: BuildIdentity::default(),
-            nodes: Vec::new(),
             started_at: format!("2026-01-0{i}"),
-            ended_at: String::new(),
-            runs_completed: 6,
-            runs_total: 6,
-            looks: 1,
-            baseline: Some("baseline".into()),
             baseline_median_s: base,
-            variants: vec![VariantOutcome {
-                variant: "omp6".into(),
-                decision: optgate_stats::Decision::Accept,
-                reason: String::new(),
-                speedup: Some(speedup),
-                speedup_ci_low: None,
-                speedup_ci_high: None,
-                system_impact_pct: None,
-                system_impact_ci_low: None,
-                system_impact_ci_high: None,
-            }],
+            variants: vec![fixtures::accepted_variant(speedup)],
+            ..fixtures::execution()
         }
     }
 

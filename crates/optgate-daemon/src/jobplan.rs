@@ -198,7 +198,7 @@ pub fn plan_jobs(
 mod tests {
     use super::*;
     use crate::work::tests::{block, job, work, work_with};
-    use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome};
+    use optgate_wrapper::manifest::{Outcome, fixture_manifest};
 
     fn run(run_id: &str, state: RunState) -> (String, RunRow) {
         let row = RunRow {
@@ -310,35 +310,13 @@ mod tests {
         let stdout: String = (1..=3).map(|e| format!("epoch {e} took 1.0 s\n")).collect();
         std::fs::write(dir.join("stdout"), stdout).unwrap();
         RunManifest {
-            schema: MANIFEST_SCHEMA,
             experiment: "w".into(),
             run_id: run_id.into(),
             arm: run_id.trim_start_matches("b001-").into(),
-            block: 1,
-            replicate: 1,
-            host: "n1".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            ended_at: "2026-01-01T00:00:01Z".into(),
-            elapsed_s: 1.0,
-            outcome,
             exit_code: (outcome == Outcome::Completed).then_some(0),
-            signal: None,
-            env_set: Default::default(),
-            env_unset: vec![],
-            environment: Default::default(),
-            environment_withheld: vec![],
-            conditions: None,
             script: dir.join("run.sh"),
-            scheduler_job_id: None,
             optgate_version: "test".into(),
-            attempt: Some(1),
-            step_governors: Default::default(),
-            nodes: Vec::new(),
-            resources: None,
-            core_use: None,
-            tasks: Vec::new(),
-            not_measured: Vec::new(),
-            isolation: None,
+            ..fixture_manifest(outcome)
         }
         .write(dir)
         .unwrap();

@@ -330,37 +330,15 @@ mod tests {
 
     /// An execution row: the baseline at `base` seconds, omp6's speed-up 1.3 (with noise).
     fn row(i: usize, base: f64) -> Execution {
-        use optgate_store::{BuildIdentity, ExecutionKind, ExperimentState, SchedulerKind};
+        use optgate_store::fixtures;
         Execution {
             id: format!("e{}", i + 1),
-            name: "demo".into(),
-            kind: ExecutionKind::Daemon,
-            scheduler: SchedulerKind::Local,
-            state: ExperimentState::Decided,
-            state_reason: None,
-            source_path: "/w/exp.yaml".into(),
-            source_sha256: String::new(),
-            root: String::new(),
-            build: BuildIdentity::default(),
-            nodes: Vec::new(),
             started_at: format!("2026-01-{:02}T00:00:00Z", i + 1),
-            ended_at: String::new(),
-            runs_completed: 6,
-            runs_total: 6,
-            looks: 1,
-            baseline: Some("baseline".into()),
             baseline_median_s: Some(base),
-            variants: vec![optgate_store::VariantOutcome {
-                variant: "omp6".into(),
-                decision: Decision::Accept,
-                reason: String::new(),
-                speedup: Some(1.3 * (1.0 + NOISE[(NOISE.len() - 1 - i % 8) % 8])),
-                speedup_ci_low: None,
-                speedup_ci_high: None,
-                system_impact_pct: None,
-                system_impact_ci_low: None,
-                system_impact_ci_high: None,
-            }],
+            variants: vec![fixtures::accepted_variant(
+                1.3 * (1.0 + NOISE[(NOISE.len() - 1 - i % 8) % 8]),
+            )],
+            ..fixtures::execution()
         }
     }
 

@@ -436,38 +436,17 @@ mod tests {
         steps: &[(&str, &str)],
     ) -> optgate_wrapper::manifest::RunManifest {
         optgate_wrapper::manifest::RunManifest {
-            schema: optgate_wrapper::manifest::MANIFEST_SCHEMA,
             experiment: "t".into(),
             run_id: run_id.into(),
             arm: "perf".into(),
-            block: 1,
-            replicate: 1,
             host: "cn1".into(),
             started_at: String::new(),
             ended_at: String::new(),
-            elapsed_s: 1.0,
-            outcome,
-            exit_code: Some(0),
-            signal: None,
-            env_set: Default::default(),
-            env_unset: vec![],
-            environment: Default::default(),
-            environment_withheld: vec![],
-            conditions: None,
-            script: "run.sh".into(),
-            scheduler_job_id: None,
-            optgate_version: "0".into(),
-            attempt: Some(1),
             step_governors: steps
                 .iter()
                 .map(|(h, g)| (h.to_string(), g.to_string()))
                 .collect(),
-            tasks: Vec::new(),
-            not_measured: Vec::new(),
-            nodes: Vec::new(),
-            resources: None,
-            core_use: None,
-            isolation: None,
+            ..optgate_wrapper::manifest::fixture_manifest(outcome)
         }
     }
 

@@ -9,6 +9,8 @@
 pub mod campaigns;
 pub mod error;
 mod executions;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod migrations;
 pub mod model;
 mod store;

@@ -183,13 +183,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         assert_eq!(claim(dir, 3).unwrap(), Claim::Held);
-        let m = crate::manifest::test_manifest(crate::manifest::Outcome::Completed);
+        let m = crate::manifest::fixture_manifest(crate::manifest::Outcome::Completed);
         m.write(dir).unwrap();
         assert_eq!(claim(dir, 4).unwrap(), Claim::Finished);
         let r = commit_if_held::<()>(dir, 3, || panic!("must not commit"));
         assert_eq!(r.unwrap(), Ok(Claim::Finished));
         // An interrupted manifest is not final: a later attempt takes the run.
-        let m = crate::manifest::test_manifest(crate::manifest::Outcome::Interrupted);
+        let m = crate::manifest::fixture_manifest(crate::manifest::Outcome::Interrupted);
         m.write(dir).unwrap();
         assert_eq!(claim(dir, 4).unwrap(), Claim::Held);
     }

@@ -386,9 +386,11 @@ impl RunManifest {
     }
 }
 
-/// A completed-looking manifest with `outcome`, for tests.
-#[cfg(test)]
-pub(crate) fn test_manifest(outcome: Outcome) -> RunManifest {
+/// A completed-looking manifest with `outcome`: the one fixture of a run's manifest for the
+/// tests of this crate and of those above it (feature `fixtures`), which change only the
+/// fields they are about (`RunManifest { arm: …, ..fixture_manifest(outcome) }`).
+#[cfg(any(test, feature = "fixtures"))]
+pub fn fixture_manifest(outcome: Outcome) -> RunManifest {
     RunManifest {
         schema: MANIFEST_SCHEMA,
         experiment: "e".into(),

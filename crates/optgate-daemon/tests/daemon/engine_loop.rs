@@ -28,7 +28,7 @@ use optgate_experiment::SchedulerKind;
 use optgate_sched::poll::PollSchedule;
 use optgate_sched::{JobId, JobSpec, JobState, SchedError, Scheduler};
 use optgate_store::{ExperimentState, JobRecordState, NewJob, RunState, Store};
-use optgate_wrapper::manifest::{MANIFEST_SCHEMA, Outcome, RunManifest};
+use optgate_wrapper::manifest::{Outcome, RunManifest, fixture_manifest};
 
 /// What the fake does with submissions.
 #[derive(Clone, Copy, PartialEq)]
@@ -106,35 +106,17 @@ fn run_the_job(spec: &JobSpec, id: &str) {
         std::fs::create_dir_all(&run.run_dir).unwrap();
         std::fs::write(run.run_dir.join("stdout"), stdout).unwrap();
         RunManifest {
-            schema: MANIFEST_SCHEMA,
             experiment: "loop".into(),
             run_id: run.run_id.clone(),
             arm: run.arm.clone(),
             block: run.block,
             replicate: run.replicate,
             host: "fake-node".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            ended_at: "2026-01-01T00:00:01Z".into(),
-            elapsed_s: 1.0,
-            outcome: Outcome::Completed,
-            exit_code: Some(0),
-            signal: None,
-            env_set: Default::default(),
-            env_unset: vec![],
-            environment: Default::default(),
-            environment_withheld: vec![],
-            conditions: None,
             script: run.run_dir.join("run.sh"),
             scheduler_job_id: Some(id.to_string()),
             optgate_version: "test".into(),
             attempt: Some(spec.attempt),
-            step_governors: Default::default(),
-            nodes: Vec::new(),
-            tasks: Vec::new(),
-            not_measured: Vec::new(),
-            resources: None,
-            core_use: None,
-            isolation: None,
+            ..fixture_manifest(Outcome::Completed)
         }
         .write(&run.run_dir)
         .unwrap();
