@@ -95,11 +95,6 @@ impl Drop for FakeCluster {
     }
 }
 
-fn ended(s: &Value) -> bool {
-    ["decided", "failed", "budget_exhausted", "cancelled"]
-        .contains(&s["state"].as_str().unwrap_or(""))
-}
-
 fn jobs(s: &Value) -> &Vec<Value> {
     s["jobs"].as_array().unwrap()
 }

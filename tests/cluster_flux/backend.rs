@@ -94,45 +94,6 @@ fn setup(tag: &str, yaml: &str) -> Setup {
     }
 }
 
-/// Polls (one batched query each time) until `done` holds.
-fn wait_for(b: &FluxBackend, id: &JobId, what: &str, done: impl Fn(&JobState) -> bool) -> JobState {
-    let give_up = Instant::now() + DEADLINE;
-    loop {
-        let s = b
-            .poll(std::slice::from_ref(id))
-            .unwrap()
-            .remove(id)
-            .unwrap();
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            Instant::now() < give_up,
-            "job {id} never became {what}; last state {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-/// Waits until `path` exists (a job may be reported ended a moment before its last file
-/// lands).
-fn wait_for_file(path: &Path) {
-    let give_up = Instant::now() + Duration::from_secs(120);
-    while !path.exists() {
-        assert!(
-            Instant::now() < give_up,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn manifest(dir: &Path) -> RunManifest {
-    wait_for_file(&dir.join("manifest.json"));
-    RunManifest::read(dir).unwrap().unwrap()
-}
-
 /// Waits until the first run of `job` has printed its first epoch (into its attempt's own
 /// output file while it runs).
 fn wait_for_first_epoch(job: &JobSpec) {
@@ -199,12 +160,12 @@ fn a_block_runs_every_arm_in_order_on_one_allocation_with_its_own_launch_line() 
     let found = b.find_by_name(std::slice::from_ref(&job.name)).unwrap();
     assert_eq!(found.get(&job.name), Some(&id));
 
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Completed);
 
     let mut ends = Vec::new();
     for run in &job.runs {
-        let m = manifest(&run.run_dir);
+        let m = run_manifest(&run.run_dir);
         assert_eq!(m.outcome, Outcome::Completed, "{}", run.run_id);
         let want = if run.arm == "two" {
             (HOSTILE_TWO, "2")
@@ -290,11 +251,11 @@ fn the_batch_jobs_id_reaches_manifests_and_probe_from_flux_enclosing_id() {
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
     assert_eq!(
-        wait_for(&b, &id, "finished", JobState::is_finished),
+        wait_for_job(&b, &id, "finished", JobState::is_finished),
         JobState::Completed
     );
     for run in &job.runs {
-        let m = manifest(&run.run_dir);
+        let m = run_manifest(&run.run_dir);
         assert_eq!(m.outcome, Outcome::Completed);
         assert_eq!(
             m.scheduler_job_id.as_deref(),
@@ -345,10 +306,10 @@ variants:
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Completed, "{}", render_script(job).unwrap());
     for run in &job.runs {
-        assert_eq!(manifest(&run.run_dir).outcome, Outcome::Completed);
+        assert_eq!(run_manifest(&run.run_dir).outcome, Outcome::Completed);
     }
 }
 
@@ -380,14 +341,17 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again(
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
     wait_for_first_epoch(job);
     b.cancel(std::slice::from_ref(&id)).unwrap();
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Cancelled);
 
     // The run in progress says it was interrupted (so it is never counted); the one that
     // never started has no manifest. Neither outcome is final, so the engine puts both
     // back to pending for the block's next attempt (`og-…+r2`, tested through the daemon).
     // (The job may be gone from the queue before the run has written its manifest.)
-    assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Interrupted);
+    assert_eq!(
+        run_manifest(&job.runs[0].run_dir).outcome,
+        Outcome::Interrupted
+    );
     let ids: Vec<String> = job.runs.iter().map(|r| r.run_id.clone()).collect();
     assert_eq!(
         support::run_outcomes(job),
@@ -415,12 +379,12 @@ fn a_pending_job_cancelled_never_runs() {
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
     assert_eq!(
-        wait_for(&b, &id, "pending", |st| *st != JobState::Unknown),
+        wait_for_job(&b, &id, "pending", |st| *st != JobState::Unknown),
         JobState::Pending
     );
     b.cancel(std::slice::from_ref(&id)).unwrap();
     assert_eq!(
-        wait_for(&b, &id, "finished", JobState::is_finished),
+        wait_for_job(&b, &id, "finished", JobState::is_finished),
         JobState::Cancelled
     );
     for run in &job.runs {
@@ -448,9 +412,9 @@ fn a_job_past_its_time_limit_times_out_and_leaves_its_unfinished_runs_to_run_aga
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Timeout);
-    let m = manifest(&job.runs[0].run_dir);
+    let m = run_manifest(&job.runs[0].run_dir);
     assert_eq!(m.outcome, Outcome::Interrupted, "{m:?}");
     assert!(RunManifest::read(&job.runs[1].run_dir).unwrap().is_none());
     assert_eq!(
@@ -483,11 +447,11 @@ variants:
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     // The job says something failed; the manifests say what.
     assert_eq!(end, JobState::Failed("exit code 1".into()));
     for run in &job.runs {
-        let m = manifest(&run.run_dir);
+        let m = run_manifest(&run.run_dir);
         if run.arm == "baseline" {
             assert_eq!(m.outcome, Outcome::Failed);
             assert_eq!(m.exit_code, Some(3));
@@ -537,7 +501,10 @@ variants:
         "{states:?}"
     );
     for job in &s.jobs {
-        assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Completed);
+        assert_eq!(
+            run_manifest(&job.runs[0].run_dir).outcome,
+            Outcome::Completed
+        );
     }
 }
 
@@ -614,26 +581,6 @@ variants:
     )
 }
 
-fn wait_until(home: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let s = support::status(home, id);
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "gave up waiting for {what}: {s:#}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn ended(s: &Value) -> bool {
-    ["decided", "failed", "budget_exhausted", "cancelled"]
-        .contains(&s["state"].as_str().unwrap_or(""))
-}
-
 /// `flux jobs` states of these (decimal) ids; ids Flux does not know are left out.
 fn flux_states(ids: &[&str]) -> Vec<String> {
     let mut args = vec!["jobs", "-n", "-o", "{state}"];
@@ -702,12 +649,6 @@ fn check_runs_once(root: &Path, blocks: u32) {
         })
         .collect();
     assert_eq!(unique.len(), rows.len(), "a sample was counted twice");
-}
-
-fn submit(home: &Path, exp: &Path) -> String {
-    let o = support::cli(home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", support::stderr(&o));
-    support::stdout(&o).trim().to_string()
 }
 
 #[test]

@@ -43,11 +43,6 @@ fn hybrid_experiment(dir: &Path) -> PathBuf {
     support::write_experiment(dir, &yaml)
 }
 
-fn ended(s: &Value) -> bool {
-    ["decided", "failed", "budget_exhausted", "cancelled"]
-        .contains(&s["state"].as_str().unwrap_or(""))
-}
-
 /// Checks one run: two task records on two distinct nodes, each with CPU time and the two
 /// cores its `flux run -c 2` gave it; both MPI ranks saw a world of 2.
 fn check_run(run: &Path) {
@@ -105,7 +100,7 @@ fn a_two_node_hybrid_mpi_openmp_experiment_is_decided_with_every_task_measured()
 
     let s = support::wait_for("the hybrid experiment to end", DEADLINE, || {
         let s = support::status(&home, &id);
-        ended(&s).then_some(s)
+        support::ended(&s).then_some(s)
     });
     assert_eq!(s["state"], "decided", "{s:#}");
     assert_eq!(s["scheduler"], "flux");

@@ -79,51 +79,6 @@ fn setup_from(tmp: tempfile::TempDir, path: &Path, tag: &str) -> Setup {
     }
 }
 
-/// Polls (one batched query each time) until `done` holds; a generous limit only guards
-/// against hanging forever, nothing is asserted about how long it took.
-fn wait_for(
-    b: &SlurmBackend,
-    id: &JobId,
-    what: &str,
-    done: impl Fn(&JobState) -> bool,
-) -> JobState {
-    let give_up = Instant::now() + Duration::from_secs(600);
-    loop {
-        let s = b
-            .poll(std::slice::from_ref(id))
-            .unwrap()
-            .remove(id)
-            .unwrap();
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            Instant::now() < give_up,
-            "job {id} never became {what}; last state {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// Waits until `path` exists (exec-run writes a manifest as its last act; the scheduler may
-/// report the job ended a moment before the file lands on a shared file system).
-fn wait_for_file(path: &Path) {
-    let give_up = Instant::now() + Duration::from_secs(120);
-    while !path.exists() {
-        assert!(
-            Instant::now() < give_up,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn manifest(dir: &Path) -> RunManifest {
-    wait_for_file(&dir.join("manifest.json"));
-    RunManifest::read(dir).unwrap().unwrap()
-}
-
 fn yaml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
@@ -176,12 +131,12 @@ fn a_block_runs_every_arm_in_order_on_one_allocation_with_its_own_launch_line() 
     let found = b.find_by_name(std::slice::from_ref(&job.name)).unwrap();
     assert_eq!(found.get(&job.name), Some(&id));
 
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Completed);
 
     let mut ends = Vec::new();
     for run in &job.runs {
-        let m = manifest(&run.run_dir);
+        let m = run_manifest(&run.run_dir);
         assert_eq!(m.outcome, Outcome::Completed, "{}", run.run_id);
         assert_eq!(m.scheduler_job_id.as_deref(), Some(id.0.as_str()));
         let want = if run.arm == "two" {
@@ -275,7 +230,7 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again(
         optgate_wrapper::run::STDOUT_FILE,
         1,
     ));
-    wait_for(&b, &id, "running", |st| *st == JobState::Running);
+    wait_for_job(&b, &id, "running", |st| *st == JobState::Running);
     wait_for_file(&live);
     let give_up = Instant::now() + Duration::from_secs(300);
     while !std::fs::read_to_string(&live)
@@ -286,14 +241,17 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again(
         std::thread::sleep(Duration::from_millis(200));
     }
     b.cancel(std::slice::from_ref(&id)).unwrap();
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Cancelled);
 
     // The run in progress says it was interrupted (so it is never counted); the one that
     // never started has no manifest. Neither outcome is final, so the engine puts both
     // back to pending for the block's next attempt (`og-…+r2`, tested through the daemon).
     // (The job may be gone from the queue before the run has written its manifest.)
-    assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Interrupted);
+    assert_eq!(
+        run_manifest(&job.runs[0].run_dir).outcome,
+        Outcome::Interrupted
+    );
     let ids: Vec<String> = job.runs.iter().map(|r| r.run_id.clone()).collect();
     assert_eq!(
         support::run_outcomes(job),
@@ -315,10 +273,13 @@ fn a_job_past_its_time_limit_times_out_and_leaves_its_unfinished_runs_to_run_aga
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Timeout);
     // Slurm's SIGTERM reached exec-run, which stopped the run and said so.
-    assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Interrupted);
+    assert_eq!(
+        run_manifest(&job.runs[0].run_dir).outcome,
+        Outcome::Interrupted
+    );
     assert!(RunManifest::read(&job.runs[1].run_dir).unwrap().is_none());
     assert_eq!(
         support::runs_left_to_run(job),
@@ -350,11 +311,11 @@ variants:
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     // The job says something failed; the manifests say what.
     assert!(matches!(end, JobState::Failed(_)), "{end:?}");
     for run in &job.runs {
-        let m = manifest(&run.run_dir);
+        let m = run_manifest(&run.run_dir);
         if run.arm == "baseline" {
             assert_eq!(m.outcome, Outcome::Failed);
             assert_eq!(m.exit_code, Some(3));
@@ -404,7 +365,10 @@ variants:
         "{states:?}"
     );
     for job in &s.jobs {
-        assert_eq!(manifest(&job.runs[0].run_dir).outcome, Outcome::Completed);
+        assert_eq!(
+            run_manifest(&job.runs[0].run_dir).outcome,
+            Outcome::Completed
+        );
     }
 }
 
@@ -435,7 +399,7 @@ fn the_slurm_quickstart_runs_a_block_on_this_cluster() {
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
-    let end = wait_for(&b, &id, "finished", JobState::is_finished);
+    let end = wait_for_job(&b, &id, "finished", JobState::is_finished);
     assert_eq!(end, JobState::Completed);
     let collected = optgate_evidence::collect(&s.exp, &s.plan, &s.layout, &BTreeMap::new());
     let block1: Vec<_> = collected.runs.iter().filter(|r| r.block == 1).collect();

@@ -7,7 +7,7 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use support::*;
@@ -17,21 +17,6 @@ const DEADLINE: Duration = Duration::from_secs(600);
 /// Two arms on Slurm; the variant is ~30 % faster in every block, so it must be accepted.
 fn experiment(name: &str, sleep: &str) -> String {
     two_arm_experiment(name, "slurm", sleep, "")
-}
-
-fn wait_until(home: &Path, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let s = status(home, id);
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "gave up waiting for {what}: {s:#}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 /// The states `squeue` shows for these job ids (jobs it no longer lists are left out).
@@ -44,11 +29,6 @@ fn slurm_states(ids: &[&str]) -> Vec<String> {
         .lines()
         .map(|l| l.trim().to_string())
         .collect()
-}
-
-fn ended(s: &Value) -> bool {
-    ["decided", "failed", "budget_exhausted", "cancelled"]
-        .contains(&s["state"].as_str().unwrap_or(""))
 }
 
 /// Every job of the experiment: one per block, first attempt, a Slurm job id, its

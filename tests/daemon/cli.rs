@@ -12,13 +12,6 @@ use support::*;
 
 const DEADLINE: Duration = Duration::from_secs(300);
 
-/// `optgate submit EXP` (starting the daemon when none runs): the experiment's id.
-fn submit(home: &std::path::Path, exp: &std::path::Path) -> String {
-    let o = cli(home, &["submit", exp.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
-
 /// A small experiment with one look (`max_replicates` = `replicates`: these tests are about
 /// the commands, not the looks).
 fn experiment(name: &str, sleep: &str) -> String {

@@ -61,13 +61,6 @@ fn recurrence(home: &Path) -> Value {
     status_all(home)["recurrences"][0].clone()
 }
 
-fn ended(e: &Value) -> bool {
-    matches!(
-        e["state"].as_str(),
-        Some("decided" | "budget_exhausted" | "failed" | "cancelled")
-    )
-}
-
 fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -61,11 +61,6 @@ fn baseline_only(dir: &Path) -> PathBuf {
     path
 }
 
-fn ended(s: &Value) -> bool {
-    ["decided", "failed", "budget_exhausted", "cancelled"]
-        .contains(&s["state"].as_str().unwrap_or(""))
-}
-
 #[test]
 fn propose_on_flux_finds_the_idle_cores_and_its_fix_is_accepted() {
     let _machine = support::measuring();
@@ -104,7 +99,7 @@ fn propose_on_flux_finds_the_idle_cores_and_its_fix_is_accepted() {
     let id = support::stdout(&o).trim().to_string();
     let s = support::wait_for("the proposed experiment to end", DEADLINE, || {
         let s = support::status(&home, &id);
-        ended(&s).then_some(s)
+        support::ended(&s).then_some(s)
     });
     assert_eq!(s["state"], "decided", "{s:#}");
     let o = support::cli(&home, &["report", &id, "--format", "json"]);

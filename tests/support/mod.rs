@@ -122,6 +122,41 @@ pub fn status(home: &Path, id: &str) -> serde_json::Value {
     serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["experiments"][0].clone()
 }
 
+/// `optgate submit EXP` (starting the daemon when none runs): the experiment's id.
+pub fn submit(home: &Path, exp: &Path) -> String {
+    let o = cli(home, &["submit", exp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+/// Polls `optgate status ID --json` every 500 ms until `done` holds for the experiment,
+/// and returns its status; fails naming `what` and the last status after 10 minutes.
+pub fn wait_until(
+    home: &Path,
+    id: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    loop {
+        let s = status(home, id);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "gave up waiting for {what}: {s:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// Whether an experiment's status is one of the states it ends in.
+pub fn ended(s: &serde_json::Value) -> bool {
+    ["decided", "failed", "budget_exhausted", "cancelled"]
+        .contains(&s["state"].as_str().unwrap_or(""))
+}
+
 /// A process a test may signal although it did not spawn it: its pid and the start time
 /// `/proc/PID/stat` gave when the test found it, with what it was checked to be. Every
 /// signal re-reads that start time first and is not sent when it changed (the pid now
@@ -256,6 +291,50 @@ pub fn wait_for<T>(
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// Polls `backend` (one batched query every 300 ms, gentle on a real scheduler) until job
+/// `id`'s state satisfies `done`, and returns that state; fails naming `what` and the last
+/// state seen after 10 minutes, a limit that only guards against hanging forever.
+pub fn wait_for_job(
+    backend: &dyn optgate_sched::Scheduler,
+    id: &optgate_sched::JobId,
+    what: &str,
+    done: impl Fn(&optgate_sched::JobState) -> bool,
+) -> optgate_sched::JobState {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    loop {
+        let s = backend
+            .poll(std::slice::from_ref(id))
+            .unwrap()
+            .remove(id)
+            .unwrap();
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "job {id} never became {what}; last state {s:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// The manifest of the run in `dir`, once it is there (a scheduler may report a job ended a
+/// moment before its last file lands on a shared file system).
+pub fn run_manifest(dir: &Path) -> optgate_wrapper::manifest::RunManifest {
+    wait_for_file(&dir.join("manifest.json"));
+    optgate_wrapper::manifest::RunManifest::read(dir)
+        .unwrap()
+        .unwrap()
+}
+
+/// Waits (up to 2 minutes) until `path` exists.
+pub fn wait_for_file(path: &Path) {
+    let what = format!("{} to appear", path.display());
+    wait_for(&what, std::time::Duration::from_secs(120), || {
+        path.exists().then_some(())
+    });
 }
 
 /// Each run of `job` with the outcome its `manifest.json` says (`None`: no manifest), in
