@@ -36,7 +36,8 @@ impl FakeCluster {
         }
     }
 
-    /// `optgate ARGS` with the fake schedulers first on PATH (a daemon it starts keeps them).
+    /// `optgate ARGS` with the fake schedulers first on PATH and a 1 s cluster poll (a daemon
+    /// it starts keeps both).
     fn cli(&self, args: &[&str]) -> Output {
         let fakes = repo_root().join("tests/fake-schedulers");
         let path = std::env::var_os("PATH").unwrap_or_default();
@@ -47,6 +48,8 @@ impl FakeCluster {
             .env("OPTGATE_HOME", &self.home)
             .env("PATH", std::env::join_paths(dirs).unwrap())
             .env("OPTGATE_FAKE_SCHED_DIR", &self.state)
+            // The fakes' jobs end at once: poll them every second, not every 10.
+            .env("OPTGATE_CLUSTER_POLL", "1s")
             .output()
             .unwrap()
     }

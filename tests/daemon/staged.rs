@@ -127,27 +127,30 @@ variants:
     )
 }
 
-/// Submits the experiment of `seed` and waits for its end: (the variant's decision, the
-/// blocks the experiment ran).
-fn decide(home: &Path, dir: &Path, app: &Path, seed: u32, speed: &str) -> (String, u64) {
+/// Submits the experiment of `seed` and returns its id.
+fn submit_default_rule(home: &Path, dir: &Path, app: &Path, seed: u32, speed: &str) -> String {
     let sub = dir.join(format!("e{seed}"));
     std::fs::create_dir_all(&sub).unwrap();
     let exp = write_experiment(&sub, &default_rule_experiment(app, seed, speed));
     let o = cli(home, &["submit", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let id = stdout(&o).trim().to_string();
-    let o = cli(home, &["status", &id, "--watch"]);
+    stdout(&o).trim().to_string()
+}
+
+/// Waits for experiment `id`'s end: (the variant's decision, the blocks it ran).
+fn decision_of(home: &Path, id: &str) -> (String, u64) {
+    let o = cli(home, &["status", id, "--watch"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = status(home, &id);
+    let s = status(home, id);
     let d = &s["decisions"].as_array().expect("decisions")[0];
     // The report states the design's simulated operating characteristics.
-    let o = cli(home, &["report", &id, "--format", "json"]);
+    let o = cli(home, &["report", id, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let oc = &r["operating_characteristics"];
     assert_eq!(oc["max_replicates"], 20, "{r:#}");
     assert_eq!(oc["points"].as_array().map(Vec::len), Some(3), "{oc:#}");
-    let o = cli(home, &["report", &id]);
+    let o = cli(home, &["report", id]);
     assert!(
         stdout(&o).contains("Operating characteristics of this design (5 blocks first, at most 20"),
         "{}",
@@ -169,14 +172,25 @@ fn the_default_rule_decides_a_clear_speed_up_at_five_blocks_and_a_null_early() {
     let _guard = StopOnDrop(home.clone());
     let app = dir.path().join("app.sh");
     std::fs::write(&app, NOISY_APP).unwrap();
-    for seed in [101, 102] {
-        let (decision, blocks) = decide(&home, dir.path(), &app, seed, "1.3");
+    // Every experiment submitted at once: the daemon runs them side by side (their times
+    // come from the seed, not the clock, so the decisions do not depend on it).
+    let clear: Vec<(u32, String)> = [101, 102]
+        .map(|seed| {
+            (
+                seed,
+                submit_default_rule(&home, dir.path(), &app, seed, "1.3"),
+            )
+        })
+        .into();
+    let null_ids: Vec<String> = (1..=NULL_EXPERIMENTS)
+        .map(|seed| submit_default_rule(&home, dir.path(), &app, seed, "1"))
+        .collect();
+    for (seed, id) in &clear {
+        let (decision, blocks) = decision_of(&home, id);
         eprintln!("30 %, seed {seed}: {decision} after {blocks} blocks");
         assert_eq!((decision.as_str(), blocks), ("accept", 5), "seed {seed}");
     }
-    let nulls: Vec<(String, u64)> = (1..=NULL_EXPERIMENTS)
-        .map(|seed| decide(&home, dir.path(), &app, seed, "1"))
-        .collect();
+    let nulls: Vec<(String, u64)> = null_ids.iter().map(|id| decision_of(&home, id)).collect();
     eprintln!("0 %: {nulls:?}");
     assert!(
         nulls.iter().all(|(d, _)| d != "accept"),

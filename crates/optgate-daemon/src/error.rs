@@ -78,4 +78,10 @@ pub enum SettingError {
         #[source]
         source: optgate_experiment::DurationError,
     },
+    #[error("{var}={value:?} is under the floor of {floor:?}")]
+    BelowFloor {
+        var: &'static str,
+        value: String,
+        floor: std::time::Duration,
+    },
 }

@@ -134,6 +134,8 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
     let unreachable_give_up = crate::context::unreachable_give_up(std::env::var_os(
         crate::context::UNREACHABLE_GIVE_UP_VAR,
     ))?;
+    let settings =
+        engine::EngineSettings::from_cluster_poll(std::env::var_os(engine::CLUSTER_POLL_VAR))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("optgate-daemon")
@@ -170,7 +172,7 @@ pub fn run_foreground(paths: &StatePaths) -> Result<(), DaemonError> {
         let (c, stop) = (ctx.clone(), shutdown.clone());
         let engine = tasks.spawn(crate::supervise::supervise(
             "the engine",
-            move || engine::run(c.clone(), stop.clone()),
+            move || engine::run_with(c.clone(), stop.clone(), settings.clone()),
             shutdown.clone(),
             crate::supervise::RESTART_DELAY,
         ));

@@ -27,7 +27,47 @@ impl Default for EngineSettings {
     }
 }
 
+/// The variable that sets the cluster schedule's shortest wait (`30s`, `2s`; the experiment
+/// file's duration syntax): for a site whose controller can take more queries, or for the
+/// fast tier's fake schedulers, whose jobs end at once. The longest wait stays 3 minutes.
+pub const CLUSTER_POLL_VAR: &str = "OPTGATE_CLUSTER_POLL";
+
+/// The shortest wait [`CLUSTER_POLL_VAR`] may set: a daemon never asks `squeue` or
+/// `flux jobs` more than once a second.
+pub const CLUSTER_POLL_FLOOR: Duration = Duration::from_secs(1);
+
 impl EngineSettings {
+    /// The default settings with the cluster's shortest wait from `value`
+    /// (`$OPTGATE_CLUSTER_POLL`): the default when unset or empty; an error naming the
+    /// variable when it is not a duration or is under [`CLUSTER_POLL_FLOOR`].
+    pub fn from_cluster_poll(
+        value: Option<std::ffi::OsString>,
+    ) -> Result<EngineSettings, crate::error::SettingError> {
+        use crate::error::SettingError;
+        let mut settings = EngineSettings::default();
+        let var = CLUSTER_POLL_VAR;
+        let Some(v) = value.filter(|v| !v.is_empty()) else {
+            return Ok(settings);
+        };
+        let text = v.to_str().ok_or(SettingError::NotUtf8 { var })?;
+        let min = optgate_experiment::parse_duration(text).map_err(|source| {
+            SettingError::NotADuration {
+                var,
+                value: text.to_string(),
+                source,
+            }
+        })?;
+        if min < CLUSTER_POLL_FLOOR {
+            return Err(SettingError::BelowFloor {
+                var,
+                value: text.to_string(),
+                floor: CLUSTER_POLL_FLOOR,
+            });
+        }
+        settings.cluster = PollSchedule::new(min, settings.cluster.max);
+        Ok(settings)
+    }
+
     /// The schedule of scheduler kind `kind`.
     pub fn schedule_for(&self, kind: SchedulerKind) -> PollSchedule {
         match kind {
@@ -142,5 +182,43 @@ mod poll_clock_tests {
         assert!(clocks.next_due_in().unwrap() <= Duration::from_secs(12));
         clocks.track(&BTreeSet::new(), &settings);
         assert_eq!(clocks.next_due_in(), None);
+    }
+}
+
+#[cfg(test)]
+mod cluster_poll_tests {
+    use super::*;
+
+    fn from(text: &str) -> Result<EngineSettings, crate::error::SettingError> {
+        EngineSettings::from_cluster_poll(Some(text.into()))
+    }
+
+    #[test]
+    fn unset_or_empty_keeps_the_default_schedule() {
+        assert_eq!(
+            EngineSettings::from_cluster_poll(None).unwrap(),
+            EngineSettings::default()
+        );
+        assert_eq!(from("").unwrap(), EngineSettings::default());
+    }
+
+    #[test]
+    fn a_duration_sets_the_shortest_cluster_wait_only() {
+        let s = from("2s").unwrap();
+        assert_eq!(s.cluster.min, Duration::from_secs(2));
+        assert_eq!(s.cluster.max, EngineSettings::default().cluster.max);
+        assert_eq!(s.local, EngineSettings::default().local);
+        assert_eq!(from("1s").unwrap().cluster.min, CLUSTER_POLL_FLOOR);
+    }
+
+    #[test]
+    fn under_the_floor_or_not_a_duration_is_an_error_naming_the_variable() {
+        let low = from("500ms").unwrap_err().to_string();
+        assert!(
+            low.contains(CLUSTER_POLL_VAR) && low.contains("floor"),
+            "{low}"
+        );
+        let bad = from("often").unwrap_err().to_string();
+        assert!(bad.contains(CLUSTER_POLL_VAR), "{bad}");
     }
 }

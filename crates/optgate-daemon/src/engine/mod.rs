@@ -24,8 +24,8 @@ pub use off_loop::RUN_FILES_DEADLINE;
 pub(crate) use off_loop::read_run_files;
 
 use crate::jobplan::describe;
-pub use clocks::EngineSettings;
 use clocks::PollClocks;
+pub use clocks::{CLUSTER_POLL_FLOOR, CLUSTER_POLL_VAR, EngineSettings};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
