@@ -9,7 +9,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use optgate_dftracer::__private::{RawEvent, scan_into};
+use optgate_dftracer::__private::{RawEvent, scan_fast, scan_into, scan_strict};
 use optgate_dftracer::{AggregateOptions, summarize_reader};
 
 /// CPU seconds this thread has run so far.
@@ -76,6 +76,31 @@ fn main() {
         }
         ok
     });
+    if std::env::var_os("SCAN_ONLY").is_some() {
+        // For profiling the scanner alone: only the scan stage, printed.
+        println!("split + scan: {:?}", scan);
+        return;
+    }
+    let (mut fast, mut differ) = (0u64, 0u64);
+    for l in lines(&text) {
+        let (mut a, mut b) = (RawEvent::default(), RawEvent::default());
+        if scan_fast(l, &mut a) {
+            fast += 1;
+            if scan_strict(l, &mut b).is_err() || a != b {
+                differ += 1;
+                if differ <= 3 {
+                    eprintln!(
+                        "fast {a:?}\nstrict {b:?}\nline {}",
+                        String::from_utf8_lossy(l)
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "fast path takes {fast} of {} lines; {differ} read otherwise by the strict scanner",
+        split.1
+    );
     let opts = AggregateOptions::default();
     let full = best_of(repeat, || {
         summarize_reader(Path::new(&path), &text[..], &opts)

@@ -24,6 +24,7 @@
 mod aggregate;
 mod error;
 mod event;
+mod fast;
 pub mod limits;
 mod reader;
 mod render;
@@ -47,5 +48,6 @@ pub use render::render_table;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::event::{Number, RawEvent, Val};
-    pub use crate::scan::{ScanError, scan_into};
+    pub use crate::fast::scan_fast;
+    pub use crate::scan::{ScanError, scan_into, scan_strict};
 }

@@ -1,0 +1,673 @@
+//! The line scanner's fast path, for the compact shape DFTracer writes: the line is
+//! checked as JSON with whole-word bit operations (one bit per byte) instead of a walk
+//! over its tokens, and the fields aggregation needs are then picked out by jumping from
+//! key to key through those bits.
+//!
+//! It takes only lines that are objects of objects (at most [`MAX_FAST_DEPTH`] deep) of
+//! strings and integers, all ASCII, with no escapes, no whitespace, no arrays, no
+//! `true`/`false`/`null`, no fractions, no kept integer over 18 digits, and at most
+//! [`MAX_FAST_LINE`] bytes. On such a line every byte outside a string is one of
+//! `{}:,-0123456789`, and the line is valid JSON exactly when each of those bytes is
+//! followed by a byte its grammar allows (checked on all bytes at once, see `Checks`) and
+//! the braces balance. Anything else is declined (`false`), and the strict scanner
+//! (`scan`) reads the line, deciding and wording every error; so a line either gets the
+//! fields the strict scanner would give it or goes to the strict scanner. Tests check
+//! the two agree on every committed trace line and every cut and mutation of one.
+
+use std::borrow::Cow;
+
+use crate::event::{Number, RawEvent, Val};
+
+/// The longest line the fast path takes: 1024 bytes (its bit masks live on the stack).
+/// DFTracer events are 150-400 bytes; longer lines go to the strict scanner.
+pub(crate) const MAX_FAST_LINE: usize = 1024;
+
+/// The deepest nesting the fast path takes: the event object and the objects in it.
+pub(crate) const MAX_FAST_DEPTH: u32 = 2;
+
+/// The most braces a line the fast path takes may hold (an event with `args` has four).
+const MAX_BRACES: usize = 16;
+
+const WORDS: usize = MAX_FAST_LINE / 64;
+
+/// Where one 64-byte block holds each kind of byte, one bit per byte.
+#[derive(Clone, Copy, Default)]
+struct Block {
+    quote: u64,
+    open: u64,
+    close: u64,
+    colon: u64,
+    comma: u64,
+    digit: u64,
+    minus: u64,
+    /// A control byte, a byte at or above 0x80, or a backslash.
+    unusual: u64,
+}
+
+/// The widest vector instructions this CPU has, detected once (std caches the answer).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Simd {
+    Avx512,
+    Avx2,
+    Sse2,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Simd {
+    #[inline]
+    fn detect() -> Simd {
+        let bmi = is_x86_feature_detected!("bmi1") && is_x86_feature_detected!("bmi2");
+        if bmi && is_x86_feature_detected!("avx512bw") {
+            Simd::Avx512
+        } else if bmi && is_x86_feature_detected!("avx2") {
+            Simd::Avx2
+        } else {
+            Simd::Sse2
+        }
+    }
+}
+
+/// Fills `ev` from `line` and returns true when the line has the fast path's shape;
+/// false (with `ev` in any state) when the strict scanner must read it.
+#[cfg(target_arch = "x86_64")]
+pub fn scan_fast<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
+    match Simd::detect() {
+        // SAFETY: `detect` found avx512bw, bmi1 and bmi2 on this CPU.
+        Simd::Avx512 => unsafe { scan_avx512(line, ev) },
+        // SAFETY: `detect` found avx2, bmi1 and bmi2 on this CPU.
+        Simd::Avx2 => unsafe { scan_avx2(line, ev) },
+        // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
+        Simd::Sse2 => unsafe { scan_sse2(line, ev) },
+    }
+}
+
+/// The fast path compiled for AVX-512BW (and BMI, for bit scans without branches).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw,bmi1,bmi2,popcnt")]
+fn scan_avx512<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
+    scan_with(line, ev, |b| classify_avx512(b))
+}
+
+/// The fast path compiled for AVX2 (and BMI).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+fn scan_avx2<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
+    scan_with(line, ev, |b| classify_avx2(b))
+}
+
+/// The fast path with SSE2 only.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn scan_sse2<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
+    scan_with(line, ev, |b| classify_sse2(b))
+}
+
+/// Elsewhere than x86_64: classified byte by byte.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn scan_fast<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
+    scan_with(line, ev, classify_bytes)
+}
+
+/// The fast path around a block classifier; inlined into each compiled variant.
+#[inline(always)]
+fn scan_with<'a>(
+    line: &'a [u8],
+    ev: &mut RawEvent<'a>,
+    classify: impl Fn(&[u8; 64]) -> Block,
+) -> bool {
+    match validate(line, classify) {
+        Some(m) => extract(line, &m, ev),
+        None => false,
+    }
+}
+
+/// The block's eight-byte words, for loads the compiler fuses into one vector load.
+#[inline]
+fn word(block: &[u8; 64], i: usize) -> i64 {
+    i64::from_le_bytes(block[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+}
+
+/// All 64 bytes at once with AVX-512BW: one compare into a bit mask per kind of byte.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn classify_avx512(block: &[u8; 64]) -> Block {
+    use std::arch::x86_64::*;
+    let w = |i: usize| word(block, i);
+    let v = _mm512_set_epi64(w(7), w(6), w(5), w(4), w(3), w(2), w(1), w(0));
+    let eq = |c: u8| _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(c as i8));
+    let digit = _mm512_cmple_epu8_mask(
+        _mm512_sub_epi8(v, _mm512_set1_epi8(b'0' as i8)),
+        _mm512_set1_epi8(9),
+    );
+    Block {
+        quote: eq(b'"'),
+        open: eq(b'{'),
+        close: eq(b'}'),
+        colon: eq(b':'),
+        comma: eq(b','),
+        digit,
+        minus: eq(b'-'),
+        // Signed compare: bytes at or above 0x80 are negative, so below 0x20 too.
+        unusual: _mm512_cmplt_epi8_mask(v, _mm512_set1_epi8(0x20)) | eq(b'\\'),
+    }
+}
+
+/// 32 bytes at a time with AVX2: a compare and a `movemask` per kind of byte.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn classify_avx2(block: &[u8; 64]) -> Block {
+    use std::arch::x86_64::*;
+    let mut b = Block::default();
+    for k in 0..2 {
+        let w = |i: usize| word(block, 4 * k + i);
+        let v = _mm256_set_epi64x(w(3), w(2), w(1), w(0));
+        let bits = |m: __m256i| u64::from(_mm256_movemask_epi8(m) as u32) << (32 * k);
+        let eq = |c: u8| bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(c as i8)));
+        b.quote |= eq(b'"');
+        b.open |= eq(b'{');
+        b.close |= eq(b'}');
+        b.colon |= eq(b':');
+        b.comma |= eq(b',');
+        b.minus |= eq(b'-');
+        b.unusual |= eq(b'\\');
+        let d = _mm256_sub_epi8(v, _mm256_set1_epi8(b'0' as i8));
+        b.digit |= bits(_mm256_cmpeq_epi8(
+            _mm256_min_epu8(d, _mm256_set1_epi8(9)),
+            d,
+        ));
+        b.unusual |= bits(_mm256_cmpgt_epi8(_mm256_set1_epi8(0x20), v));
+    }
+    b
+}
+
+/// 16 bytes at a time with SSE2: a compare and a `movemask` per kind of byte.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn classify_sse2(block: &[u8; 64]) -> Block {
+    use std::arch::x86_64::*;
+    let mut b = Block::default();
+    let eq = |v: __m128i, c: u8| _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8)));
+    for k in 0..4 {
+        let half = |h: usize| {
+            let at = 16 * k + 8 * h;
+            i64::from_le_bytes(block[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let v = _mm_set_epi64x(half(1), half(0));
+        let bits = |m: i32| u64::from(m as u16) << (16 * k);
+        b.quote |= bits(eq(v, b'"'));
+        b.open |= bits(eq(v, b'{'));
+        b.close |= bits(eq(v, b'}'));
+        b.colon |= bits(eq(v, b':'));
+        b.comma |= bits(eq(v, b','));
+        b.minus |= bits(eq(v, b'-'));
+        let digit = _mm_and_si128(
+            _mm_cmpgt_epi8(v, _mm_set1_epi8(b'0' as i8 - 1)),
+            _mm_cmplt_epi8(v, _mm_set1_epi8(b'9' as i8 + 1)),
+        );
+        b.digit |= bits(_mm_movemask_epi8(digit));
+        // Signed compare: bytes at or above 0x80 are negative, so below 0x20 too.
+        let low = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+        b.unusual |= bits(_mm_movemask_epi8(_mm_or_si128(
+            low,
+            _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
+        )));
+    }
+    b
+}
+
+/// Classifies a 64-byte block, byte by byte.
+#[cfg(not(target_arch = "x86_64"))]
+fn classify_bytes(block: &[u8; 64]) -> Block {
+    let mut b = Block::default();
+    for (i, &c) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        match c {
+            b'"' => b.quote |= bit,
+            b'{' => b.open |= bit,
+            b'}' => b.close |= bit,
+            b':' => b.colon |= bit,
+            b',' => b.comma |= bit,
+            b'-' => b.minus |= bit,
+            b'0'..=b'9' => b.digit |= bit,
+            b'\\' | 0..0x20 | 0x80.. => b.unusual |= bit,
+            _ => {}
+        }
+    }
+    b
+}
+
+impl Block {
+    /// The masks moved `by` (1..64) bytes down.
+    #[inline(always)]
+    fn shifted(self, by: usize) -> Block {
+        Block {
+            quote: self.quote >> by,
+            open: self.open >> by,
+            close: self.close >> by,
+            colon: self.colon >> by,
+            comma: self.comma >> by,
+            digit: self.digit >> by,
+            minus: self.minus >> by,
+            unusual: self.unusual >> by,
+        }
+    }
+}
+
+/// Bit i set when an odd number of bits at or below i are set in `x`.
+#[inline(always)]
+fn prefix_xor(mut x: u64) -> u64 {
+    for s in [1, 2, 4, 8, 16, 32] {
+        x ^= x << s;
+    }
+    x
+}
+
+/// What the walk over the line's keys needs, one word per 64 bytes.
+struct Masks {
+    words: usize,
+    /// Every `"` of the line.
+    quote: [u64; WORDS],
+    /// The opening quote of every key.
+    key: [u64; WORDS],
+    digit: [u64; WORDS],
+    /// Positions of the braces outside strings, in order, and whether each opens.
+    braces: [(u16, bool); MAX_BRACES],
+    n_braces: usize,
+}
+
+/// Carries between words: the top bit of each mask the next word looks back on.
+#[derive(Default)]
+struct Carry {
+    in_string: bool,
+    open: u64,
+    comma: u64,
+    colon: u64,
+    key_close: u64,
+    value_close: u64,
+    digit: u64,
+    minus: u64,
+    close: u64,
+    /// The carry out of the key-close addition.
+    add: bool,
+}
+
+/// `m` moved one byte on: bit i set when byte i - 1 is in `m` (`top` is the previous
+/// word's `m`).
+#[inline(always)]
+fn after(m: u64, top: u64) -> u64 {
+    (m << 1) | (top >> 63)
+}
+
+/// What the grammar check makes of one word: the bits that break the grammar, the
+/// opening quotes of keys, and the braces outside strings.
+struct Word {
+    bad: u64,
+    key: u64,
+    open: u64,
+    close: u64,
+}
+
+/// Checks one word of the line (`valid` masks the bytes inside the line).
+#[inline(always)]
+fn check_word(b: &Block, valid: u64, c: &mut Carry) -> Word {
+    let in_string = prefix_xor(b.quote) ^ if c.in_string { !0 } else { 0 };
+    c.in_string = in_string >> 63 != 0;
+    let outside = !(in_string | b.quote) & valid;
+    let (open, close, colon, comma) = (
+        b.open & outside,
+        b.close & outside,
+        b.colon & outside,
+        b.comma & outside,
+    );
+    let (digit, minus) = (b.digit & outside, b.minus & outside);
+    let opening = b.quote & in_string;
+    let closing = b.quote & !in_string & valid;
+    let mut bad = outside & !(open | close | colon | comma | digit | minus);
+    let after_open = after(open, c.open);
+    let after_comma = after(comma, c.comma);
+    let after_colon = after(colon, c.colon);
+    let key = opening & (after_open | after_comma);
+    bad |= opening & !(after_open | after_comma | after_colon);
+    // Adding a key's opening-quote bit to its run of in-string bits carries through the
+    // run onto the byte after it: the key's closing quote.
+    let (sum, c1) = in_string.overflowing_add(key);
+    let (sum, c2) = sum.overflowing_add(u64::from(c.add));
+    c.add = c1 | c2;
+    let key_close = sum & !in_string & closing;
+    let value_close = closing & !key_close;
+    let after_key = after(key_close, c.key_close);
+    let after_digit = after(digit, c.digit);
+    let after_minus = after(minus, c.minus);
+    bad |= valid
+        & ((after_open & !(opening | close))
+            | (after_comma & !opening)
+            | (after_colon & !(opening | digit | minus | open))
+            | (after_key & !colon)
+            | (colon & !after_key)
+            | (after(value_close, c.value_close) & !(comma | close))
+            | (minus & !after_colon)
+            | (after_minus & !digit)
+            | (digit & !(after_colon | after_minus | after_digit))
+            | (after_digit & !(digit | comma | close))
+            | (after(close, c.close) & !(comma | close)));
+    (c.open, c.comma, c.colon) = (open, comma, colon);
+    (c.key_close, c.value_close, c.close) = (key_close, value_close, close);
+    (c.digit, c.minus) = (digit, minus);
+    Word {
+        bad,
+        key,
+        open,
+        close,
+    }
+}
+
+/// The masks of `line` when it is valid JSON of the fast path's shape, else `None`.
+#[inline(always)]
+fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block) -> Option<Masks> {
+    if line.len() > MAX_FAST_LINE || line.first() != Some(&b'{') {
+        return None;
+    }
+    let words = line.len().div_ceil(64);
+    let mut m = Masks {
+        words,
+        quote: [0; WORDS],
+        key: [0; WORDS],
+        digit: [0; WORDS],
+        braces: [(0, false); MAX_BRACES],
+        n_braces: 0,
+    };
+    let mut carry = Carry::default();
+    let (mut bad, mut unusual) = (0u64, 0u64);
+    for w in 0..words {
+        let start = 64 * w;
+        let block = match line.get(start..start + 64) {
+            Some(full) => classify(full.try_into().expect("64 bytes")),
+            // The tail: the line's last 64 bytes, the bits of bytes before `start` shifted
+            // out (no copy, so no store-to-load stall).
+            None if line.len() >= 64 => {
+                classify(line[line.len() - 64..].try_into().expect("64 bytes"))
+                    .shifted(64 - (line.len() - start))
+            }
+            None => {
+                // A line shorter than a block, padded with spaces (no kind of byte the
+                // masks mark).
+                let mut pad = [b' '; 64];
+                pad[..line.len()].copy_from_slice(line);
+                classify(&pad)
+            }
+        };
+        let valid = if line.len() - start >= 64 {
+            !0
+        } else {
+            (1u64 << (line.len() - start)) - 1
+        };
+        unusual |= block.unusual;
+        let word = check_word(&block, valid, &mut carry);
+        bad |= word.bad;
+        m.quote[w] = block.quote;
+        m.key[w] = word.key;
+        m.digit[w] = block.digit;
+        if !push_braces(&mut m, &word, w) {
+            return None;
+        }
+    }
+    (bad == 0 && unusual == 0 && braces_balance(&m, line.len())).then_some(m)
+}
+
+/// Records the braces of word `w` (outside strings); false when there are too many.
+#[inline(always)]
+fn push_braces(m: &mut Masks, word: &Word, w: usize) -> bool {
+    let mut bits = word.open | word.close;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if m.n_braces == MAX_BRACES {
+            return false;
+        }
+        // Positions fit: a line is at most MAX_FAST_LINE bytes.
+        m.braces[m.n_braces] = ((64 * w + i) as u16, word.open >> i & 1 != 0);
+        m.n_braces += 1;
+    }
+    true
+}
+
+/// Whether the braces open and close in order, no deeper than [`MAX_FAST_DEPTH`], and
+/// the first closes the line at its last byte.
+#[inline(always)]
+fn braces_balance(m: &Masks, len: usize) -> bool {
+    let mut depth = 0u32;
+    for (k, &(pos, open)) in m.braces[..m.n_braces].iter().enumerate() {
+        if open {
+            depth += 1;
+            if depth > MAX_FAST_DEPTH {
+                return false;
+            }
+        } else {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return k + 1 == m.n_braces && usize::from(pos) + 1 == len;
+            }
+        }
+    }
+    false
+}
+
+/// The first set bit of `words` at or after `from`.
+#[inline(always)]
+fn next_set(words: &[u64], from: usize) -> Option<usize> {
+    let mut w = from / 64;
+    let mut bits = *words.get(w)? & (!0u64 << (from % 64));
+    while bits == 0 {
+        w += 1;
+        bits = *words.get(w)?;
+    }
+    Some(64 * w + bits.trailing_zeros() as usize)
+}
+
+/// The first clear bit of `words` at or after `from` (`words.len() * 64` when none).
+#[inline(always)]
+fn next_clear(words: &[u64], from: usize) -> usize {
+    let mut w = from / 64;
+    let Some(&first) = words.get(w) else {
+        return from;
+    };
+    let mut bits = !first & (!0u64 << (from % 64));
+    while bits == 0 {
+        w += 1;
+        match words.get(w) {
+            Some(&x) => bits = !x,
+            None => return 64 * w,
+        }
+    }
+    64 * w + bits.trailing_zeros() as usize
+}
+
+/// Walks the keys of a validated line, keeping what the strict scanner keeps: `name`,
+/// `cat`, `ph`, `ts`, `dur` of the event and `epoch`, `name`, `value` of its `args`
+/// object (the last of each when repeated).
+#[inline(always)]
+fn extract<'a>(line: &'a [u8], m: &Masks, ev: &mut RawEvent<'a>) -> bool {
+    let (mut brace, mut depth) = (0usize, 0u32);
+    // Where the object the key is in opens, when it is nested, and where `args` opens.
+    let (mut nested, mut args) = (usize::MAX, None);
+    for (w, &word) in m.key[..m.words].iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let p = 64 * w + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            while let Some(&(pos, open)) = m.braces[..m.n_braces].get(brace) {
+                if usize::from(pos) > p {
+                    break;
+                }
+                if open {
+                    depth += 1;
+                    if depth == 2 {
+                        nested = usize::from(pos);
+                    }
+                } else {
+                    depth -= 1;
+                }
+                brace += 1;
+            }
+            let (field, len) = field_at(line, m, p, depth == 1);
+            let v = p + len + 3;
+            let slot = match field {
+                Field::Skip => continue,
+                Field::Args => {
+                    args = (line[v] == b'{').then_some(v);
+                    continue;
+                }
+                _ if depth == 2 && args != Some(nested) => continue,
+                Field::Name => &mut ev.name,
+                Field::Cat => &mut ev.cat,
+                Field::Ph => &mut ev.ph,
+                Field::Ts => &mut ev.ts,
+                Field::Dur => &mut ev.dur,
+                Field::Epoch => &mut ev.epoch,
+                Field::ArgName => &mut ev.arg_name,
+                Field::ArgValue => &mut ev.arg_value,
+            };
+            if !value(line, m, v, slot) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Which kept field a key names (for the event's own keys or those of an object in it).
+#[derive(Clone, Copy)]
+enum Field {
+    Name,
+    Cat,
+    Ph,
+    Ts,
+    Dur,
+    Args,
+    Epoch,
+    ArgName,
+    ArgValue,
+    Skip,
+}
+
+/// The little-endian word of up to eight bytes.
+const fn tag(s: &[u8]) -> u64 {
+    let mut w = 0u64;
+    let mut i = s.len();
+    while i > 0 {
+        i -= 1;
+        w = (w << 8) | s[i] as u64;
+    }
+    w
+}
+
+/// The field the key whose opening quote is at `p` names, and the key's length (only
+/// meaningful for a kept field). A key is told by the word of bytes after its opening
+/// quote, closing quote included, masked to the key's length: no length is computed and
+/// no byte compared one by one.
+#[inline(always)]
+fn field_at(line: &[u8], m: &Masks, p: usize, top: bool) -> (Field, usize) {
+    let Some(bytes) = line.get(p + 1..p + 9) else {
+        // Within eight bytes of the end (`{"a":1}`): the key's own bytes.
+        let end = next_set(&m.quote[..m.words], p + 1).unwrap_or(p + 1);
+        let key = &line[p + 1..end];
+        let mut padded = [0u8; 8];
+        padded[..key.len().min(7)].copy_from_slice(&key[..key.len().min(7)]);
+        padded[key.len().min(7)] = b'"';
+        return field_of(u64::from_le_bytes(padded), top);
+    };
+    field_of(u64::from_le_bytes(bytes.try_into().expect("8 bytes")), top)
+}
+
+/// [`field_at`] on the word after the opening quote.
+#[inline(always)]
+fn field_of(k: u64, top: bool) -> (Field, usize) {
+    const MASK: [u64; 7] = [
+        0,
+        0,
+        0,
+        0xff_ffff,
+        0xffff_ffff,
+        0xff_ffff_ffff,
+        0xffff_ffff_ffff,
+    ];
+    if top {
+        match (k & MASK[3], k & MASK[4], k & MASK[5]) {
+            (_, _, x) if x == tag(b"name\"") => (Field::Name, 4),
+            (_, x, _) if x == tag(b"cat\"") => (Field::Cat, 3),
+            (x, _, _) if x == tag(b"ph\"") => (Field::Ph, 2),
+            (x, _, _) if x == tag(b"ts\"") => (Field::Ts, 2),
+            (_, x, _) if x == tag(b"dur\"") => (Field::Dur, 3),
+            (_, _, x) if x == tag(b"args\"") => (Field::Args, 4),
+            _ => (Field::Skip, 0),
+        }
+    } else {
+        match (k & MASK[5], k & MASK[6]) {
+            (_, x) if x == tag(b"epoch\"") => (Field::Epoch, 5),
+            (x, _) if x == tag(b"name\"") => (Field::ArgName, 4),
+            (_, x) if x == tag(b"value\"") => (Field::ArgValue, 5),
+            _ => (Field::Skip, 0),
+        }
+    }
+}
+
+/// Reads the value at `v` into `slot` as the strict scanner does: a string, an
+/// integer, or an object as `Other`; false for an integer over 18 digits.
+#[inline(always)]
+fn value<'a>(line: &'a [u8], m: &Masks, v: usize, slot: &mut Option<Val<'a>>) -> bool {
+    *slot = Some(match line[v] {
+        b'"' => {
+            let Some(end) = next_set(&m.quote[..m.words], v + 1) else {
+                return false;
+            };
+            match std::str::from_utf8(&line[v + 1..end]) {
+                Ok(s) => Val::Str(Cow::Borrowed(s)),
+                Err(_) => return false,
+            }
+        }
+        b'{' => Val::Other,
+        first => {
+            let neg = first == b'-';
+            let start = v + usize::from(neg);
+            let end = next_clear(&m.digit[..m.words], start).min(line.len());
+            if end - start > 18 {
+                return false;
+            }
+            let x = digits_value(line, start, end);
+            Val::Num(Number::Int(if neg { -x } else { x }))
+        }
+    });
+    true
+}
+
+/// Up to 18 ASCII digits as an integer. Eight at a time when `end` leaves room for a
+/// whole word before it: SWAR pairs, quads and halves instead of a multiply per digit.
+#[inline(always)]
+fn digits_value(line: &[u8], start: usize, end: usize) -> i64 {
+    let n = end - start;
+    if n <= 16 && end >= 8 {
+        let lo = eight_digits(line, end, n.min(8));
+        if n <= 8 {
+            return lo as i64;
+        }
+        let hi = eight_digits(line, end - 8, n - 8);
+        return (hi * 100_000_000 + lo) as i64;
+    }
+    line[start..end]
+        .iter()
+        .fold(0i64, |v, &d| v * 10 + i64::from(d - b'0'))
+}
+
+/// The value of the last `n` (1..=8) digits before `end` (`end >= 8`).
+#[inline(always)]
+fn eight_digits(line: &[u8], end: usize, n: usize) -> u64 {
+    let w = u64::from_le_bytes(line[end - 8..end].try_into().expect("8 bytes"));
+    // The bytes before the n digits cleared (leading zero digits), then the digits' '0'
+    // taken off; no byte borrows, as every digit byte is >= '0'.
+    let keep = !0u64 << (8 * (8 - n));
+    let w = (w & keep) - (0x3030_3030_3030_3030 & keep);
+    let w = (w.wrapping_mul(10) + (w >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let w = (w.wrapping_mul(100) + (w >> 16)) & 0x0000_ffff_0000_ffff;
+    (w.wrapping_mul(10_000) + (w >> 32)) & 0xffff_ffff
+}
