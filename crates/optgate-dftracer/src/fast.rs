@@ -122,19 +122,13 @@ fn scan_with<'a>(
     }
 }
 
-/// The block's eight-byte words, for loads the compiler fuses into one vector load.
-#[inline]
-fn word(block: &[u8; 64], i: usize) -> i64 {
-    i64::from_le_bytes(block[8 * i..8 * i + 8].try_into().expect("8 bytes"))
-}
-
 /// All 64 bytes at once with AVX-512BW: one compare into a bit mask per kind of byte.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512bw")]
 fn classify_avx512(block: &[u8; 64]) -> Block {
     use std::arch::x86_64::*;
-    let w = |i: usize| word(block, i);
-    let v = _mm512_set_epi64(w(7), w(6), w(5), w(4), w(3), w(2), w(1), w(0));
+    // SAFETY: reads the 64 bytes of `block` (an unaligned load).
+    let v = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
     let eq = |c: u8| _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(c as i8));
     let digit = _mm512_cmple_epu8_mask(
         _mm512_sub_epi8(v, _mm512_set1_epi8(b'0' as i8)),
@@ -160,8 +154,8 @@ fn classify_avx2(block: &[u8; 64]) -> Block {
     use std::arch::x86_64::*;
     let mut b = Block::default();
     for k in 0..2 {
-        let w = |i: usize| word(block, 4 * k + i);
-        let v = _mm256_set_epi64x(w(3), w(2), w(1), w(0));
+        // SAFETY: reads bytes 32k..32k+32 of the 64 of `block` (an unaligned load).
+        let v = unsafe { _mm256_loadu_si256(block[32 * k..].as_ptr().cast()) };
         let bits = |m: __m256i| u64::from(_mm256_movemask_epi8(m) as u32) << (32 * k);
         let eq = |c: u8| bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(c as i8)));
         b.quote |= eq(b'"');
@@ -189,11 +183,8 @@ fn classify_sse2(block: &[u8; 64]) -> Block {
     let mut b = Block::default();
     let eq = |v: __m128i, c: u8| _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8)));
     for k in 0..4 {
-        let half = |h: usize| {
-            let at = 16 * k + 8 * h;
-            i64::from_le_bytes(block[at..at + 8].try_into().expect("8 bytes"))
-        };
-        let v = _mm_set_epi64x(half(1), half(0));
+        // SAFETY: reads bytes 16k..16k+16 of the 64 of `block` (an unaligned load).
+        let v = unsafe { _mm_loadu_si128(block[16 * k..].as_ptr().cast()) };
         let bits = |m: i32| u64::from(m as u16) << (16 * k);
         b.quote |= bits(eq(v, b'"'));
         b.open |= bits(eq(v, b'{'));
@@ -276,18 +267,18 @@ struct Masks {
     n_braces: usize,
 }
 
-/// Carries between words: the top bit of each mask the next word looks back on.
+/// Carries between words: the previous word's masks the next word looks back on (only
+/// their top bits matter).
 #[derive(Default)]
 struct Carry {
     in_string: bool,
-    open: u64,
-    comma: u64,
+    open_comma: u64,
     colon: u64,
     key_close: u64,
-    value_close: u64,
+    /// A value's closing quote, a digit or `}`: what may come before `,` and `}`.
+    value_end: u64,
     digit: u64,
     minus: u64,
-    close: u64,
     /// The carry out of the key-close addition.
     add: bool,
 }
@@ -308,52 +299,41 @@ struct Word {
     close: u64,
 }
 
-/// Checks one word of the line (`valid` masks the bytes inside the line).
+/// Checks one word of the line (`valid` masks the bytes inside the line). Each byte
+/// outside a string is checked against the byte before it, which checks every pair of
+/// neighbours once; empty objects are declined, so `}` always follows a value.
 #[inline(always)]
-fn check_word(b: &Block, valid: u64, c: &mut Carry) -> Word {
+fn check_word(b: &Block, valid: u64, first: bool, c: &mut Carry) -> Word {
     let in_string = prefix_xor(b.quote) ^ if c.in_string { !0 } else { 0 };
     c.in_string = in_string >> 63 != 0;
     let outside = !(in_string | b.quote) & valid;
-    let (open, close, colon, comma) = (
-        b.open & outside,
-        b.close & outside,
-        b.colon & outside,
-        b.comma & outside,
-    );
+    let (open, close) = (b.open & outside, b.close & outside);
+    let (colon, comma) = (b.colon & outside, b.comma & outside);
     let (digit, minus) = (b.digit & outside, b.minus & outside);
     let opening = b.quote & in_string;
     let closing = b.quote & !in_string & valid;
-    let mut bad = outside & !(open | close | colon | comma | digit | minus);
-    let after_open = after(open, c.open);
-    let after_comma = after(comma, c.comma);
+    let after_open_comma = after(open | comma, c.open_comma);
     let after_colon = after(colon, c.colon);
-    let key = opening & (after_open | after_comma);
-    bad |= opening & !(after_open | after_comma | after_colon);
+    let key = opening & after_open_comma;
     // Adding a key's opening-quote bit to its run of in-string bits carries through the
     // run onto the byte after it: the key's closing quote.
     let (sum, c1) = in_string.overflowing_add(key);
     let (sum, c2) = sum.overflowing_add(u64::from(c.add));
     c.add = c1 | c2;
     let key_close = sum & !in_string & closing;
-    let value_close = closing & !key_close;
-    let after_key = after(key_close, c.key_close);
-    let after_digit = after(digit, c.digit);
-    let after_minus = after(minus, c.minus);
-    bad |= valid
-        & ((after_open & !(opening | close))
-            | (after_comma & !opening)
-            | (after_colon & !(opening | digit | minus | open))
-            | (after_key & !colon)
-            | (colon & !after_key)
-            | (after(value_close, c.value_close) & !(comma | close))
-            | (minus & !after_colon)
-            | (after_minus & !digit)
-            | (digit & !(after_colon | after_minus | after_digit))
-            | (after_digit & !(digit | comma | close))
-            | (after(close, c.close) & !(comma | close)));
-    (c.open, c.comma, c.colon) = (open, comma, colon);
-    (c.key_close, c.value_close, c.close) = (key_close, value_close, close);
-    (c.digit, c.minus) = (digit, minus);
+    let value_end = (closing & !key_close) | digit | close;
+    let after_value = after(value_end, c.value_end);
+    let after_number = after(digit | minus, c.digit | c.minus);
+    let start = u64::from(first);
+    let bad = (outside & !(open | close | colon | comma | digit | minus))
+        | (opening & !(after_open_comma | after_colon))
+        | ((close | comma) & !after_value)
+        | (colon & !after(key_close, c.key_close))
+        | (digit & !(after_colon | after_number))
+        | (minus & !after_colon)
+        | (open & !(after_colon | start));
+    (c.open_comma, c.colon, c.key_close) = (open | comma, colon, key_close);
+    (c.value_end, c.digit, c.minus) = (value_end, digit, minus);
     Word {
         bad,
         key,
@@ -403,7 +383,7 @@ fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block) -> Option<Masks>
             (1u64 << (line.len() - start)) - 1
         };
         unusual |= block.unusual;
-        let word = check_word(&block, valid, &mut carry);
+        let word = check_word(&block, valid, w == 0, &mut carry);
         bad |= word.bad;
         m.quote[w] = block.quote;
         m.key[w] = word.key;
