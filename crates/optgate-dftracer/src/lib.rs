@@ -37,7 +37,7 @@ pub use aggregate::{
 pub use error::{Diagnostic, DiagnosticKind, TraceError};
 pub use limits::{
     GZIP_RATIO_FREE_BYTES, MAX_CATEGORIES, MAX_EPOCHS, MAX_GZIP_RATIO, MAX_KEY_BYTES,
-    MAX_LINE_BYTES, MAX_NAMES, MAX_TEXT_BYTES, OTHER_CATEGORIES, OTHER_NAMES,
+    MAX_LINE_BYTES, MAX_NAMES, MAX_PAIRS, MAX_TEXT_BYTES, OTHER_CATEGORIES, OTHER_NAMES,
 };
 pub use reader::{expand_paths, summarize_paths, summarize_reader};
 pub use render::render_table;
