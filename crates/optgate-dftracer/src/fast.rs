@@ -20,7 +20,7 @@ use crate::event::{Number, RawEvent, Val};
 
 /// The longest line the fast path takes: 1024 bytes (its bit masks live on the stack).
 /// DFTracer events are 150-400 bytes; longer lines go to the strict scanner.
-pub(crate) const MAX_FAST_LINE: usize = 1024;
+pub const MAX_FAST_LINE: usize = 1024;
 
 /// The deepest nesting the fast path takes: the event object and the objects in it.
 pub(crate) const MAX_FAST_DEPTH: u32 = 2;
@@ -621,18 +621,17 @@ fn value<'a>(line: &'a [u8], m: &Masks, v: usize, slot: &mut Option<Val<'a>>) ->
     true
 }
 
-/// Up to 18 ASCII digits as an integer. Eight at a time when `end` leaves room for a
-/// whole word before it: SWAR pairs, quads and halves instead of a multiply per digit.
+/// Up to 18 ASCII digits as an integer. Eight at a time when the line has a whole word
+/// before each eight: SWAR pairs, quads and halves instead of a multiply per digit.
 #[inline(always)]
 fn digits_value(line: &[u8], start: usize, end: usize) -> i64 {
     let n = end - start;
-    if n <= 16 && end >= 8 {
-        let lo = eight_digits(line, end, n.min(8));
-        if n <= 8 {
-            return lo as i64;
-        }
+    if n <= 8 && end >= 8 {
+        return eight_digits(line, end, n) as i64;
+    }
+    if n <= 16 && end >= 16 {
         let hi = eight_digits(line, end - 8, n - 8);
-        return (hi * 100_000_000 + lo) as i64;
+        return (hi * 100_000_000 + eight_digits(line, end, 8)) as i64;
     }
     line[start..end]
         .iter()
