@@ -116,9 +116,13 @@ fn scan_with<'a>(
     ev: &mut RawEvent<'a>,
     classify: impl Fn(&[u8; 64]) -> Block,
 ) -> bool {
-    match validate(line, classify) {
-        Some(m) => extract(line, &m, ev),
-        None => false,
+    let Some(m) = validate(line, classify) else {
+        return false;
+    };
+    // All ASCII, so one check makes the whole line text and every slice of it too.
+    match std::str::from_utf8(line) {
+        Ok(text) => extract(text, &m, ev),
+        Err(_) => false,
     }
 }
 
@@ -467,7 +471,8 @@ fn next_clear(words: &[u64], from: usize) -> usize {
 /// `cat`, `ph`, `ts`, `dur` of the event and `epoch`, `name`, `value` of its `args`
 /// object (the last of each when repeated).
 #[inline(always)]
-fn extract<'a>(line: &'a [u8], m: &Masks, ev: &mut RawEvent<'a>) -> bool {
+fn extract<'a>(text: &'a str, m: &Masks, ev: &mut RawEvent<'a>) -> bool {
+    let line = text.as_bytes();
     let (mut brace, mut depth) = (0usize, 0u32);
     // Where the object the key is in opens, when it is nested, and where `args` opens.
     let (mut nested, mut args) = (usize::MAX, None);
@@ -508,7 +513,7 @@ fn extract<'a>(line: &'a [u8], m: &Masks, ev: &mut RawEvent<'a>) -> bool {
                 Field::ArgName => &mut ev.arg_name,
                 Field::ArgValue => &mut ev.arg_value,
             };
-            if !value(line, m, v, slot) {
+            if !value(text, m, v, slot) {
                 return false;
             }
         }
@@ -595,15 +600,16 @@ fn field_of(k: u64, top: bool) -> (Field, usize) {
 /// Reads the value at `v` into `slot` as the strict scanner does: a string, an
 /// integer, or an object as `Other`; false for an integer over 18 digits.
 #[inline(always)]
-fn value<'a>(line: &'a [u8], m: &Masks, v: usize, slot: &mut Option<Val<'a>>) -> bool {
+fn value<'a>(text: &'a str, m: &Masks, v: usize, slot: &mut Option<Val<'a>>) -> bool {
+    let line = text.as_bytes();
     *slot = Some(match line[v] {
         b'"' => {
             let Some(end) = next_set(&m.quote[..m.words], v + 1) else {
                 return false;
             };
-            match std::str::from_utf8(&line[v + 1..end]) {
-                Ok(s) => Val::Str(Cow::Borrowed(s)),
-                Err(_) => return false,
+            match text.get(v + 1..end) {
+                Some(s) => Val::Str(Cow::Borrowed(s)),
+                None => return false,
             }
         }
         b'{' => Val::Other,
