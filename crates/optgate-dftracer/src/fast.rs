@@ -34,6 +34,8 @@ const WORDS: usize = MAX_FAST_LINE / 64;
 #[derive(Clone, Copy, Default)]
 struct Block {
     quote: u64,
+    /// Bit i set when an odd number of the block's quotes are at or before byte i.
+    quote_prefix: u64,
     open: u64,
     close: u64,
     colon: u64,
@@ -58,6 +60,7 @@ impl Simd {
     #[inline]
     fn detect() -> Simd {
         let bmi = is_x86_feature_detected!("bmi1") && is_x86_feature_detected!("bmi2");
+        let bmi = bmi && is_x86_feature_detected!("pclmulqdq");
         if bmi && is_x86_feature_detected!("avx512bw") {
             Simd::Avx512
         } else if bmi && is_x86_feature_detected!("avx2") {
@@ -73,9 +76,9 @@ impl Simd {
 #[cfg(target_arch = "x86_64")]
 pub fn scan_fast<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
     match Simd::detect() {
-        // SAFETY: `detect` found avx512bw, bmi1 and bmi2 on this CPU.
+        // SAFETY: `detect` found avx512bw, bmi1, bmi2 and pclmulqdq on this CPU.
         Simd::Avx512 => unsafe { scan_avx512(line, ev) },
-        // SAFETY: `detect` found avx2, bmi1 and bmi2 on this CPU.
+        // SAFETY: `detect` found avx2, bmi1, bmi2 and pclmulqdq on this CPU.
         Simd::Avx2 => unsafe { scan_avx2(line, ev) },
         // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
         Simd::Sse2 => unsafe { scan_sse2(line, ev) },
@@ -84,14 +87,14 @@ pub fn scan_fast<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
 
 /// The fast path compiled for AVX-512BW (and BMI, for bit scans without branches).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512bw,bmi1,bmi2,popcnt")]
+#[target_feature(enable = "avx512bw,bmi1,bmi2,popcnt,pclmulqdq")]
 fn scan_avx512<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
     scan_with(line, ev, |b| classify_avx512(b))
 }
 
 /// The fast path compiled for AVX2 (and BMI).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,pclmulqdq")]
 fn scan_avx2<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
     scan_with(line, ev, |b| classify_avx2(b))
 }
@@ -101,6 +104,28 @@ fn scan_avx2<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
 #[target_feature(enable = "sse2")]
 fn scan_sse2<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
     scan_with(line, ev, |b| classify_sse2(b))
+}
+
+/// The fast path compiled for one instruction set by name (`avx512`, `avx2`, `sse2`,
+/// or `bytes` for the byte-by-byte classifier other CPUs use), for the tests that check
+/// each against the strict scanner; `None` when this CPU lacks it. Not a stable API.
+pub fn scan_fast_as<'a>(variant: &str, line: &'a [u8], ev: &mut RawEvent<'a>) -> Option<bool> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let simd = Simd::detect();
+        match variant {
+            // SAFETY: `detect` found avx512bw, bmi1, bmi2 and pclmulqdq on this CPU.
+            "avx512" if matches!(simd, Simd::Avx512) => Some(unsafe { scan_avx512(line, ev) }),
+            // SAFETY: `detect` found (at least) avx2, bmi1, bmi2 and pclmulqdq.
+            "avx2" if !matches!(simd, Simd::Sse2) => Some(unsafe { scan_avx2(line, ev) }),
+            // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
+            "sse2" => Some(unsafe { scan_sse2(line, ev) }),
+            "bytes" => Some(scan_with(line, ev, classify_bytes)),
+            _ => None,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    (variant == "bytes").then(|| scan_with(line, ev, classify_bytes))
 }
 
 /// Elsewhere than x86_64: classified byte by byte.
@@ -128,7 +153,7 @@ fn scan_with<'a>(
 
 /// All 64 bytes at once with AVX-512BW: one compare into a bit mask per kind of byte.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512bw")]
+#[target_feature(enable = "avx512bw,pclmulqdq")]
 fn classify_avx512(block: &[u8; 64]) -> Block {
     use std::arch::x86_64::*;
     // SAFETY: reads the 64 bytes of `block` (an unaligned load).
@@ -138,8 +163,10 @@ fn classify_avx512(block: &[u8; 64]) -> Block {
         _mm512_sub_epi8(v, _mm512_set1_epi8(b'0' as i8)),
         _mm512_set1_epi8(9),
     );
+    let quote = eq(b'"');
     Block {
-        quote: eq(b'"'),
+        quote,
+        quote_prefix: prefix_xor_clmul(quote),
         open: eq(b'{'),
         close: eq(b'}'),
         colon: eq(b':'),
@@ -153,7 +180,7 @@ fn classify_avx512(block: &[u8; 64]) -> Block {
 
 /// 32 bytes at a time with AVX2: a compare and a `movemask` per kind of byte.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,pclmulqdq")]
 fn classify_avx2(block: &[u8; 64]) -> Block {
     use std::arch::x86_64::*;
     let mut b = Block::default();
@@ -176,7 +203,17 @@ fn classify_avx2(block: &[u8; 64]) -> Block {
         ));
         b.unusual |= bits(_mm256_cmpgt_epi8(_mm256_set1_epi8(0x20), v));
     }
+    b.quote_prefix = prefix_xor_clmul(b.quote);
     b
+}
+
+/// [`prefix_xor`] in one carry-less multiply by all ones.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "pclmulqdq")]
+fn prefix_xor_clmul(x: u64) -> u64 {
+    use std::arch::x86_64::*;
+    let product = _mm_clmulepi64_si128(_mm_cvtsi64_si128(x as i64), _mm_set1_epi8(-1), 0);
+    _mm_cvtsi128_si64(product) as u64
 }
 
 /// 16 bytes at a time with SSE2: a compare and a `movemask` per kind of byte.
@@ -208,11 +245,11 @@ fn classify_sse2(block: &[u8; 64]) -> Block {
             _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)),
         )));
     }
+    b.quote_prefix = prefix_xor(b.quote);
     b
 }
 
-/// Classifies a 64-byte block, byte by byte.
-#[cfg(not(target_arch = "x86_64"))]
+/// Classifies a 64-byte block, byte by byte (x86_64 runs it only in tests).
 fn classify_bytes(block: &[u8; 64]) -> Block {
     let mut b = Block::default();
     for (i, &c) in block.iter().enumerate() {
@@ -229,6 +266,7 @@ fn classify_bytes(block: &[u8; 64]) -> Block {
             _ => {}
         }
     }
+    b.quote_prefix = prefix_xor(b.quote);
     b
 }
 
@@ -236,8 +274,12 @@ impl Block {
     /// The masks moved `by` (1..64) bytes down.
     #[inline(always)]
     fn shifted(self, by: usize) -> Block {
+        // The prefix of the moved quotes: the old one moved, flipped where the bits moved
+        // out held an odd number of quotes.
+        let odd_before = (self.quote_prefix >> (by - 1)) & 1;
         Block {
             quote: self.quote >> by,
+            quote_prefix: (self.quote_prefix >> by) ^ (0u64.wrapping_sub(odd_before) >> by),
             open: self.open >> by,
             close: self.close >> by,
             colon: self.colon >> by,
@@ -308,7 +350,7 @@ struct Word {
 /// neighbours once; empty objects are declined, so `}` always follows a value.
 #[inline(always)]
 fn check_word(b: &Block, valid: u64, first: bool, c: &mut Carry) -> Word {
-    let in_string = prefix_xor(b.quote) ^ if c.in_string { !0 } else { 0 };
+    let in_string = b.quote_prefix ^ if c.in_string { !0 } else { 0 };
     c.in_string = in_string >> 63 != 0;
     let outside = !(in_string | b.quote) & valid;
     let (open, close) = (b.open & outside, b.close & outside);

@@ -48,6 +48,6 @@ pub use render::render_table;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::event::{Number, RawEvent, Val};
-    pub use crate::fast::{MAX_FAST_LINE, scan_fast};
+    pub use crate::fast::{MAX_FAST_LINE, scan_fast, scan_fast_as};
     pub use crate::scan::{ScanError, scan_into, scan_strict};
 }

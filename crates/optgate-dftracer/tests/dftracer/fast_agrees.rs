@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use optgate_dftracer::__private::{RawEvent, scan_fast, scan_strict};
+use optgate_dftracer::__private::{RawEvent, scan_fast, scan_fast_as, scan_strict};
 
 use crate::serde_oracle::parsed_lines;
 
@@ -15,15 +15,29 @@ use crate::serde_oracle::parsed_lines;
 /// non-ASCII byte.
 const CHANGES: &[u8] = b"{}[]:,\"\\ 0-9.eEtfnu\x01\x80";
 
+/// Every compiled variant of the fast path; those this CPU lacks are skipped.
+const VARIANTS: [&str; 4] = ["avx512", "avx2", "sse2", "bytes"];
+
 /// Whether the fast path takes `line`; panics if it reads it otherwise than the strict
-/// scanner does.
+/// scanner does, or if its compiled variants (each instruction set this CPU has, and the
+/// byte-by-byte one) disagree.
 #[track_caller]
 fn agrees(line: &[u8]) -> bool {
+    let shown = String::from_utf8_lossy(line);
     let mut fast = RawEvent::default();
-    if !scan_fast(line, &mut fast) {
+    let taken = scan_fast(line, &mut fast);
+    for variant in VARIANTS {
+        let mut other = RawEvent::default();
+        if let Some(took) = scan_fast_as(variant, line, &mut other) {
+            assert_eq!(took, taken, "{variant} takes it or not otherwise: {shown}");
+            if took {
+                assert_eq!(other, fast, "{variant} reads otherwise: {shown}");
+            }
+        }
+    }
+    if !taken {
         return false;
     }
-    let shown = String::from_utf8_lossy(line);
     let mut strict = RawEvent::default();
     assert!(
         scan_strict(line, &mut strict).is_ok(),
