@@ -57,17 +57,22 @@ enum Simd {
 
 #[cfg(target_arch = "x86_64")]
 impl Simd {
+    /// The answer, found on the first call and then read from a static (one load per
+    /// line instead of five feature tests).
     #[inline]
     fn detect() -> Simd {
-        let bmi = is_x86_feature_detected!("bmi1") && is_x86_feature_detected!("bmi2");
-        let bmi = bmi && is_x86_feature_detected!("pclmulqdq");
-        if bmi && is_x86_feature_detected!("avx512bw") {
-            Simd::Avx512
-        } else if bmi && is_x86_feature_detected!("avx2") {
-            Simd::Avx2
-        } else {
-            Simd::Sse2
-        }
+        static FOUND: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+        *FOUND.get_or_init(|| {
+            let bmi = is_x86_feature_detected!("bmi1") && is_x86_feature_detected!("bmi2");
+            let bmi = bmi && is_x86_feature_detected!("pclmulqdq");
+            if bmi && is_x86_feature_detected!("avx512bw") {
+                Simd::Avx512
+            } else if bmi && is_x86_feature_detected!("avx2") {
+                Simd::Avx2
+            } else {
+                Simd::Sse2
+            }
+        })
     }
 }
 
