@@ -409,7 +409,12 @@ pub(crate) struct FileAcc<'o> {
     /// to their indices: one lookup per event instead of two. At most [`MAX_PAIRS`]
     /// pairs of at most [`crate::limits::MAX_KEY_BYTES`] bytes each are kept; other
     /// events take the two lookups.
-    pairs: FastMap<Box<[u8]>, (u32, u32)>,
+    pairs: FastMap<Box<[u8]>, u32>,
+    /// The pairs `pairs` indexes: category, name, and their indices.
+    pair_list: Vec<(Box<str>, Box<str>, (u32, u32))>,
+    /// The two pairs met last (places in `pair_list`), tried before hashing: DFTracer
+    /// writes runs and alternations of a few pairs (`lseek64`, `read`, ...).
+    recent: [usize; 2],
     pair_key: Vec<u8>,
     epoch_index: FastMap<u32, u32>,
     epochs: Vec<(u32, EpochRaw)>,
@@ -442,6 +447,8 @@ impl<'o> FileAcc<'o> {
             name_keys: Vec::new(),
             name_raw: Vec::new(),
             pairs: FastMap::default(),
+            pair_list: Vec::new(),
+            recent: [usize::MAX; 2],
             pair_key: Vec::new(),
             epoch_index: FastMap::default(),
             epochs: Vec::new(),
@@ -681,14 +688,24 @@ impl<'o> FileAcc<'o> {
 
     /// The indices of an event's category and name, through the pair cache.
     fn ids(&mut self, cat: &str, name: &str, line: u64, diags: &mut Diagnostics) -> (u32, u32) {
+        for (k, &at) in self.recent.iter().enumerate() {
+            if let Some((c, n, ids)) = self.pair_list.get(at) {
+                if c.as_ref() == cat && n.as_ref() == name {
+                    let ids = *ids;
+                    self.recent = [at, self.recent[1 - k]];
+                    return ids;
+                }
+            }
+        }
         let cacheable = cat.len() <= MAX_KEY_BYTES && name.len() <= MAX_KEY_BYTES;
         if cacheable {
             self.pair_key.clear();
             self.pair_key.extend_from_slice(cat.as_bytes());
             self.pair_key.push(0xff);
             self.pair_key.extend_from_slice(name.as_bytes());
-            if let Some(&ids) = self.pairs.get(self.pair_key.as_slice()) {
-                return ids;
+            if let Some(&at) = self.pairs.get(self.pair_key.as_slice()) {
+                self.recent = [at as usize, self.recent[0]];
+                return self.pair_list[at as usize].2;
             }
         }
         // A pair resolves the same way every time (an index, once given, is kept), so
@@ -698,7 +715,12 @@ impl<'o> FileAcc<'o> {
             self.name_id(name, line, diags),
         );
         if cacheable && self.pairs.len() < MAX_PAIRS {
-            self.pairs.insert(self.pair_key.as_slice().into(), ids);
+            // At most MAX_PAIRS entries, so the place fits.
+            let at = self.pair_list.len();
+            self.pairs
+                .insert(self.pair_key.as_slice().into(), at as u32);
+            self.pair_list.push((cat.into(), name.into(), ids));
+            self.recent = [at, self.recent[0]];
         }
         ids
     }
