@@ -396,6 +396,13 @@ impl Diagnostics {
     }
 }
 
+/// A (category, name) pair as read, with its category's and name's indices.
+struct Pair {
+    cat: Box<str>,
+    name: Box<str>,
+    ids: (u32, u32),
+}
+
 /// Folds the events of one file.
 pub(crate) struct FileAcc<'o> {
     opts: &'o AggregateOptions,
@@ -411,7 +418,7 @@ pub(crate) struct FileAcc<'o> {
     /// events take the two lookups.
     pairs: FastMap<Box<[u8]>, u32>,
     /// The pairs `pairs` indexes: category, name, and their indices.
-    pair_list: Vec<(Box<str>, Box<str>, (u32, u32))>,
+    pair_list: Vec<Pair>,
     /// The two pairs met last (places in `pair_list`), tried before hashing: DFTracer
     /// writes runs and alternations of a few pairs (`lseek64`, `read`, ...).
     recent: [usize; 2],
@@ -689,12 +696,13 @@ impl<'o> FileAcc<'o> {
     /// The indices of an event's category and name, through the pair cache.
     fn ids(&mut self, cat: &str, name: &str, line: u64, diags: &mut Diagnostics) -> (u32, u32) {
         for (k, &at) in self.recent.iter().enumerate() {
-            if let Some((c, n, ids)) = self.pair_list.get(at) {
-                if c.as_ref() == cat && n.as_ref() == name {
-                    let ids = *ids;
-                    self.recent = [at, self.recent[1 - k]];
-                    return ids;
-                }
+            if let Some(p) = self.pair_list.get(at)
+                && p.cat.as_ref() == cat
+                && p.name.as_ref() == name
+            {
+                let ids = p.ids;
+                self.recent = [at, self.recent[1 - k]];
+                return ids;
             }
         }
         let cacheable = cat.len() <= MAX_KEY_BYTES && name.len() <= MAX_KEY_BYTES;
@@ -705,7 +713,7 @@ impl<'o> FileAcc<'o> {
             self.pair_key.extend_from_slice(name.as_bytes());
             if let Some(&at) = self.pairs.get(self.pair_key.as_slice()) {
                 self.recent = [at as usize, self.recent[0]];
-                return self.pair_list[at as usize].2;
+                return self.pair_list[at as usize].ids;
             }
         }
         // A pair resolves the same way every time (an index, once given, is kept), so
@@ -719,7 +727,11 @@ impl<'o> FileAcc<'o> {
             let at = self.pair_list.len();
             self.pairs
                 .insert(self.pair_key.as_slice().into(), at as u32);
-            self.pair_list.push((cat.into(), name.into(), ids));
+            self.pair_list.push(Pair {
+                cat: cat.into(),
+                name: name.into(),
+                ids,
+            });
             self.recent = [at, self.recent[0]];
         }
         ids
