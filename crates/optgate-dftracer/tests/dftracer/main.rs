@@ -1,5 +1,6 @@
 //! optgate-dftracer's integration tests, one module per area.
 
+mod caps;
 mod damaged;
 mod fast_agrees;
 mod fixtures;
