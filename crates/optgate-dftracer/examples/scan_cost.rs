@@ -1,6 +1,7 @@
 //! Splits the cost of a summary into its stages on one trace already inflated into
 //! memory: line splitting alone, splitting + the line scanner, and the whole fold
-//! (`summarize_reader` over the text), for `benches/dftracer/RESULTS.md`.
+//! (`summarize_reader` over the text), and the fast path compiled for each instruction
+//! set this CPU has, for `benches/dftracer/RESULTS.md`.
 //!
 //! Usage: scan_cost FILE[.gz] [REPEAT]   (prints one line per stage, best of REPEAT)
 //!
@@ -9,7 +10,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use optgate_dftracer::__private::{RawEvent, scan_fast, scan_into, scan_strict};
+use optgate_dftracer::__private::{RawEvent, scan_fast, scan_fast_as, scan_into, scan_strict};
 use optgate_dftracer::{AggregateOptions, summarize_reader};
 
 /// CPU seconds this thread has run so far.
@@ -101,6 +102,24 @@ fn main() {
         "fast path takes {fast} of {} lines; {differ} read otherwise by the strict scanner",
         split.1
     );
+    for variant in ["avx512", "avx2", "sse2", "bytes"] {
+        let mut ev = RawEvent::default();
+        if scan_fast_as(variant, b"{}", &mut ev).is_none() {
+            continue;
+        }
+        let (secs, _) = best_of(repeat, || {
+            let mut ok = 0u64;
+            for l in lines(&text) {
+                let mut ev = RawEvent::default();
+                ok += u64::from(scan_fast_as(variant, l, &mut ev) == Some(true));
+            }
+            ok
+        });
+        println!(
+            "split + fast path compiled for {variant}: {secs:.3} s, {:.0} ns/line",
+            secs * 1e9 / split.1 as f64
+        );
+    }
     let opts = AggregateOptions::default();
     let full = best_of(repeat, || {
         summarize_reader(Path::new(&path), &text[..], &opts)

@@ -3,16 +3,21 @@
 //! over its tokens, and the fields aggregation needs are then picked out by jumping from
 //! key to key through those bits.
 //!
-//! It takes only lines that are objects of objects (at most [`MAX_FAST_DEPTH`] deep) of
-//! strings and integers, all ASCII, with no escapes, no whitespace, no arrays, no
-//! `true`/`false`/`null`, no fractions, no kept integer over 18 digits, and at most
+//! It takes only lines that are objects of non-empty objects (at most [`MAX_FAST_DEPTH`]
+//! deep) of strings and integers, all ASCII, with no escapes, no whitespace, no arrays,
+//! no `true`/`false`/`null`, no fractions, no kept integer over 18 digits, and at most
 //! [`MAX_FAST_LINE`] bytes. On such a line every byte outside a string is one of
-//! `{}:,-0123456789`, and the line is valid JSON exactly when each of those bytes is
-//! followed by a byte its grammar allows (checked on all bytes at once, see `Checks`) and
-//! the braces balance. Anything else is declined (`false`), and the strict scanner
-//! (`scan`) reads the line, deciding and wording every error; so a line either gets the
-//! fields the strict scanner would give it or goes to the strict scanner. Tests check
-//! the two agree on every committed trace line and every cut and mutation of one.
+//! `{}:,-0123456789`, and the line is valid JSON exactly when each of those bytes may
+//! follow the byte before it (checked on 64 bytes at once, `check_word`) and the braces
+//! balance, closing at the last byte. Anything else is declined (`false`), and the
+//! strict scanner (`scan`) reads the line, deciding and wording every error; so a line
+//! either gets the fields the strict scanner would give it or goes to the strict
+//! scanner. Tests check the two agree on every committed trace line, every cut and
+//! one-byte change of a sample of them, and generated lines, for each compiled variant.
+//!
+//! The bytes are classified with AVX-512BW, AVX2 or SSE2, whichever the CPU has (found
+//! once at run time); each variant is the whole path compiled for its instruction set.
+//! Only on x86_64: classified byte by byte the path is slower than the strict scanner.
 
 use std::borrow::Cow;
 
@@ -112,7 +117,7 @@ fn scan_sse2<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
 }
 
 /// The fast path compiled for one instruction set by name (`avx512`, `avx2`, `sse2`,
-/// or `bytes` for the byte-by-byte classifier other CPUs use), for the tests that check
+/// or `bytes` for the byte-by-byte classifier), for the tests and benchmarks that check
 /// each against the strict scanner; `None` when this CPU lacks it. Not a stable API.
 pub fn scan_fast_as<'a>(variant: &str, line: &'a [u8], ev: &mut RawEvent<'a>) -> Option<bool> {
     #[cfg(target_arch = "x86_64")]
@@ -121,8 +126,11 @@ pub fn scan_fast_as<'a>(variant: &str, line: &'a [u8], ev: &mut RawEvent<'a>) ->
         match variant {
             // SAFETY: `detect` found avx512bw, bmi1, bmi2 and pclmulqdq on this CPU.
             "avx512" if matches!(simd, Simd::Avx512) => Some(unsafe { scan_avx512(line, ev) }),
-            // SAFETY: `detect` found (at least) avx2, bmi1, bmi2 and pclmulqdq.
-            "avx2" if !matches!(simd, Simd::Sse2) => Some(unsafe { scan_avx2(line, ev) }),
+            // SAFETY: `detect` found bmi1, bmi2 and pclmulqdq (it answers Sse2 without
+            // them), and avx2 is checked here.
+            "avx2" if !matches!(simd, Simd::Sse2) && is_x86_feature_detected!("avx2") => {
+                Some(unsafe { scan_avx2(line, ev) })
+            }
             // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
             "sse2" => Some(unsafe { scan_sse2(line, ev) }),
             "bytes" => Some(scan_with(line, ev, classify_bytes)),
@@ -133,10 +141,12 @@ pub fn scan_fast_as<'a>(variant: &str, line: &'a [u8], ev: &mut RawEvent<'a>) ->
     (variant == "bytes").then(|| scan_with(line, ev, classify_bytes))
 }
 
-/// Elsewhere than x86_64: classified byte by byte.
+/// Elsewhere than x86_64 every line goes to the strict scanner: classified byte by byte
+/// (`scan_fast_as("bytes")`), the fast path is ~3x slower than the strict scanner
+/// (`benches/dftracer/RESULTS.md`).
 #[cfg(not(target_arch = "x86_64"))]
-pub fn scan_fast<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> bool {
-    scan_with(line, ev, classify_bytes)
+pub fn scan_fast<'a>(_line: &'a [u8], _ev: &mut RawEvent<'a>) -> bool {
+    false
 }
 
 /// The fast path around a block classifier; inlined into each compiled variant.
@@ -254,7 +264,8 @@ fn classify_sse2(block: &[u8; 64]) -> Block {
     b
 }
 
-/// Classifies a 64-byte block, byte by byte (x86_64 runs it only in tests).
+/// Classifies a 64-byte block, byte by byte: only for the tests (`scan_fast_as`), which
+/// check the grammar logic with it on any CPU.
 fn classify_bytes(block: &[u8; 64]) -> Block {
     let mut b = Block::default();
     for (i, &c) in block.iter().enumerate() {
