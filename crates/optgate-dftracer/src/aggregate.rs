@@ -14,8 +14,8 @@ use serde::Serialize;
 use crate::error::{Diagnostic, DiagnosticKind};
 use crate::event::{NumField, Number, Phase, RawEvent, num_field, str_field};
 use crate::limits::{
-    MAX_CATEGORIES, MAX_EPOCHS, MAX_MESSAGE_BYTES, MAX_NAMES, OTHER_CATEGORIES, OTHER_NAMES, key,
-    prefix, quoted,
+    MAX_CATEGORIES, MAX_EPOCHS, MAX_KEY_BYTES, MAX_MESSAGE_BYTES, MAX_NAMES, MAX_PAIRS,
+    OTHER_CATEGORIES, OTHER_NAMES, key, prefix, quoted,
 };
 
 /// What to aggregate and how.
@@ -396,14 +396,37 @@ impl Diagnostics {
     }
 }
 
+/// A (category, name) pair as read, with its category's and name's indices.
+struct Pair {
+    cat: Box<str>,
+    name: Box<str>,
+    ids: (u32, u32),
+}
+
 /// Folds the events of one file.
 pub(crate) struct FileAcc<'o> {
     opts: &'o AggregateOptions,
     cat_index: FastMap<Box<str>, u32>,
     cat_names: Vec<Box<str>>,
     cat_raw: Vec<Raw>,
-    names: FastMap<Box<str>, Raw>,
-    epochs: FastMap<u32, EpochRaw>,
+    name_index: FastMap<Box<str>, u32>,
+    name_keys: Vec<Box<str>>,
+    name_raw: Vec<Raw>,
+    /// An event's category and name as read, joined by a 0xFF byte (never in UTF-8),
+    /// to their indices: one lookup per event instead of two. At most [`MAX_PAIRS`]
+    /// pairs of at most [`crate::limits::MAX_KEY_BYTES`] bytes each are kept; other
+    /// events take the two lookups.
+    pairs: FastMap<Box<[u8]>, u32>,
+    /// The pairs `pairs` indexes: category, name, and their indices.
+    pair_list: Vec<Pair>,
+    /// The two pairs met last (places in `pair_list`), tried before hashing: DFTracer
+    /// writes runs and alternations of a few pairs (`lseek64`, `read`, ...).
+    recent: [usize; 2],
+    pair_key: Vec<u8>,
+    epoch_index: FastMap<u32, u32>,
+    epochs: Vec<(u32, EpochRaw)>,
+    /// The epoch the last event went to and its place in `epochs`.
+    last_epoch: Option<(u32, u32)>,
     markers: Vec<Marker>,
     pending: Vec<Pending>,
     unit: TimeUnit,
@@ -427,8 +450,16 @@ impl<'o> FileAcc<'o> {
             cat_index: FastMap::default(),
             cat_names: Vec::new(),
             cat_raw: Vec::new(),
-            names: FastMap::default(),
-            epochs: FastMap::default(),
+            name_index: FastMap::default(),
+            name_keys: Vec::new(),
+            name_raw: Vec::new(),
+            pairs: FastMap::default(),
+            pair_list: Vec::new(),
+            recent: [usize::MAX; 2],
+            pair_key: Vec::new(),
+            epoch_index: FastMap::default(),
+            epochs: Vec::new(),
+            last_epoch: None,
             markers: Vec::new(),
             pending: Vec::new(),
             unit: TimeUnit::default(),
@@ -482,12 +513,25 @@ impl<'o> FileAcc<'o> {
     }
 
     fn add_epoch(&mut self, e: u32, cat: u32, dur: f64) {
-        let room = self.epochs.len() < MAX_EPOCHS;
-        match self.epochs.get_mut(&e) {
-            Some(er) => er.add(cat, dur),
-            None if room => self.epochs.entry(e).or_default().add(cat, dur),
-            None => self.epochless_events += 1,
-        }
+        let at = match self.last_epoch {
+            Some((last, at)) if last == e => at,
+            _ => match self.epoch_index.get(&e) {
+                Some(&at) => at,
+                None if self.epochs.len() < MAX_EPOCHS => {
+                    // At most MAX_EPOCHS entries, so the index fits.
+                    let at = self.epochs.len() as u32;
+                    self.epoch_index.insert(e, at);
+                    self.epochs.push((e, EpochRaw::default()));
+                    at
+                }
+                None => {
+                    self.epochless_events += 1;
+                    return;
+                }
+            },
+        };
+        self.last_epoch = Some((e, at));
+        self.epochs[at as usize].1.add(cat, dur);
     }
 
     fn metadata(&mut self, ev: &RawEvent<'_>, line: u64, diags: &mut Diagnostics) {
@@ -558,9 +602,9 @@ impl<'o> FileAcc<'o> {
         {
             return;
         }
-        let cat = self.cat_id(&cat, line, diags);
+        let (cat, name) = self.ids(&cat, &name, line, diags);
         self.cat_raw[cat as usize].add(dur);
-        self.add_name(&name, dur, line, diags);
+        self.name_raw[name as usize].add(dur);
 
         if self.opts.epoch_marker.is_some() {
             // Markers usually close after the events they contain (a complete event is
@@ -649,33 +693,82 @@ impl<'o> FileAcc<'o> {
         }
     }
 
-    /// Adds the duration to the event name's total; past [`MAX_NAMES`] distinct names,
-    /// new names go under [`OTHER_NAMES`] (said once).
-    fn add_name(&mut self, name: &str, dur: f64, line: u64, diags: &mut Diagnostics) {
-        let name = key(name);
-        let room = self.names.len() < MAX_NAMES;
-        match self.names.get_mut(name.as_ref()) {
-            Some(r) => r.add(dur),
-            None if room => {
-                let mut r = Raw::default();
-                r.add(dur);
-                self.names.insert(name.as_ref().into(), r);
-            }
-            None => {
-                if !self.names.contains_key(OTHER_NAMES) {
-                    diags.push(
-                        line,
-                        DiagnosticKind::TooMany,
-                        format!(
-                            "more than {MAX_NAMES} distinct event names; events of {} and later \
-                             new names are counted under {OTHER_NAMES:?}",
-                            quoted(&name)
-                        ),
-                    );
-                }
-                self.names.entry(OTHER_NAMES.into()).or_default().add(dur);
+    /// The indices of an event's category and name, through the pair cache.
+    fn ids(&mut self, cat: &str, name: &str, line: u64, diags: &mut Diagnostics) -> (u32, u32) {
+        for (k, &at) in self.recent.iter().enumerate() {
+            if let Some(p) = self.pair_list.get(at)
+                && p.cat.as_ref() == cat
+                && p.name.as_ref() == name
+            {
+                let ids = p.ids;
+                self.recent = [at, self.recent[1 - k]];
+                return ids;
             }
         }
+        let cacheable = cat.len() <= MAX_KEY_BYTES && name.len() <= MAX_KEY_BYTES;
+        if cacheable {
+            self.pair_key.clear();
+            self.pair_key.extend_from_slice(cat.as_bytes());
+            self.pair_key.push(0xff);
+            self.pair_key.extend_from_slice(name.as_bytes());
+            if let Some(&at) = self.pairs.get(self.pair_key.as_slice()) {
+                self.recent = [at as usize, self.recent[0]];
+                return self.pair_list[at as usize].ids;
+            }
+        }
+        // A pair resolves the same way every time (an index, once given, is kept), so
+        // caching the answer changes nothing, diagnostics included: each is said once.
+        let ids = (
+            self.cat_id(cat, line, diags),
+            self.name_id(name, line, diags),
+        );
+        if cacheable && self.pairs.len() < MAX_PAIRS {
+            // At most MAX_PAIRS entries, so the place fits.
+            let at = self.pair_list.len();
+            self.pairs
+                .insert(self.pair_key.as_slice().into(), at as u32);
+            self.pair_list.push(Pair {
+                cat: cat.into(),
+                name: name.into(),
+                ids,
+            });
+            self.recent = [at, self.recent[0]];
+        }
+        ids
+    }
+
+    fn new_name(&mut self, name: &str) -> u32 {
+        // At most MAX_NAMES + 1 entries (the overflow bucket), so this fits.
+        let i = self.name_keys.len() as u32;
+        self.name_index.insert(name.into(), i);
+        self.name_keys.push(name.into());
+        self.name_raw.push(Raw::default());
+        i
+    }
+
+    /// The index of the event name's total; past [`MAX_NAMES`] distinct names, new
+    /// names go under [`OTHER_NAMES`] (said once).
+    fn name_id(&mut self, name: &str, line: u64, diags: &mut Diagnostics) -> u32 {
+        let name = key(name);
+        if let Some(&i) = self.name_index.get(name.as_ref()) {
+            return i;
+        }
+        if self.name_index.len() < MAX_NAMES {
+            return self.new_name(&name);
+        }
+        if let Some(&i) = self.name_index.get(OTHER_NAMES) {
+            return i;
+        }
+        diags.push(
+            line,
+            DiagnosticKind::TooMany,
+            format!(
+                "more than {MAX_NAMES} distinct event names; events of {} and later \
+                 new names are counted under {OTHER_NAMES:?}",
+                quoted(&name)
+            ),
+        );
+        self.new_name(OTHER_NAMES)
     }
 
     /// Resolves epochs and converts ticks to seconds. Returns the aggregate, the time
@@ -711,8 +804,9 @@ impl<'o> FileAcc<'o> {
                 .insert(self.cat_names[i].to_string(), raw.seconds(k));
         }
         agg.by_name = self
-            .names
+            .name_keys
             .into_iter()
+            .zip(&self.name_raw)
             .map(|(n, r)| (n.into_string(), r.seconds(k)))
             .collect();
         for (e, er) in self.epochs {

@@ -24,6 +24,7 @@
 mod aggregate;
 mod error;
 mod event;
+mod fast;
 pub mod limits;
 mod reader;
 mod render;
@@ -36,7 +37,7 @@ pub use aggregate::{
 pub use error::{Diagnostic, DiagnosticKind, TraceError};
 pub use limits::{
     GZIP_RATIO_FREE_BYTES, MAX_CATEGORIES, MAX_EPOCHS, MAX_GZIP_RATIO, MAX_KEY_BYTES,
-    MAX_LINE_BYTES, MAX_NAMES, MAX_TEXT_BYTES, OTHER_CATEGORIES, OTHER_NAMES,
+    MAX_LINE_BYTES, MAX_NAMES, MAX_PAIRS, MAX_TEXT_BYTES, OTHER_CATEGORIES, OTHER_NAMES,
 };
 pub use reader::{expand_paths, summarize_paths, summarize_reader};
 pub use render::render_table;
@@ -47,5 +48,6 @@ pub use render::render_table;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::event::{Number, RawEvent, Val};
-    pub use crate::scan::{ScanError, scan_into};
+    pub use crate::fast::{MAX_FAST_LINE, scan_fast, scan_fast_as};
+    pub use crate::scan::{ScanError, scan_into, scan_strict};
 }

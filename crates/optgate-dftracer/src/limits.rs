@@ -34,6 +34,12 @@ pub const MAX_EPOCHS: usize = 100_000;
 /// followed by `…` (so two names that long with the same start are counted together).
 pub const MAX_KEY_BYTES: usize = 256;
 
+/// The most (category, name) pairs a file's summary remembers the indices of: 4096
+/// (DFTracer writes a few hundred). Only for speed: events of further pairs, or of a
+/// category or name longer than [`MAX_KEY_BYTES`], are counted the same, by two look-ups.
+/// Bounds that cache to about 4 MiB per file being read (each pair is kept twice).
+pub const MAX_PAIRS: usize = 4096;
+
 /// Where events of categories past [`MAX_CATEGORIES`] are counted.
 pub const OTHER_CATEGORIES: &str = "(other categories)";
 

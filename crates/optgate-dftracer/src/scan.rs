@@ -36,8 +36,18 @@ impl std::fmt::Display for ScanError {
 const MAX_DEPTH: u32 = 64;
 
 /// Parses one line holding a JSON object (surrounding whitespace allowed) into `ev`, a
-/// default event the caller provides.
+/// default event the caller provides: through the fast path (`fast::scan_fast`) when the
+/// line has DFTracer's compact shape, else strictly.
 pub fn scan_into<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> Result<(), ScanError> {
+    if crate::fast::scan_fast(line, ev) {
+        return Ok(());
+    }
+    *ev = RawEvent::default();
+    scan_strict(line, ev)
+}
+
+/// The strict scanner alone: every line it accepts read, every error worded.
+pub fn scan_strict<'a>(line: &'a [u8], ev: &mut RawEvent<'a>) -> Result<(), ScanError> {
     let mut s = Scanner {
         b: line,
         i: 0,

@@ -1,6 +1,8 @@
 //! optgate-dftracer's integration tests, one module per area.
 
+mod caps;
 mod damaged;
+mod fast_agrees;
 mod fixtures;
 mod parsers_agree;
 #[cfg(feature = "cluster")]

@@ -21,7 +21,7 @@ pub fn scan_line(line: &[u8]) -> Result<RawEvent<'_>, ScanError> {
 /// leading `[` and trailing `]` and `,` of the bracketed generations taken off, empty ones
 /// left out; each with whether it is a last line without a newline (where an incomplete
 /// object is a torn line, not a line that is not JSON).
-fn parsed_lines(text: &[u8]) -> Vec<(&[u8], bool)> {
+pub fn parsed_lines(text: &[u8]) -> Vec<(&[u8], bool)> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
