@@ -1,5 +1,5 @@
 //! The simulated app and the five designs run on it. Every design decides through the
-//! daemon's own look code (`optgate_policy::decide`: [`analyse_look`], the analysis the
+//! daemon's own look code (`optgate_stats::analyze_at_look`, the analysis the
 //! engine's report makes, + `next_after_look` for the shipped rule, `analyse_staged_look` +
 //! `next_after_staged_look` for the staged one, plain `optgate_stats::analyze` for fixed n), on
 //! blocks drawn once per experiment and shared by all designs (common random numbers: the
@@ -11,8 +11,8 @@ use optgate_policy::decide::{
     LookSchedule, Next, StagedNext, analyse_staged_look, next_after_look, next_after_staged_look,
 };
 use optgate_stats::{
-    Analysis, AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, Spending,
-    StagedPlan, StatsError, analyze, analyze_sequential,
+    AnalysisConfig, ArmData, Decision, Design, RunSamples, SequentialPlan, Spending, StagedPlan,
+    analyze, analyze_at_look,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -278,23 +278,6 @@ fn fixed(exp: &Experiment, variants: usize, n: u32) -> Outcome {
     }
 }
 
-/// The analysis at look `look` as the engine's report makes it
-/// (`optgate_evidence::report::build_report`): at the spending plan's level for that look, or
-/// plain at α for a single look. (The plan costs a numerical integration: make it once per
-/// design with `LookSchedule::sequential_plan`.)
-fn analyse_look(
-    baseline: &ArmData,
-    variants: &[ArmData],
-    cfg: &AnalysisConfig,
-    plan: Option<&SequentialPlan>,
-    look: u32,
-) -> Result<Analysis, StatsError> {
-    match plan {
-        Some(plan) => analyze_sequential(baseline, variants, cfg, plan, look),
-        None => analyze(baseline, variants, cfg),
-    }
-}
-
 /// The shipped loop: look, then one more block of every arm while a variant is open.
 fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
     let cfg = config();
@@ -302,12 +285,11 @@ fn shipped(exp: &Experiment, variants: usize, plans: &Plans) -> Outcome {
     loop {
         let vars: Vec<ArmData> = (1..=variants).map(|a| exp.arm(a, blocks)).collect();
         let look = plans.schedule.look_at(blocks).expect("planned look");
-        let a = analyse_look(
+        let a = analyze_at_look(
             &exp.arm(0, blocks),
             &vars,
             &cfg,
-            plans.shipped.as_ref(),
-            look,
+            plans.shipped.as_ref().map(|p| (p, look)),
         )
         .expect("analysis");
         let counts = counts(&vars, blocks);

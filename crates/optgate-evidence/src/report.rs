@@ -49,9 +49,8 @@ pub fn build_report(
     source: &Source,
     sequential: Option<(&SequentialPlan, u32)>,
 ) -> Result<Report, StatsError> {
-    build_report_with(source, |base, others, cfg| match sequential {
-        Some((seq, look)) => optgate_stats::analyze_sequential(base, others, cfg, seq, look),
-        None => optgate_stats::analyze(base, others, cfg),
+    build_report_with(source, |base, others, cfg| {
+        optgate_stats::analyze_at_look(base, others, cfg, sequential)
     })
 }
 

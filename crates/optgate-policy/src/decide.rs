@@ -218,7 +218,7 @@ pub fn next_after_staged_look(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use optgate_stats::{Design, RunSamples};
+    use optgate_stats::{Design, RunSamples, analyze_at_look as at_look};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use std::collections::BTreeMap;
@@ -236,22 +236,6 @@ mod tests {
         assert_eq!(one.planned_looks(), 1);
         assert!(one.sequential_plan(0.05).unwrap().is_none());
         assert_eq!(LookSchedule::new(5, Some(3)).max, 5);
-    }
-
-    /// The analysis at look `look` as the engine makes it (`optgate_evidence::report::
-    /// build_report`): at the spending plan's level for that look, or plain at α for a
-    /// single look.
-    fn analyse_look(
-        baseline: &ArmData,
-        variants: &[ArmData],
-        cfg: &AnalysisConfig,
-        plan: Option<&SequentialPlan>,
-        look: u32,
-    ) -> Result<Analysis, StatsError> {
-        match plan {
-            Some(plan) => optgate_stats::analyze_sequential(baseline, variants, cfg, plan, look),
-            None => optgate_stats::analyze(baseline, variants, cfg),
-        }
     }
 
     fn arm(name: &str, runs: &[Vec<f64>]) -> ArmData {
@@ -306,8 +290,13 @@ mod tests {
                 blocks = blocks.max(base.len() as u32);
             }
             let look = schedule.look_at(blocks).unwrap();
-            let a =
-                analyse_look(&arm("baseline", &base), &[arm("v", &var)], cfg, plan, look).unwrap();
+            let a = at_look(
+                &arm("baseline", &base),
+                &[arm("v", &var)],
+                cfg,
+                plan.map(|p| (p, look)),
+            )
+            .unwrap();
             if a.variants[0].decision == Decision::Accept {
                 return (true, look);
             }
@@ -401,12 +390,11 @@ mod tests {
             v[0] *= 4.0; // epoch 1 four times slower, steady state equal
             var.push(v);
         }
-        let a = analyse_look(
+        let a = at_look(
             &arm("baseline", &base),
             &[arm("v", &var)],
             &cfg,
-            plan.as_ref(),
-            1,
+            plan.as_ref().map(|p| (p, 1)),
         )
         .unwrap();
         let v = &a.variants[0];
@@ -442,12 +430,11 @@ mod tests {
                 }
                 blocks = base.len() as u32;
                 let look = schedule.look_at(blocks).unwrap();
-                let a = analyse_look(
+                let a = at_look(
                     &arm("baseline", &base),
                     &[arm("v", &var)],
                     &cfg,
-                    plan.as_ref(),
-                    look,
+                    plan.as_ref().map(|p| (p, look)),
                 )
                 .unwrap();
                 let v = &a.variants[0];

@@ -26,8 +26,8 @@ pub mod trend;
 
 pub use analysis::{
     Analysis, Decision, EpochRow, FirstEpoch, MIN_REPLICATES, Method, OutputCheck, OutputCheckKind,
-    SequentialLook, SpeedUp, VariantAnalysis, WithoutLoadedBlocks, analyze, analyze_in_family,
-    analyze_sequential, fmt_p, fmt_signed_pct,
+    SequentialLook, SpeedUp, VariantAnalysis, WithoutLoadedBlocks, analyze, analyze_at_look,
+    analyze_in_family, analyze_sequential, fmt_p, fmt_signed_pct,
 };
 pub use change_points::{ChangePoint, ChangePointConfig, change_points, energy_statistic};
 pub use error::StatsError;

@@ -157,3 +157,18 @@ pub fn analyze_sequential(
     });
     Ok(analysis)
 }
+
+/// The analysis at a look as the engine makes it: [`analyze_sequential`] at look `look` of
+/// `sequential` when the daemon adds replicates, else a single [`analyze`] at α. The one
+/// place the report, the decision-cost benchmark and the policy's tests choose between them.
+pub fn analyze_at_look(
+    baseline: &ArmData,
+    variants: &[ArmData],
+    cfg: &AnalysisConfig,
+    sequential: Option<(&SequentialPlan, u32)>,
+) -> Result<Analysis, StatsError> {
+    match sequential {
+        Some((plan, look)) => analyze_sequential(baseline, variants, cfg, plan, look),
+        None => analyze(baseline, variants, cfg),
+    }
+}
