@@ -48,8 +48,6 @@ impl FakeCluster {
             .env("OPTGATE_HOME", &self.home)
             .env("PATH", std::env::join_paths(dirs).unwrap())
             .env("OPTGATE_FAKE_SCHED_DIR", &self.state)
-            // The fakes' jobs end at once: poll them every second, not every 10.
-            .env("OPTGATE_CLUSTER_POLL", "1s")
             .output()
             .unwrap()
     }

@@ -405,10 +405,10 @@ fn a_pending_job_cancelled_never_runs() {
 #[test]
 fn a_job_past_its_time_limit_times_out_and_leaves_its_unfinished_runs_to_run_again() {
     require_flux();
-    // A 20-second allocation; the app sleeps for fifteen minutes.
-    let s = setup("tmo", &sleeping_experiment("flux-timeout", "900", "20s"));
+    // A 10-second allocation (time for the batch instance and the first run to start); the app sleeps for fifteen minutes.
+    let s = setup("tmo", &sleeping_experiment("flux-timeout", "900", "10s"));
     let job = &s.jobs[0];
-    assert_eq!(job.time_limit, Duration::from_secs(20));
+    assert_eq!(job.time_limit, Duration::from_secs(10));
     let b = backend();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
@@ -696,8 +696,9 @@ fn a_daemon_killed_while_its_flux_jobs_are_queued_finishes_without_duplicates() 
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let _guard = support::StopOnDrop(home.clone());
-    // Runs of 3 s keep jobs queued and running for a while after submission.
-    let exp = support::write_experiment(dir.path(), &daemon_experiment("flux-kill", "3", ""));
+    // Runs of 1.5 s keep jobs queued and running for a while after submission (the daemon
+    // polls every second).
+    let exp = support::write_experiment(dir.path(), &daemon_experiment("flux-kill", "1.5", ""));
     let id = submit(&home, &exp);
     // The daemon `submit` started, recorded now so that only it is signalled below.
     let daemon = support::CheckedProcess::daemon_of(&home);
@@ -767,7 +768,7 @@ fn a_node_failure_is_lost_and_resubmitted_within_max_resubmits() {
     let _guard = support::StopOnDrop(home.clone());
     let exp = support::write_experiment(
         dir.path(),
-        &daemon_experiment("flux-node", "3", ", max_resubmits: 1"),
+        &daemon_experiment("flux-node", "1.5", ", max_resubmits: 1"),
     );
     let id = submit(&home, &exp);
 

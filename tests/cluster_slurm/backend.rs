@@ -29,7 +29,20 @@ use optgate_wrapper::manifest::{Outcome, RunManifest};
 /// A backend whose commands start from this process's environment plus variables that
 /// would change every job if they reached `sbatch`.
 fn backend() -> SlurmBackend {
+    backend_from(std::env::vars_os().collect())
+}
+
+/// [`backend`] on the two-node cluster (`slurm.conf` of [`crate::multinode`]): a test
+/// that holds its node for a minute runs there, beside the one-node cluster's tests
+/// instead of ahead of them in its queue.
+fn backend_on_two_nodes() -> SlurmBackend {
+    let (conf, _) = crate::multinode::two_node_cluster();
     let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    env.insert("SLURM_CONF".into(), conf.into());
+    backend_from(env)
+}
+
+fn backend_from(mut env: BTreeMap<OsString, OsString>) -> SlurmBackend {
     env.insert("SBATCH_PARTITION".into(), "no-such-partition".into());
     env.insert("SBATCH_TIMELIMIT".into(), "1".into());
     env.insert("SQUEUE_FORMAT".into(), "%all".into());
@@ -266,11 +279,11 @@ fn a_job_cancelled_mid_way_keeps_nothing_false_and_leaves_the_rest_to_run_again(
 #[test]
 fn a_job_past_its_time_limit_times_out_and_leaves_its_unfinished_runs_to_run_again() {
     require_slurm();
-    // A one-minute allocation; the app sleeps for fifteen.
+    // A one-minute allocation (Slurm's shortest); the app sleeps for fifteen.
     let s = setup("tmo", &sleeping_experiment("slurm-timeout", "1m"));
     let job = &s.jobs[0];
     assert_eq!(job.time_limit, Duration::from_secs(60));
-    let b = backend();
+    let b = backend_on_two_nodes();
     let id = b.submit(job).unwrap();
     let _guard = CancelOnDrop(&b, vec![id.clone()]);
     let end = wait_for_job(&b, &id, "finished", JobState::is_finished);

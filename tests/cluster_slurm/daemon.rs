@@ -131,8 +131,9 @@ fn a_daemon_killed_while_its_slurm_jobs_are_queued_finishes_without_duplicates()
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let _guard = StopOnDrop(home.clone());
-    // Runs of 3 s keep jobs queued and running for a while after submission.
-    let exp = write_experiment(dir.path(), &experiment("slurm-kill", "3"));
+    // Runs of 1.5 s keep jobs queued and running for a while after submission (the daemon
+    // polls every second).
+    let exp = write_experiment(dir.path(), &experiment("slurm-kill", "1.5"));
     let o = cli(&home, &["submit", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let id = stdout(&o).trim().to_string();
@@ -185,7 +186,7 @@ fn a_job_cancelled_mid_way_is_resubmitted_once_and_every_run_counted_once() {
     let _guard = StopOnDrop(home.clone());
     let exp = write_experiment(
         dir.path(),
-        &two_arm_experiment("slurm-lost", "slurm", "3", ", max_resubmits: 1"),
+        &two_arm_experiment("slurm-lost", "slurm", "1.5", ", max_resubmits: 1"),
     );
     let o = cli(&home, &["submit", exp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -28,7 +28,7 @@ const DEFAULT_CONF: &str = "/etc/optgate-slurm2/slurm.conf";
 
 /// The two-node cluster's `slurm.conf`, checked to answer with at least two nodes; their
 /// names, as `sinfo` lists them.
-fn two_node_cluster() -> (String, BTreeSet<String>) {
+pub(crate) fn two_node_cluster() -> (String, BTreeSet<String>) {
     let conf = std::env::var("OPTGATE_SLURM2_CONF").unwrap_or_else(|_| DEFAULT_CONF.into());
     let o = Command::new("sinfo")
         .args(["-h", "-N", "-o", "%N"])

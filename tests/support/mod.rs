@@ -12,7 +12,10 @@ pub fn optgate() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_optgate"));
     c.env_remove("OPTGATE_LOG")
         .env_remove("RUST_LOG")
-        .env("OPTGATE_HOME", private_home());
+        .env("OPTGATE_HOME", private_home())
+        // A daemon it starts asks Slurm and Flux every second, not every 10: the tests'
+        // clusters are this machine's own, and their jobs last seconds.
+        .env("OPTGATE_CLUSTER_POLL", "1s");
     c
 }
 
