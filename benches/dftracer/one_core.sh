@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one-core side-by-side of issue 33: one DFTracer .pfw.gz file (one gzip member),
+# The one-core side-by-side: one DFTracer .pfw.gz file (one gzip member),
 # each tool pinned to one core, CPU seconds (user + sys, every process it starts), best
 # of REPEAT, with the ratio to GNU zcat measured in the same run. Prints Markdown rows.
 #
