@@ -25,6 +25,7 @@ mod aggregate;
 mod error;
 mod event;
 mod fast;
+mod inflate;
 pub mod limits;
 mod reader;
 mod render;
