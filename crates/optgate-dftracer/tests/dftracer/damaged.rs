@@ -164,14 +164,24 @@ fn files_read_by_path_summarise_as_zlib_reads_them_whole_cut_or_damaged() {
     // Varied lines, so cuts fall inside literals and matches of every length.
     for i in 0..2_000u64 {
         let hash = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        text.push_str(&ev(i, &format!("op{hash:x}"), "POSIX", 9_000 + i, hash % 97, None));
+        text.push_str(&ev(
+            i,
+            &format!("op{hash:x}"),
+            "POSIX",
+            9_000 + i,
+            hash % 97,
+            None,
+        ));
         text.push('\n');
     }
     let full = gz(text.as_bytes());
     let mut cases: Vec<(String, Vec<u8>)> = vec![("whole".into(), full.clone())];
     for k in 1..60 {
         let cut = full.len() * k / 60 + k;
-        cases.push((format!("cut {cut}"), full[..cut.min(full.len() - 1)].to_vec()));
+        cases.push((
+            format!("cut {cut}"),
+            full[..cut.min(full.len() - 1)].to_vec(),
+        ));
     }
     for k in 1..8 {
         let mut flipped = full.clone();
