@@ -163,7 +163,6 @@ fn scan_with<'a>(
         words: 0,
         quote: [0; WORDS],
         key: [0; WORDS],
-        nested: [0; WORDS],
         digit: [0; WORDS],
         braces: [0; MAX_BRACES],
         opens: 0,
@@ -337,8 +336,6 @@ struct Masks {
     quote: [u64; WORDS],
     /// The opening quote of every key.
     key: [u64; WORDS],
-    /// The bytes inside an object in the event (valid on lines `validate` accepts).
-    nested: [u64; WORDS],
     digit: [u64; WORDS],
     /// Positions of the braces outside strings, in order.
     braces: [u16; MAX_BRACES],
@@ -432,7 +429,7 @@ fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block, m: &mut Masks) -
     let words = line.len().div_ceil(64);
     m.words = words;
     let mut carry = Carry::default();
-    let (mut bad, mut unusual, mut nest_carry) = (0u64, 0u64, 0u64);
+    let (mut bad, mut unusual) = (0u64, 0u64);
     for w in 0..words {
         let start = 64 * w;
         let block = match line.get(start..start + 64) {
@@ -462,13 +459,6 @@ fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block, m: &mut Masks) -
         m.quote[w] = block.quote;
         m.key[w] = word.key;
         m.digit[w] = block.digit;
-        // Inside a nested object: the braces but the event's own (byte 0, and the last,
-        // which no key follows) alternate open, close on a line of depth 2, so the bytes
-        // from each inner `{` to before its `}` are those with an odd count at or before.
-        let inner = (word.open | word.close) & !u64::from(w == 0);
-        let nested = prefix_xor(inner) ^ nest_carry;
-        nest_carry = 0u64.wrapping_sub(nested >> 63);
-        m.nested[w] = nested;
         if !push_braces(m, &word, w) {
             return false;
         }
@@ -551,23 +541,37 @@ fn next_clear(words: &[u64], from: usize) -> usize {
 #[inline(always)]
 fn extract<'a>(text: &'a str, m: &Masks, ev: &mut RawEvent<'a>) -> bool {
     let line = text.as_bytes();
-    // The nested keys met belong to the object of the last event key met: kept when that
-    // key is `args` (its value an object), as the strict scanner keeps them.
-    let mut in_args = false;
+    let (mut brace, mut depth) = (0usize, 0u32);
+    // Where the object the key is in opens, when it is nested, and where `args` opens.
+    let (mut nested, mut args) = (usize::MAX, None);
     for (w, &word) in m.key[..m.words].iter().enumerate() {
         let mut bits = word;
         while bits != 0 {
             let p = 64 * w + bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let top = m.nested[w] >> (p % 64) & 1 == 0;
-            let (field, len) = field_at(line, m, p, top);
-            let v = p + len + 3;
-            if top {
-                in_args = matches!(field, Field::Args) && line[v] == b'{';
+            while let Some(&pos) = m.braces[..m.n_braces].get(brace) {
+                if usize::from(pos) > p {
+                    break;
+                }
+                if m.opens >> brace & 1 != 0 {
+                    depth += 1;
+                    if depth == 2 {
+                        nested = usize::from(pos);
+                    }
+                } else {
+                    depth -= 1;
+                }
+                brace += 1;
             }
+            let (field, len) = field_at(line, m, p, depth == 1);
+            let v = p + len + 3;
             let slot = match field {
-                Field::Skip | Field::Args => continue,
-                _ if !(top || in_args) => continue,
+                Field::Skip => continue,
+                Field::Args => {
+                    args = (line[v] == b'{').then_some(v);
+                    continue;
+                }
+                _ if depth == 2 && args != Some(nested) => continue,
                 Field::Name => &mut ev.name,
                 Field::Cat => &mut ev.cat,
                 Field::Ph => &mut ev.ph,
