@@ -645,23 +645,27 @@ fn field_of(k: u64, top: bool) -> (Field, usize) {
         0xff_ffff_ffff,
         0xffff_ffff_ffff,
     ];
-    if top {
-        match (k & MASK[3], k & MASK[4], k & MASK[5]) {
-            (_, _, x) if x == tag(b"name\"") => (Field::Name, 4),
-            (_, x, _) if x == tag(b"cat\"") => (Field::Cat, 3),
-            (x, _, _) if x == tag(b"ph\"") => (Field::Ph, 2),
-            (x, _, _) if x == tag(b"ts\"") => (Field::Ts, 2),
-            (_, x, _) if x == tag(b"dur\"") => (Field::Dur, 3),
-            (_, _, x) if x == tag(b"args\"") => (Field::Args, 4),
-            _ => (Field::Skip, 0),
+    // One branch on the key's first byte, then one masked compare: most skipped keys
+    // (`id`, `pid`, `hhash`, `fhash`, ...) are told apart by that byte alone.
+    let is = |field: Field, name: &[u8]| {
+        let n = name.len();
+        if k & MASK[n] == tag(name) {
+            (field, n - 1)
+        } else {
+            (Field::Skip, 0)
         }
-    } else {
-        match (k & MASK[5], k & MASK[6]) {
-            (_, x) if x == tag(b"epoch\"") => (Field::Epoch, 5),
-            (x, _) if x == tag(b"name\"") => (Field::ArgName, 4),
-            (_, x) if x == tag(b"value\"") => (Field::ArgValue, 5),
-            _ => (Field::Skip, 0),
-        }
+    };
+    match (top, k as u8) {
+        (true, b'n') => is(Field::Name, b"name\""),
+        (true, b'c') => is(Field::Cat, b"cat\""),
+        (true, b'p') => is(Field::Ph, b"ph\""),
+        (true, b't') => is(Field::Ts, b"ts\""),
+        (true, b'd') => is(Field::Dur, b"dur\""),
+        (true, b'a') => is(Field::Args, b"args\""),
+        (false, b'e') => is(Field::Epoch, b"epoch\""),
+        (false, b'n') => is(Field::ArgName, b"name\""),
+        (false, b'v') => is(Field::ArgValue, b"value\""),
+        _ => (Field::Skip, 0),
     }
 }
 
