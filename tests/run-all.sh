@@ -27,6 +27,13 @@ command -v hpcc >/dev/null || need_apt+=(hpcc)
 # Debian's LAMMPS: experiments/lammps-melt.yaml and tests/cluster_apps/lammps.rs (which fails,
 # rather than skips, without it here: OPTGATE_REQUIRE_LAMMPS below).
 command -v lmp >/dev/null || need_apt+=(lammps)
+# Building ISA-L from source (isal-sys, optgate-dftracer's `igzip` feature: gzip inflate for
+# `optgate trace`): the assembler and autotools its build runs.
+command -v nasm >/dev/null || need_apt+=(nasm)
+command -v make >/dev/null || need_apt+=(make)
+command -v autoreconf >/dev/null || need_apt+=(autoconf)
+command -v automake >/dev/null || need_apt+=(automake)
+command -v libtoolize >/dev/null || need_apt+=(libtool)
 [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need_apt+=(libopenblas0-pthread)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "==> installing ${need_apt[*]}"

@@ -1,5 +1,6 @@
-//! Times gzip inflate alone on one `.pfw.gz` file: flate2 + zlib-rs streaming (what the
-//! reader uses) against libdeflate whole-member, for `benches/dftracer/RESULTS.md`.
+//! Times gzip inflate alone on one `.pfw.gz` file: the reader's inflater (ISA-L's igzip,
+//! streaming), flate2 + zlib-rs streaming and whole-member, and libdeflate whole-member,
+//! for `benches/dftracer/RESULTS.md`.
 //!
 //! Usage: inflate_compare FILE.gz [REPEAT]   (prints one line per decoder, best of REPEAT)
 //!
@@ -21,6 +22,21 @@ fn zlib_rs_streaming(gz: &[u8]) -> u64 {
             n => total += n as u64,
         }
     }
+}
+
+/// Streams `gz` through the reader's inflater (igzip where built) in 256 KiB reads.
+fn reader_inflater(gz: &[u8]) -> u64 {
+    let input = std::io::BufReader::with_capacity(256 * 1024, gz);
+    optgate_dftracer::__private::with_fast_gzip(input, |dec| {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut total = 0u64;
+        loop {
+            match dec.read(&mut buf).expect("inflate") {
+                0 => return total,
+                n => total += n as u64,
+            }
+        }
+    })
 }
 
 /// Inflates every member of `gz` in one call each with flate2's low-level zlib-rs
@@ -89,6 +105,10 @@ fn main() {
     let gz = std::fs::read(&path).expect("read the file");
     let mut out = Vec::new();
     for (label, (secs, bytes)) in [
+        (
+            "the reader's inflater (igzip where built), streaming",
+            best_of(repeat, || reader_inflater(&gz)),
+        ),
         (
             "flate2 + zlib-rs, streaming",
             best_of(repeat, || zlib_rs_streaming(&gz)),

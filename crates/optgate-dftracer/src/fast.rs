@@ -156,14 +156,27 @@ fn scan_with<'a>(
     ev: &mut RawEvent<'a>,
     classify: impl Fn(&[u8; 64]) -> Block,
 ) -> bool {
-    let Some(m) = validate(line, classify) else {
-        return false;
+    // Filled in place: returning the masks by value copied ~450 bytes a line, and
+    // zeroing braces stored as (position, bool) pairs took 32 narrow stores (together
+    // ~16% of the fast path's time, perf).
+    let mut m = Masks {
+        words: 0,
+        quote: [0; WORDS],
+        key: [0; WORDS],
+        digit: [0; WORDS],
+        braces: [0; MAX_BRACES],
+        opens: 0,
+        n_braces: 0,
     };
-    // All ASCII, so one check makes the whole line text and every slice of it too.
-    match std::str::from_utf8(line) {
-        Ok(text) => extract(text, &m, ev),
-        Err(_) => false,
+    if !validate(line, classify, &mut m) {
+        return false;
     }
+    // SAFETY: `validate` accepted the line, so no byte of it is at or above 0x80 (each
+    // such byte sets a bit of `unusual`, and any set bit declines the line): the line is
+    // ASCII, hence UTF-8, and so is every slice of it. Checking it again with
+    // `str::from_utf8` cost 2.3% of a whole summary run (perf, RESULTS.md).
+    let text = unsafe { std::str::from_utf8_unchecked(line) };
+    extract(text, &m, ev)
 }
 
 /// All 64 bytes at once with AVX-512BW: one compare into a bit mask per kind of byte.
@@ -324,8 +337,10 @@ struct Masks {
     /// The opening quote of every key.
     key: [u64; WORDS],
     digit: [u64; WORDS],
-    /// Positions of the braces outside strings, in order, and whether each opens.
-    braces: [(u16, bool); MAX_BRACES],
+    /// Positions of the braces outside strings, in order.
+    braces: [u16; MAX_BRACES],
+    /// Bit k set when brace k opens.
+    opens: u16,
     n_braces: usize,
 }
 
@@ -404,21 +419,15 @@ fn check_word(b: &Block, valid: u64, first: bool, c: &mut Carry) -> Word {
     }
 }
 
-/// The masks of `line` when it is valid JSON of the fast path's shape, else `None`.
+/// Fills `m` (all zero) with the masks of `line`; true when the line is valid JSON of
+/// the fast path's shape.
 #[inline(always)]
-fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block) -> Option<Masks> {
+fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block, m: &mut Masks) -> bool {
     if line.len() > MAX_FAST_LINE || line.first() != Some(&b'{') {
-        return None;
+        return false;
     }
     let words = line.len().div_ceil(64);
-    let mut m = Masks {
-        words,
-        quote: [0; WORDS],
-        key: [0; WORDS],
-        digit: [0; WORDS],
-        braces: [(0, false); MAX_BRACES],
-        n_braces: 0,
-    };
+    m.words = words;
     let mut carry = Carry::default();
     let (mut bad, mut unusual) = (0u64, 0u64);
     for w in 0..words {
@@ -450,11 +459,11 @@ fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block) -> Option<Masks>
         m.quote[w] = block.quote;
         m.key[w] = word.key;
         m.digit[w] = block.digit;
-        if !push_braces(&mut m, &word, w) {
-            return None;
+        if !push_braces(m, &word, w) {
+            return false;
         }
     }
-    (bad == 0 && unusual == 0 && braces_balance(&m, line.len())).then_some(m)
+    bad == 0 && unusual == 0 && braces_balance(m, line.len())
 }
 
 /// Records the braces of word `w` (outside strings); false when there are too many.
@@ -468,7 +477,8 @@ fn push_braces(m: &mut Masks, word: &Word, w: usize) -> bool {
             return false;
         }
         // Positions fit: a line is at most MAX_FAST_LINE bytes.
-        m.braces[m.n_braces] = ((64 * w + i) as u16, word.open >> i & 1 != 0);
+        m.braces[m.n_braces] = (64 * w + i) as u16;
+        m.opens |= ((word.open >> i & 1) as u16) << m.n_braces;
         m.n_braces += 1;
     }
     true
@@ -479,8 +489,8 @@ fn push_braces(m: &mut Masks, word: &Word, w: usize) -> bool {
 #[inline(always)]
 fn braces_balance(m: &Masks, len: usize) -> bool {
     let mut depth = 0u32;
-    for (k, &(pos, open)) in m.braces[..m.n_braces].iter().enumerate() {
-        if open {
+    for (k, &pos) in m.braces[..m.n_braces].iter().enumerate() {
+        if m.opens >> k & 1 != 0 {
             depth += 1;
             if depth > MAX_FAST_DEPTH {
                 return false;
@@ -539,11 +549,11 @@ fn extract<'a>(text: &'a str, m: &Masks, ev: &mut RawEvent<'a>) -> bool {
         while bits != 0 {
             let p = 64 * w + bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            while let Some(&(pos, open)) = m.braces[..m.n_braces].get(brace) {
+            while let Some(&pos) = m.braces[..m.n_braces].get(brace) {
                 if usize::from(pos) > p {
                     break;
                 }
-                if open {
+                if m.opens >> brace & 1 != 0 {
                     depth += 1;
                     if depth == 2 {
                         nested = usize::from(pos);
@@ -635,23 +645,27 @@ fn field_of(k: u64, top: bool) -> (Field, usize) {
         0xff_ffff_ffff,
         0xffff_ffff_ffff,
     ];
-    if top {
-        match (k & MASK[3], k & MASK[4], k & MASK[5]) {
-            (_, _, x) if x == tag(b"name\"") => (Field::Name, 4),
-            (_, x, _) if x == tag(b"cat\"") => (Field::Cat, 3),
-            (x, _, _) if x == tag(b"ph\"") => (Field::Ph, 2),
-            (x, _, _) if x == tag(b"ts\"") => (Field::Ts, 2),
-            (_, x, _) if x == tag(b"dur\"") => (Field::Dur, 3),
-            (_, _, x) if x == tag(b"args\"") => (Field::Args, 4),
-            _ => (Field::Skip, 0),
+    // One branch on the key's first byte, then one masked compare: most skipped keys
+    // (`id`, `pid`, `hhash`, `fhash`, ...) are told apart by that byte alone.
+    let is = |field: Field, name: &[u8]| {
+        let n = name.len();
+        if k & MASK[n] == tag(name) {
+            (field, n - 1)
+        } else {
+            (Field::Skip, 0)
         }
-    } else {
-        match (k & MASK[5], k & MASK[6]) {
-            (_, x) if x == tag(b"epoch\"") => (Field::Epoch, 5),
-            (x, _) if x == tag(b"name\"") => (Field::ArgName, 4),
-            (_, x) if x == tag(b"value\"") => (Field::ArgValue, 5),
-            _ => (Field::Skip, 0),
-        }
+    };
+    match (top, k as u8) {
+        (true, b'n') => is(Field::Name, b"name\""),
+        (true, b'c') => is(Field::Cat, b"cat\""),
+        (true, b'p') => is(Field::Ph, b"ph\""),
+        (true, b't') => is(Field::Ts, b"ts\""),
+        (true, b'd') => is(Field::Dur, b"dur\""),
+        (true, b'a') => is(Field::Args, b"args\""),
+        (false, b'e') => is(Field::Epoch, b"epoch\""),
+        (false, b'n') => is(Field::ArgName, b"name\""),
+        (false, b'v') => is(Field::ArgValue, b"value\""),
+        _ => (Field::Skip, 0),
     }
 }
 

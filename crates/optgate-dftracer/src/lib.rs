@@ -25,6 +25,7 @@ mod aggregate;
 mod error;
 mod event;
 mod fast;
+mod inflate;
 pub mod limits;
 mod reader;
 mod render;
@@ -44,10 +45,19 @@ pub use render::render_table;
 
 /// The line scanner and the event it fills, exposed only so the crate's tests can check
 /// the scanner against their independent `serde_json` oracle (`tests/dftracer/
-/// serde_oracle.rs`). Not a stable API.
+/// serde_oracle.rs`), and the inflater for the benchmarks. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::event::{Number, RawEvent, Val};
     pub use crate::fast::{MAX_FAST_LINE, scan_fast, scan_fast_as};
     pub use crate::scan::{ScanError, scan_into, scan_strict};
+
+    /// The reader's fast gzip inflater (igzip where built, else zlib-rs), for
+    /// `examples/inflate_compare.rs`: feeds the text of `input` to `f`.
+    pub fn with_fast_gzip<T>(
+        input: impl std::io::BufRead,
+        f: impl FnOnce(&mut dyn std::io::Read) -> T,
+    ) -> T {
+        crate::inflate::with_gzip(input, crate::inflate::Inflater::Fast, f)
+    }
 }

@@ -11,7 +11,6 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use flate2::bufread::MultiGzDecoder;
 use rayon::prelude::*;
 
 use crate::aggregate::{
@@ -19,6 +18,7 @@ use crate::aggregate::{
 };
 use crate::error::{Diagnostic, DiagnosticKind, TraceError};
 use crate::event::RawEvent;
+use crate::inflate::{Inflater, with_gzip};
 use crate::limits::{GZIP_RATIO_FREE_BYTES, MAX_GZIP_RATIO, MAX_LINE_BYTES, MAX_TEXT_BYTES};
 
 /// Bytes of decompressed text handled per read; large enough that per-read overhead
@@ -53,8 +53,10 @@ pub fn summarize_paths(
 /// bytes). `name` is used for the file summary and diagnostics. Past [`MAX_TEXT_BYTES`]
 /// or [`MAX_GZIP_RATIO`] the rest of the stream is not read; a diagnostic says so.
 pub fn summarize_reader(name: &Path, reader: impl Read, opts: &AggregateOptions) -> TraceSummary {
-    let (file, mut diagnostics, refused) = summarize_stream(name, reader, 0, opts);
-    if let Some(reason) = refused {
+    // zlib, whose text of a cut member is exact: a reader cannot be read again.
+    let read = summarize_stream(name, reader, 0, opts, Inflater::Zlib);
+    let (file, mut diagnostics) = (read.summary, read.diagnostics);
+    if let Some(reason) = read.refused {
         diagnostics.push(Diagnostic {
             file: name.to_path_buf(),
             line: file.lines + 1,
@@ -131,12 +133,23 @@ fn summarize_file(
         source,
     })?;
     let file_bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-    match summarize_stream(path, f, file_bytes, opts) {
-        (_, _, Some(reason)) => Err(TraceError::TooLarge {
+    let mut read = summarize_stream(path, f, file_bytes, opts, Inflater::Fast);
+    if read.cut_gzip && read.refused.is_none() {
+        // igzip may stop a byte short of zlib in a cut member (src/inflate.rs): read the
+        // (rare) cut file again with zlib, so its counts are zlib's to the byte.
+        let f = File::open(path).map_err(|source| TraceError::Io {
+            op: "open",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        read = summarize_stream(path, f, file_bytes, opts, Inflater::Zlib);
+    }
+    match read.refused {
+        Some(reason) => Err(TraceError::TooLarge {
             path: path.to_path_buf(),
             reason,
         }),
-        (summary, diags, None) => Ok((summary, diags)),
+        None => Ok((read.summary, read.diagnostics)),
     }
 }
 
@@ -184,13 +197,24 @@ impl TextLimit {
     }
 }
 
-/// Reads one stream; the third value is why it was cut short by a limit, if it was.
+/// What reading one stream gave.
+struct StreamRead {
+    summary: FileSummary,
+    diagnostics: Vec<Diagnostic>,
+    /// Why it was cut short by a limit, if it was.
+    refused: Option<String>,
+    /// The gzip stream ended inside a member (a cut file).
+    cut_gzip: bool,
+}
+
+/// Reads one stream, gzip inflated by `inflater`.
 fn summarize_stream<R: Read>(
     path: &Path,
     raw: R,
     file_bytes: u64,
     opts: &AggregateOptions,
-) -> (FileSummary, Vec<Diagnostic>, Option<String>) {
+    inflater: Inflater,
+) -> StreamRead {
     let compressed = Rc::new(Cell::new(0u64));
     let mut input = BufReader::with_capacity(
         CHUNK,
@@ -215,7 +239,9 @@ fn summarize_stream<R: Read>(
         compressed,
     };
     let read = if is_gzip {
-        fold_lines(MultiGzDecoder::new(input), &mut state, &mut diags, &limit)
+        with_gzip(input, inflater, |text| {
+            fold_lines(text, &mut state, &mut diags, &limit)
+        })
     } else {
         fold_lines(input, &mut state, &mut diags, &limit)
     };
@@ -251,7 +277,12 @@ fn summarize_stream<R: Read>(
         diagnostics,
         aggregate,
     };
-    (summary, list, read.refused)
+    StreamRead {
+        summary,
+        diagnostics: list,
+        refused: read.refused,
+        cut_gzip: is_gzip && read.cut,
+    }
 }
 
 /// Says that `other_records` records, the first on `line`, were neither complete
@@ -286,6 +317,8 @@ struct ReadStats {
     bytes: u64,
     /// Why reading stopped at a limit, if it did.
     refused: Option<String>,
+    /// Reading ended early at the end of the input (a truncated gzip member).
+    cut: bool,
 }
 
 struct LineState<'o> {
@@ -350,6 +383,7 @@ fn fold_lines(
         lines: 0,
         bytes: 0,
         refused: None,
+        cut: false,
     };
     let mut failure: Option<io::Error> = None;
     // While skipping a long line: its number and its bytes so far.
@@ -400,6 +434,7 @@ fn fold_lines(
         state.line(&buf[..filled], stats.lines, true, diags);
     }
     if let Some(e) = failure {
+        stats.cut = e.kind() == io::ErrorKind::UnexpectedEof;
         push_read_failure(diags, stats.lines, &e);
     }
     stats

@@ -153,6 +153,56 @@ fn truncated_gzip_is_reported_and_what_was_read_counts() {
     }
 }
 
+/// A file read by path (igzip on x86_64, and zlib again for a cut member) summarises
+/// exactly as the same bytes through `summarize_reader` (zlib alone): whole, cut at many
+/// points (igzip alone may stop a byte short there), with a byte flipped, with junk after
+/// the member and as two members.
+#[test]
+fn files_read_by_path_summarise_as_zlib_reads_them_whole_cut_or_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = lines(3_000);
+    // Varied lines, so cuts fall inside literals and matches of every length.
+    for i in 0..2_000u64 {
+        let hash = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        text.push_str(&ev(
+            i,
+            &format!("op{hash:x}"),
+            "POSIX",
+            9_000 + i,
+            hash % 97,
+            None,
+        ));
+        text.push('\n');
+    }
+    let full = gz(text.as_bytes());
+    let mut cases: Vec<(String, Vec<u8>)> = vec![("whole".into(), full.clone())];
+    for k in 1..60 {
+        let cut = full.len() * k / 60 + k;
+        cases.push((
+            format!("cut {cut}"),
+            full[..cut.min(full.len() - 1)].to_vec(),
+        ));
+    }
+    for k in 1..8 {
+        let mut flipped = full.clone();
+        flipped[full.len() * k / 8] ^= 1 << k;
+        cases.push((format!("flip {k}"), flipped));
+    }
+    let mut junk = full.clone();
+    junk.extend_from_slice(b"\0\0\0junk");
+    cases.push(("junk".into(), junk));
+    let mut two = full.clone();
+    two.extend_from_slice(&full);
+    cases.push(("two members".into(), two));
+    for (label, data) in cases {
+        let path = write(dir.path(), "case.pfw.gz", &data);
+        let mut by_path = run(std::slice::from_ref(&path));
+        by_path.files[0].file_bytes = 0;
+        let by_reader = summarize_reader(&path, &data[..], &AggregateOptions::default());
+        assert_eq!(by_path, by_reader, "{label}");
+    }
+}
+
 #[test]
 fn non_json_line_and_missing_dur_are_reported_with_lines() {
     let dir = tempfile::tempdir().unwrap();

@@ -183,4 +183,26 @@ fn fast_path_reads_numbers_of_every_length_and_nested_args() {
     assert!(agrees(
         br#"{"name":"a","args":{"epoch":1},"name":"b","args":{"name":"x"}}"#
     ));
+    // `args` that is no object, then an object under another key; an object `args` then
+    // a scalar one; nested objects that span 64-byte words, keys before and after them.
+    for line in [
+        &br#"{"args":5,"x":{"epoch":1,"name":"no"},"name":"a"}"#[..],
+        br#"{"args":{"epoch":3},"args":"s","y":{"value":"no"},"dur":4}"#,
+    ] {
+        assert!(agrees(line), "{}", String::from_utf8_lossy(line));
+    }
+    for pad in [0usize, 5, 30, 59, 60, 61, 62, 63, 64, 65, 100, 127, 128] {
+        let p = "p".repeat(pad);
+        for line in [
+            format!(
+                r#"{{"{p}":1,"a":{{"epoch":1,"{p}":2}},"args":{{"{p}":"q","epoch":9}},"ts":3}}"#
+            ),
+            format!(r#"{{"args":{{"epoch":7,"{p}":1}},"{p}x":{{"name":"no"}}}}"#),
+            format!(
+                r#"{{"x":{{"{p}":"{p}","name":"no"}},"{p}":{{"value":"no"}},"args":{{"name":"{p}"}}}}"#
+            ),
+        ] {
+            assert!(agrees(line.as_bytes()), "{line}");
+        }
+    }
 }
