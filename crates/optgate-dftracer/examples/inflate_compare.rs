@@ -74,27 +74,8 @@ fn libdeflate_whole(gz: &[u8], out: &mut Vec<u8>) -> u64 {
     n as u64
 }
 
-/// CPU seconds this thread has run so far.
-fn thread_cpu_seconds() -> f64 {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
-    let ns: u64 = text
-        .split_whitespace()
-        .next()
-        .and_then(|f| f.parse().ok())
-        .expect("schedstat's first field");
-    ns as f64 / 1e9
-}
-
-fn best_of(repeat: usize, mut f: impl FnMut() -> u64) -> (f64, u64) {
-    let mut best = f64::INFINITY;
-    let mut bytes = 0;
-    for _ in 0..repeat {
-        let t0 = thread_cpu_seconds();
-        bytes = f();
-        best = best.min(thread_cpu_seconds() - t0);
-    }
-    (best, bytes)
-}
+mod cpu_time;
+use cpu_time::best_of;
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -13,27 +13,8 @@ use std::path::Path;
 use optgate_dftracer::__private::{RawEvent, scan_fast, scan_fast_as, scan_into, scan_strict};
 use optgate_dftracer::{AggregateOptions, summarize_reader};
 
-/// CPU seconds this thread has run so far.
-fn thread_cpu_seconds() -> f64 {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
-    let ns: u64 = text
-        .split_whitespace()
-        .next()
-        .and_then(|f| f.parse().ok())
-        .expect("schedstat's first field");
-    ns as f64 / 1e9
-}
-
-fn best_of(repeat: usize, mut f: impl FnMut() -> u64) -> (f64, u64) {
-    let mut best = f64::INFINITY;
-    let mut value = 0;
-    for _ in 0..repeat {
-        let t0 = thread_cpu_seconds();
-        value = f();
-        best = best.min(thread_cpu_seconds() - t0);
-    }
-    (best, value)
-}
+mod cpu_time;
+use cpu_time::best_of;
 
 /// Every line of `text` (without its newline), cut with memchr as the reader does.
 fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
