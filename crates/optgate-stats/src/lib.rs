@@ -15,6 +15,7 @@ pub mod guardrail;
 pub mod holm;
 pub mod htest;
 pub mod mann_whitney;
+pub mod memo;
 pub mod model;
 pub mod normal;
 pub mod operating;

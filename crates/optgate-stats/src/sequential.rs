@@ -32,6 +32,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::StatsError;
+use crate::memo::Memo;
 use crate::normal;
 
 /// Grid points of the numerical integration (odd, for Simpson's rule).
@@ -124,8 +125,12 @@ impl SequentialPlan {
     }
 
     /// Looks at the given information fractions (e.g. `n_k / n_max`).
+    /// Remembered per process ([`crate::memo`]): the same looks give the same plan.
     pub fn obrien_fleming(fractions: &[f64], alpha: f64) -> Result<Self, StatsError> {
-        Self::with_spending(fractions, alpha, Spending::ObrienFleming, &|_| 0.0)
+        static PLANS: Memo<(Vec<f64>, f64), SequentialPlan> = Memo::new();
+        PLANS.get_or_try((fractions.to_vec(), alpha), || {
+            Self::with_spending(fractions, alpha, Spending::ObrienFleming, &|_| 0.0)
+        })
     }
 
     /// Looks at the given information fractions, spending α by `spending`; look `k` is

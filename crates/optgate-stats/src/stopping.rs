@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{Analysis, Decision, MIN_REPLICATES, SequentialLook, analyze_in_family};
 use crate::error::StatsError;
 use crate::mann_whitney::min_p_unpaired;
+use crate::memo::Memo;
 use crate::model::{AnalysisConfig, ArmData, Design};
 use crate::normal;
 use crate::sequential::{POWER_SPENDING_RHO, SequentialPlan, Spending};
@@ -85,8 +86,25 @@ impl StagedPlan {
     }
 
     /// [`StagedPlan::new`] with another spending function for both boundaries (the
-    /// benchmark compares O'Brien–Fleming spending under the same staged rule).
+    /// benchmark compares O'Brien–Fleming spending under the same staged rule). Remembered
+    /// per process ([`crate::memo`]): the same parameters give the same plan.
     pub fn with_spending(
+        first: u32,
+        max: u32,
+        alpha: f64,
+        variants: usize,
+        design: Design,
+        spending: Spending,
+    ) -> Result<Self, StatsError> {
+        static PLANS: Memo<(u32, u32, f64, usize, Design, Spending), StagedPlan> = Memo::new();
+        let key = (first, max, alpha, variants, design, spending);
+        PLANS.get_or_try(key, || {
+            Self::integrate(first, max, alpha, variants, design, spending)
+        })
+    }
+
+    /// [`StagedPlan::with_spending`] computed afresh (it remembers what this returns).
+    fn integrate(
         first: u32,
         max: u32,
         alpha: f64,
@@ -338,6 +356,61 @@ fn predictive_decide(gap: f64, sigma: f64, n: f64, last: &LastLook) -> Option<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The remembered plan is the one each parameter asks for: asked one after another,
+    /// designs differing in one parameter each get their own plan, equal to a fresh
+    /// integration. Planted bug caught: a memo key that leaves a parameter out.
+    #[test]
+    fn each_parameter_of_a_remembered_plan_counts() {
+        let obf = Spending::ObrienFleming;
+        let power = Spending::Power(POWER_SPENDING_RHO);
+        // Short designs (few looks, cheap to integrate).
+        let designs = [
+            (5, 8, 0.05, 1, Design::Paired, power),
+            (6, 8, 0.05, 1, Design::Paired, power),
+            (5, 9, 0.05, 1, Design::Paired, power),
+            (5, 8, 0.01, 1, Design::Paired, power),
+            (5, 8, 0.05, 3, Design::Paired, power),
+            (5, 8, 0.05, 3, Design::Independent, power),
+            (5, 8, 0.05, 1, Design::Paired, obf),
+        ];
+        let fresh: Vec<StagedPlan> = designs
+            .iter()
+            .map(|&(first, max, alpha, variants, design, spending)| {
+                StagedPlan::integrate(first, max, alpha, variants, design, spending).unwrap()
+            })
+            .collect();
+        // Each row after the first differs from the first (the design row from the one
+        // before it, with the same three variants) in one parameter, and so in its plan.
+        for (row, like) in [(1, 0), (2, 0), (3, 0), (4, 0), (5, 4), (6, 0)] {
+            assert_ne!(
+                fresh[row], fresh[like],
+                "rows {row} and {like} have one plan"
+            );
+        }
+        for _ in 0..2 {
+            for (&(first, max, alpha, variants, design, spending), fresh) in
+                designs.iter().zip(&fresh)
+            {
+                let remembered =
+                    StagedPlan::with_spending(first, max, alpha, variants, design, spending);
+                assert_eq!(
+                    &remembered.unwrap(),
+                    fresh,
+                    "{first} {max} {alpha} {variants}"
+                );
+            }
+        }
+        let fractions = [0.25, 0.5, 1.0];
+        for alpha in [0.05, 0.025, 0.05] {
+            let remembered = SequentialPlan::obrien_fleming(&fractions, alpha).unwrap();
+            assert_eq!(remembered.alpha, alpha);
+            let fresh = SequentialPlan::with_spending(&fractions, alpha, obf, &|_| 0.0);
+            assert_eq!(remembered, fresh.unwrap());
+        }
+        let other = SequentialPlan::obrien_fleming(&[0.5, 1.0], 0.05).unwrap();
+        assert_eq!(other.fractions, vec![0.5, 1.0]);
+    }
 
     #[test]
     fn the_first_look_at_five_blocks_can_decide_one_variant() {
