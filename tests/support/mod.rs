@@ -514,3 +514,25 @@ static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub fn measuring() -> std::sync::MutexGuard<'static, ()> {
     MEASURING.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Tests at once, per CPU, in a binary whose tests mostly wait — on a daemon's polls, on a
+/// recurrence's due times, on a stall they planted — rather than compute.
+pub const WAITING_TESTS_PER_CPU: usize = 2;
+
+/// Sets `RUST_TEST_THREADS` to [`WAITING_TESTS_PER_CPU`] × this machine's CPUs unless the
+/// caller set it (`--test-threads` still wins over both). libtest reads the variable when
+/// `main` starts, so a binary of waiting tests runs this just before, as an ELF
+/// constructor (an `.init_array` entry, as in `tests/daemon/main.rs`): one thread, no
+/// other code yet running, so setting the variable races with nothing.
+pub extern "C" fn run_waiting_tests_at_once() {
+    if std::env::var_os("RUST_TEST_THREADS").is_none() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // SAFETY: before `main`, on the only thread; nothing reads the environment yet.
+        unsafe {
+            std::env::set_var(
+                "RUST_TEST_THREADS",
+                (WAITING_TESTS_PER_CPU * cpus).to_string(),
+            )
+        };
+    }
+}
