@@ -29,7 +29,10 @@ fn quickstart_runs_end_to_end_and_reports_every_arm() {
         // the speed-ups, and a run still lasts several of the thread sampler's intervals.
         .replace(r#""--sweeps", "60""#, r#""--sweeps", "30""#);
     assert!(text.contains("max_replicates: 7") && !text.contains("workdir: .."));
-    assert!(text.contains(r#""--sweeps", "30""#), "the quickstart's sweeps changed");
+    assert!(
+        text.contains(r#""--sweeps", "30""#),
+        "the quickstart's sweeps changed"
+    );
     let exp = out.path().join("quickstart.yaml");
     std::fs::write(&exp, text).unwrap();
     let o = run(&[

@@ -15,7 +15,8 @@ use optgate_experiment::checklist::DIMENSIONS;
 use support::*;
 
 /// The shipped file, its workdir pointed at a private copy of the stencil (so its runs land
-/// in the test's directory, not in the checkout), written as `dir/propose-stencil.yaml`.
+/// in the test's directory, not in the checkout) and half its sweeps, written as
+/// `dir/propose-stencil.yaml`.
 fn baseline_only(dir: &Path, extra: &str) -> PathBuf {
     let work = dir.join("openmp-stencil");
     std::fs::create_dir_all(&work).unwrap();
@@ -31,7 +32,17 @@ fn baseline_only(dir: &Path, extra: &str) -> PathBuf {
         yaml.contains(from),
         "propose-stencil.yaml changed its workdir"
     );
-    let yaml = yaml.replace(from, &format!("workdir: {}", work.display())) + extra;
+    // Half the sweeps per epoch: the facts (an idle core, one thread) and the 2-thread
+    // variant's win do not depend on the epoch's length, and the runs take half the time.
+    let sweeps = r#""--sweeps", "60""#;
+    assert!(
+        yaml.contains(sweeps),
+        "propose-stencil.yaml changed its sweeps"
+    );
+    let yaml = yaml
+        .replace(from, &format!("workdir: {}", work.display()))
+        .replace(sweeps, r#""--sweeps", "30""#)
+        + extra;
     let path = dir.join("propose-stencil.yaml");
     std::fs::write(&path, yaml).unwrap();
     path
