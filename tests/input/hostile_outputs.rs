@@ -167,8 +167,9 @@ fn pipes_in_a_run_directory_hold_up_nothing_under_the_daemon() {
     let (hostile_id, plain_id) = (submit("pipes", &hostile), submit("plain", &plain));
     for id in [&plain_id, &hostile_id] {
         wait_for("the experiment to end", DEADLINE, || {
-            let s = status(&home, id);
-            (!matches!(s["state"].as_str(), Some("planned" | "running"))).then_some(())
+            // Ended, not merely past `running`: under load a status may catch an
+            // experiment still `building` (or `analysing`), which is neither.
+            ended(&status(&home, id)).then_some(())
         });
     }
     assert_eq!(status(&home, &plain_id)["state"], "decided");
