@@ -35,6 +35,10 @@ const MAX_BRACES: usize = 16;
 
 const WORDS: usize = MAX_FAST_LINE / 64;
 
+/// The bytes that open and close a JSON object, which the masks mark and the parser checks.
+const OPEN_BRACE: u8 = b'{';
+const CLOSE_BRACE: u8 = b'}';
+
 /// Where one 64-byte block holds each kind of byte, one bit per byte.
 #[derive(Clone, Copy, Default)]
 struct Block {
@@ -195,8 +199,8 @@ fn classify_avx512(block: &[u8; 64]) -> Block {
     Block {
         quote,
         quote_prefix: prefix_xor_clmul(quote),
-        open: eq(b'{'),
-        close: eq(b'}'),
+        open: eq(OPEN_BRACE),
+        close: eq(CLOSE_BRACE),
         colon: eq(b':'),
         comma: eq(b','),
         digit,
@@ -218,8 +222,8 @@ fn classify_avx2(block: &[u8; 64]) -> Block {
         let bits = |m: __m256i| u64::from(_mm256_movemask_epi8(m) as u32) << (32 * k);
         let eq = |c: u8| bits(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(c as i8)));
         b.quote |= eq(b'"');
-        b.open |= eq(b'{');
-        b.close |= eq(b'}');
+        b.open |= eq(OPEN_BRACE);
+        b.close |= eq(CLOSE_BRACE);
         b.colon |= eq(b':');
         b.comma |= eq(b',');
         b.minus |= eq(b'-');
@@ -256,8 +260,8 @@ fn classify_sse2(block: &[u8; 64]) -> Block {
         let v = unsafe { _mm_loadu_si128(block[16 * k..].as_ptr().cast()) };
         let bits = |m: i32| u64::from(m as u16) << (16 * k);
         b.quote |= bits(eq(v, b'"'));
-        b.open |= bits(eq(v, b'{'));
-        b.close |= bits(eq(v, b'}'));
+        b.open |= bits(eq(v, OPEN_BRACE));
+        b.close |= bits(eq(v, CLOSE_BRACE));
         b.colon |= bits(eq(v, b':'));
         b.comma |= bits(eq(v, b','));
         b.minus |= bits(eq(v, b'-'));
@@ -285,8 +289,8 @@ fn classify_bytes(block: &[u8; 64]) -> Block {
         let bit = 1u64 << i;
         match c {
             b'"' => b.quote |= bit,
-            b'{' => b.open |= bit,
-            b'}' => b.close |= bit,
+            OPEN_BRACE => b.open |= bit,
+            CLOSE_BRACE => b.close |= bit,
             b':' => b.colon |= bit,
             b',' => b.comma |= bit,
             b'-' => b.minus |= bit,
@@ -423,7 +427,7 @@ fn check_word(b: &Block, valid: u64, first: bool, c: &mut Carry) -> Word {
 /// the fast path's shape.
 #[inline(always)]
 fn validate(line: &[u8], classify: impl Fn(&[u8; 64]) -> Block, m: &mut Masks) -> bool {
-    if line.len() > MAX_FAST_LINE || line.first() != Some(&b'{') {
+    if line.len() > MAX_FAST_LINE || line.first() != Some(&OPEN_BRACE) {
         return false;
     }
     let words = line.len().div_ceil(64);
@@ -568,7 +572,7 @@ fn extract<'a>(text: &'a str, m: &Masks, ev: &mut RawEvent<'a>) -> bool {
             let slot = match field {
                 Field::Skip => continue,
                 Field::Args => {
-                    args = (line[v] == b'{').then_some(v);
+                    args = (line[v] == OPEN_BRACE).then_some(v);
                     continue;
                 }
                 _ if depth == 2 && args != Some(nested) => continue,
@@ -684,7 +688,7 @@ fn value<'a>(text: &'a str, m: &Masks, v: usize, slot: &mut Option<Val<'a>>) -> 
                 None => return false,
             }
         }
-        b'{' => Val::Other,
+        OPEN_BRACE => Val::Other,
         first => {
             let neg = first == b'-';
             let start = v + usize::from(neg);
