@@ -7,11 +7,9 @@
 
 mod support;
 
-/// These tests mostly wait on the daemons and runs they start: [`support::WAITING_TESTS_PER_CPU`]
-/// run at once.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static WAITING_TESTS_AT_ONCE: extern "C" fn() = support::run_waiting_tests_at_once;
+// These tests mostly wait on the daemons and runs they start:
+// [`support::WAITING_TESTS_PER_CPU`] run at once.
+support::waiting_tests_at_once!();
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -11,8 +11,6 @@ mod limits;
 mod recurring;
 mod staged;
 
-/// These tests mostly wait on the daemons they start: [`support::WAITING_TESTS_PER_CPU`]
-/// run at once.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static WAITING_TESTS_AT_ONCE: extern "C" fn() = support::run_waiting_tests_at_once;
+// These tests mostly wait on the daemons they start:
+// [`support::WAITING_TESTS_PER_CPU`] run at once.
+support::waiting_tests_at_once!();

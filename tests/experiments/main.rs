@@ -15,8 +15,6 @@ mod report_features;
 mod resources;
 mod verdict_words;
 
-/// These tests mostly wait on the runs they start (apps that sleep, recurrences):
-/// [`support::WAITING_TESTS_PER_CPU`] run at once.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static WAITING_TESTS_AT_ONCE: extern "C" fn() = support::run_waiting_tests_at_once;
+// These tests mostly wait on the runs they start (apps that sleep, recurrences):
+// [`support::WAITING_TESTS_PER_CPU`] run at once.
+support::waiting_tests_at_once!();

@@ -12,8 +12,6 @@ mod hostile_outputs;
 mod hostile_values;
 mod preflight;
 
-/// These tests mostly wait on the daemons and runs they start: [`support::WAITING_TESTS_PER_CPU`]
-/// run at once.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static WAITING_TESTS_AT_ONCE: extern "C" fn() = support::run_waiting_tests_at_once;
+// These tests mostly wait on the daemons and runs they start:
+// [`support::WAITING_TESTS_PER_CPU`] run at once.
+support::waiting_tests_at_once!();

@@ -521,9 +521,9 @@ pub const WAITING_TESTS_PER_CPU: usize = 2;
 
 /// Sets `RUST_TEST_THREADS` to [`WAITING_TESTS_PER_CPU`] × this machine's CPUs unless the
 /// caller set it (`--test-threads` still wins over both). libtest reads the variable when
-/// `main` starts, so a binary of waiting tests runs this just before, as an ELF
-/// constructor (an `.init_array` entry, as in `tests/daemon/main.rs`): one thread, no
-/// other code yet running, so setting the variable races with nothing.
+/// `main` starts, so [`waiting_tests_at_once!`] runs this just before, as an ELF
+/// constructor: one thread, no other code yet running, so setting the variable races with
+/// nothing.
 pub extern "C" fn run_waiting_tests_at_once() {
     if std::env::var_os("RUST_TEST_THREADS").is_none() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -536,3 +536,16 @@ pub extern "C" fn run_waiting_tests_at_once() {
         };
     }
 }
+
+/// Said once at the root of a test binary whose tests mostly wait: runs
+/// [`run_waiting_tests_at_once`] before `main` (an `.init_array` entry).
+#[allow(unused_macros)]
+macro_rules! waiting_tests_at_once {
+    () => {
+        #[used]
+        #[unsafe(link_section = ".init_array")]
+        static WAITING_TESTS_AT_ONCE: extern "C" fn() = $crate::support::run_waiting_tests_at_once;
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use waiting_tests_at_once;

@@ -56,6 +56,10 @@ pub enum Stop {
     BudgetExhausted,
 }
 
+/// What a staged plan is made from, in [`StagedPlan::with_spending`]'s order: first and
+/// last blocks, α, variants, design, spending.
+type StagedDesign = (u32, u32, f64, usize, Design, Spending);
+
 /// The planned looks of a staged experiment and their two boundaries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StagedPlan {
@@ -96,21 +100,14 @@ impl StagedPlan {
         design: Design,
         spending: Spending,
     ) -> Result<Self, StatsError> {
-        static PLANS: Memo<(u32, u32, f64, usize, Design, Spending), StagedPlan> = Memo::new();
+        static PLANS: Memo<StagedDesign, StagedPlan> = Memo::new();
         let key = (first, max, alpha, variants, design, spending);
-        PLANS.get_or_try(key, || {
-            Self::integrate(first, max, alpha, variants, design, spending)
-        })
+        PLANS.get_or_try(key, || Self::integrate(key))
     }
 
     /// [`StagedPlan::with_spending`] computed afresh (it remembers what this returns).
     fn integrate(
-        first: u32,
-        max: u32,
-        alpha: f64,
-        variants: usize,
-        design: Design,
-        spending: Spending,
+        (first, max, alpha, variants, design, spending): StagedDesign,
     ) -> Result<Self, StatsError> {
         let first = first.max(1);
         let max = max.max(first);
@@ -376,9 +373,7 @@ mod tests {
         ];
         let fresh: Vec<StagedPlan> = designs
             .iter()
-            .map(|&(first, max, alpha, variants, design, spending)| {
-                StagedPlan::integrate(first, max, alpha, variants, design, spending).unwrap()
-            })
+            .map(|&design| StagedPlan::integrate(design).unwrap())
             .collect();
         // Each row after the first differs from the first (the design row from the one
         // before it, with the same three variants) in one parameter, and so in its plan.
